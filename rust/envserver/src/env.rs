@@ -1,0 +1,79 @@
+//! The environment contract: what every native env implements, and the errors they share.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Env construction options (`EnvPool(env, **options)` in Python), as strings.
+/// Each env documents the keys it reads; unknown keys are rejected by the env's factory.
+pub type Options = BTreeMap<String, String>;
+
+/// What one step returns. Invalid actions are part of the game: they produce an
+/// observation explaining what was wrong, never an `Err`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepOutcome {
+    pub observation: String,
+    pub reward: f32,
+    pub done: bool,
+}
+
+/// Errors raised while building envs or starting episodes. Messages are shown to users
+/// verbatim, so they name the offending value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EnvError {
+    #[error("unknown env {name:?}; known envs: {known}")]
+    UnknownEnv { name: String, known: String },
+    #[error("task id {task_id} is out of range: env {env:?} has task ids 0..{num_tasks}")]
+    TaskOutOfRange { env: String, task_id: u64, num_tasks: u64 },
+    #[error("invalid option {key:?}: {message}")]
+    InvalidOption { key: String, message: String },
+    #[error("{0}")]
+    Data(String),
+}
+
+/// One text environment episode at a time. Implementations are plain single-threaded
+/// state machines; the pool provides batching, threading, ids and horizon caps.
+pub trait TextEnv: Send {
+    /// Starts the episode `task_id` (already range-checked by the caller) and returns the
+    /// first observation. The same task id must give the same episode on every machine.
+    fn reset(&mut self, task_id: u64) -> Result<String, EnvError>;
+
+    /// Applies one text action. Must not be called before `reset`; the pool guarantees it.
+    fn step(&mut self, action: &str) -> StepOutcome;
+
+    /// The current observation, as last returned by `reset` or `step`.
+    fn observation(&self) -> String;
+
+    /// The actions the env currently accepts, where the env has such a list.
+    fn available_actions(&self) -> Option<Vec<String>> {
+        None
+    }
+
+    /// Env-specific facts about the current episode (level name, goal, ...), as JSON.
+    fn info(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+/// Builds sessions of one env kind. Shared, read-only data (recipes, level tables)
+/// lives in the factory and is shared by all sessions through `Arc`s.
+pub trait EnvFactory: Send + Sync {
+    /// The env's registry name (`"babyai"`, `"textcraft"`).
+    fn name(&self) -> &str;
+    /// Task ids are `0..num_tasks()`.
+    fn num_tasks(&self) -> u64;
+    /// A fresh session, not yet reset.
+    fn make(&self) -> Box<dyn TextEnv>;
+}
+
+pub type SharedFactory = Arc<dyn EnvFactory>;
+
+/// Rejects option keys an env does not read, naming them and the accepted ones.
+pub fn check_option_keys(options: &Options, accepted: &[&str]) -> Result<(), EnvError> {
+    match options.keys().find(|k| !accepted.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(key) => Err(EnvError::InvalidOption {
+            key: key.clone(),
+            message: format!("not an option of this env (accepted: {})", accepted.join(", ")),
+        }),
+    }
+}
