@@ -1,0 +1,539 @@
+"""ZeroMQ channels between the learner and its actors.
+
+The learner binds three sockets; actors connect to them and may come and go at any time:
+
+- trajectories: learner PULL <- actor PUSH. High-water marks on both ends give back-pressure:
+  a PUSH blocks (or times out) when the learner falls behind.
+- control: learner PUB -> actor SUB. The learner republishes the current ``Control`` every
+  ``republish_s`` seconds so an actor that joins late learns the version and horizon cap.
+- weights: learner ROUTER <-> actor DEALER. An actor asks for weights newer than the version it
+  has; the learner answers with the latest snapshot, split into chunks of about
+  ``chunk_bytes``, one request per chunk.
+
+Receivers never crash on bad input: a message that fails to decode is logged and counted in
+``stats.rejected`` and dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import zmq
+import zmq.asyncio
+
+from agentgym.transport.wire import (
+    Control,
+    TensorBlob,
+    Trajectory,
+    WeightReply,
+    WeightRequest,
+    WireError,
+    decode_control,
+    decode_trajectories,
+    decode_weight_reply,
+    decode_weight_request,
+    encode_control,
+    encode_trajectories,
+    encode_weight_reply,
+    encode_weight_request,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """The three addresses of a learner, as zmq endpoint strings (tcp:// or ipc://).
+
+    A tcp port ``*`` (``tcp://127.0.0.1:*``) lets the learner pick a free port; the bound
+    endpoints are then reported by ``LearnerChannels.endpoints``.
+    """
+
+    trajectories: str = "tcp://127.0.0.1:5601"
+    """Where the learner PULLs trajectories."""
+    control: str = "tcp://127.0.0.1:5602"
+    """Where the learner PUBlishes control messages."""
+    weights: str = "tcp://127.0.0.1:5603"
+    """Where the learner's ROUTER serves weights."""
+
+    @classmethod
+    def ipc(cls, directory: str | Path) -> Endpoints:
+        """Unix-socket endpoints inside ``directory`` (one machine, lowest latency)."""
+        d = Path(directory)
+        return cls(f"ipc://{d / 'traj'}", f"ipc://{d / 'control'}", f"ipc://{d / 'weights'}")
+
+    @classmethod
+    def tcp(cls, host: str = "127.0.0.1", base_port: int | None = None) -> Endpoints:
+        """TCP endpoints on ``host`` at ``base_port`` .. +2, or on free ports when None."""
+        ports = ["*"] * 3 if base_port is None else [str(base_port + i) for i in range(3)]
+        return cls(*(f"tcp://{host}:{p}" for p in ports))
+
+
+@dataclass
+class ChannelStats:
+    """Counters a receiver keeps; ``rejected`` counts messages that failed to decode."""
+
+    received: int = 0
+    sent: int = 0
+    rejected: int = 0
+    bytes_received: int = 0
+    last_error: str | None = None
+
+    def reject(self, what: str, err: Exception) -> None:
+        """Count and log one undecodable message."""
+        self.rejected += 1
+        self.last_error = f"{what}: {err}"
+        log.warning("rejected %s message: %s", what, err)
+
+
+# --------------------------------------------------------------------------------------------
+# Learner side
+
+
+class WeightStore:
+    """The latest published weights, split into chunks; thread-safe.
+
+    Tensors are held as raw bytes (``TensorBlob``); the learner converts its state dict with
+    ``agentgym.learner.weights.state_dict_to_blobs``.
+    """
+
+    def __init__(self, chunk_bytes: int = 64 << 20):
+        self._chunk_bytes = chunk_bytes
+        self._lock = threading.Lock()
+        self._version: int | None = None
+        self._chunks: list[tuple[TensorBlob, ...]] = []
+
+    def publish(self, version: int, tensors: Sequence[TensorBlob]) -> None:
+        """Replace the served snapshot with ``tensors`` at ``version``."""
+        chunks = _split_chunks(tensors, self._chunk_bytes)
+        with self._lock:
+            self._version, self._chunks = version, chunks
+
+    @property
+    def version(self) -> int | None:
+        """Version of the served snapshot, None before the first publish."""
+        with self._lock:
+            return self._version
+
+    def answer(self, req: WeightRequest) -> WeightReply:
+        """The reply to one request (see ``WeightReply`` for the statuses)."""
+        with self._lock:
+            version, chunks = self._version, self._chunks
+        rid = req.request_id
+        if version is None:
+            return WeightReply(rid, "none", -1)
+        if req.chunk == 0 and req.have_version >= version:
+            return WeightReply(rid, "up_to_date", version)
+        if req.chunk > 0 and req.version != version or req.chunk >= len(chunks):
+            return WeightReply(rid, "restart", version)
+        return WeightReply(rid, "ok", version, req.chunk, len(chunks), chunks[req.chunk])
+
+
+def _split_chunks(tensors: Sequence[TensorBlob], chunk_bytes: int) -> list[tuple[TensorBlob, ...]]:
+    chunks: list[tuple[TensorBlob, ...]] = []
+    current: list[TensorBlob] = []
+    size = 0
+    for t in tensors:
+        nbytes = memoryview(t.data).nbytes
+        if current and size + nbytes > chunk_bytes:
+            chunks.append(tuple(current))
+            current, size = [], 0
+        current.append(t)
+        size += nbytes
+    chunks.append(tuple(current))
+    return chunks
+
+
+class LearnerChannels:
+    """The learner's sockets: PULL for trajectories, PUB for control, ROUTER for weights.
+
+    Trajectories are received on the caller's thread (``recv_trajectories``). Control
+    republishing and weight serving run on one background thread that owns the PUB and ROUTER
+    sockets, so actors get weights even while the learner is busy with an update.
+    """
+
+    def __init__(
+        self,
+        endpoints: Endpoints,
+        *,
+        rcvhwm: int = 64,
+        republish_s: float = 0.5,
+        chunk_bytes: int = 64 << 20,
+        context: zmq.Context | None = None,
+    ):
+        self._ctx = context or zmq.Context.instance()
+        self.stats = ChannelStats()
+        self.weight_stats = ChannelStats()
+        self.weights = WeightStore(chunk_bytes)
+        self._pull = self._ctx.socket(zmq.PULL)
+        self._pull.setsockopt(zmq.RCVHWM, rcvhwm)
+        self._pull.setsockopt(zmq.LINGER, 0)
+        self._pull.bind(endpoints.trajectories)
+        self._republish_s = republish_s
+        self._control: Control | None = None
+        self._control_dirty = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        ready = threading.Event()
+        bound: list[str] = []
+        self._thread = threading.Thread(
+            target=self._serve, args=(endpoints, ready, bound), name="learner-channels", daemon=True
+        )
+        self._thread.start()
+        ready.wait()
+        if len(bound) != 2:
+            self._pull.close()
+            raise RuntimeError(f"could not bind learner sockets: {bound}")
+        self.endpoints = Endpoints(_last_endpoint(self._pull), bound[0], bound[1])
+
+    # --- trajectories -----------------------------------------------------------------------
+
+    def recv_trajectories(
+        self, timeout_s: float = 0.0, max_messages: int = 1024
+    ) -> list[Trajectory]:
+        """All trajectories that arrive within ``timeout_s`` (waits only for the first message)."""
+        out: list[Trajectory] = []
+        if not self._pull.poll(int(timeout_s * 1000)):
+            return out
+        for _ in range(max_messages):
+            try:
+                frame = self._pull.recv(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            self.stats.bytes_received += len(frame)
+            try:
+                out.extend(decode_trajectories(frame.buffer))
+                self.stats.received += 1
+            except WireError as e:
+                self.stats.reject("trajectories", e)
+        return out
+
+    # --- control and weights ----------------------------------------------------------------
+
+    def publish_control(self, control: Control) -> None:
+        """Broadcast ``control`` now and keep republishing it."""
+        with self._lock:
+            self._control, self._control_dirty = control, True
+
+    def publish_weights(self, version: int, tensors: Sequence[TensorBlob]) -> None:
+        """Serve ``tensors`` as version ``version`` from now on."""
+        self.weights.publish(version, tensors)
+
+    def close(self) -> None:
+        """Stop the background thread and close every socket (never hangs: linger is 0)."""
+        self._stop.set()
+        self._thread.join()
+        self._pull.close()
+
+    def __enter__(self) -> LearnerChannels:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _serve(self, endpoints: Endpoints, ready: threading.Event, bound: list[str]) -> None:
+        pub = self._ctx.socket(zmq.PUB)
+        router = self._ctx.socket(zmq.ROUTER)
+        for s in (pub, router):
+            s.setsockopt(zmq.LINGER, 0)
+        try:
+            pub.bind(endpoints.control)
+            router.setsockopt(zmq.ROUTER_MANDATORY, 0)
+            router.bind(endpoints.weights)
+            bound.extend([_last_endpoint(pub), _last_endpoint(router)])
+        except zmq.ZMQError as e:
+            bound.append(str(e))
+            ready.set()
+            pub.close()
+            router.close()
+            return
+        ready.set()
+        try:
+            self._serve_loop(pub, router)
+        finally:
+            pub.close()
+            router.close()
+
+    def _serve_loop(self, pub: zmq.Socket, router: zmq.Socket) -> None:
+        last_pub = 0.0
+        while not self._stop.is_set():
+            if router.poll(20):
+                self._answer_weights(router)
+            with self._lock:
+                control, dirty, self._control_dirty = self._control, self._control_dirty, False
+            now = time.monotonic()
+            if control is not None and (dirty or now - last_pub >= self._republish_s):
+                pub.send(encode_control(control))
+                last_pub = now
+
+    def _answer_weights(self, router: zmq.Socket) -> None:
+        while True:
+            try:
+                frames = router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            # DEALER sends [identity, b"", request]; REQ-style peers look the same
+            if len(frames) != 3 or frames[1] != b"":
+                self.weight_stats.reject("weights_request", WireError("bad envelope"))
+                continue
+            try:
+                req = decode_weight_request(frames[2])
+            except WireError as e:
+                self.weight_stats.reject("weights_request", e)
+                continue
+            self.weight_stats.received += 1
+            reply = encode_weight_reply(self.weights.answer(req))
+            router.send_multipart([frames[0], b"", *reply], copy=False)
+            self.weight_stats.sent += 1
+
+
+def _last_endpoint(sock: zmq.Socket) -> str:
+    return sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+
+
+# --------------------------------------------------------------------------------------------
+# Actor side
+
+
+@dataclass
+class WeightSnapshot:
+    """A complete state dict fetched from the learner, as raw tensors."""
+
+    version: int
+    tensors: list[TensorBlob] = field(default_factory=list)
+
+
+class WeightFetchError(RuntimeError):
+    """The learner did not answer a weight request in time, or answered nonsense."""
+
+
+_request_ids = itertools.count(1)
+
+
+class _WeightFetch:
+    """The chunk-by-chunk protocol of one weight fetch, without any I/O."""
+
+    def __init__(self, have_version: int):
+        self.have_version = have_version
+        self.result: WeightSnapshot | None = None
+        self._partial = WeightSnapshot(version=-1)
+        self._chunk, self._num_chunks, self._done = 0, 1, False
+
+    def next_request(self) -> WeightRequest | None:
+        """The next request to send, or None when the fetch is over."""
+        if self._done:
+            return None
+        version = self._partial.version if self._chunk else None
+        return WeightRequest(next(_request_ids), self.have_version, self._chunk, version)
+
+    def feed(self, reply: WeightReply) -> None:
+        """Advance with the learner's reply to the last request."""
+        if reply.status in ("none", "up_to_date"):
+            self._done = True
+        elif reply.status == "restart":
+            self._partial, self._chunk, self._num_chunks = WeightSnapshot(version=-1), 0, 1
+        else:
+            self._partial.version, self._num_chunks = reply.version, reply.num_chunks
+            self._partial.tensors.extend(reply.tensors)
+            self._chunk += 1
+            if self._chunk >= self._num_chunks:
+                self.result, self._done = self._partial, True
+
+
+def _decode_reply(frames: list[zmq.Frame], stats: ChannelStats) -> WeightReply | None:
+    if len(frames) < 2 or frames[0].bytes != b"":
+        stats.reject("weights", WireError("bad envelope"))
+        return None
+    try:
+        return decode_weight_reply([f.buffer for f in frames[1:]])
+    except WireError as e:
+        stats.reject("weights", e)
+        return None
+
+
+def _configure_actor_sockets(ctx, endpoints: Endpoints, sndhwm: int, linger_ms: int):
+    push = ctx.socket(zmq.PUSH)
+    push.setsockopt(zmq.SNDHWM, sndhwm)
+    push.setsockopt(zmq.LINGER, linger_ms)
+    # queue only on live connections: with the learner gone, sends block (and time out)
+    # instead of piling up in a pipe nobody reads
+    push.setsockopt(zmq.IMMEDIATE, 1)
+    push.connect(endpoints.trajectories)
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.CONFLATE, 1)  # only the newest control matters
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(endpoints.control)
+    return push, sub
+
+
+def _new_dealer(ctx, endpoint: str):
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    dealer.connect(endpoint)
+    return dealer
+
+
+class ActorChannels:
+    """An actor's side of the channels (blocking API; see ``AsyncActorChannels`` for asyncio).
+
+    ``send_trajectories`` blocks while the learner's queue is full (back-pressure) unless a
+    timeout is given. ``poll_control`` returns the newest control message, if any arrived.
+    ``fetch_weights`` returns a full snapshot newer than ``have_version``, or None.
+    """
+
+    def __init__(
+        self,
+        endpoints: Endpoints,
+        *,
+        sndhwm: int = 64,
+        linger_ms: int = 1000,
+        context: zmq.Context | None = None,
+    ):
+        self._ctx = context or zmq.Context.instance()
+        self._endpoints = endpoints
+        self._push, self._sub = _configure_actor_sockets(self._ctx, endpoints, sndhwm, linger_ms)
+        self._dealer = _new_dealer(self._ctx, endpoints.weights)
+        self.stats = ChannelStats()
+
+    def send_trajectories(
+        self, trajectories: Sequence[Trajectory], timeout_s: float | None = None
+    ) -> bool:
+        """Send one batch; False if the learner's queue stayed full for ``timeout_s``."""
+        payload = encode_trajectories(trajectories)
+        if timeout_s is not None and not self._push.poll(int(timeout_s * 1000), zmq.POLLOUT):
+            return False
+        self._push.send(payload, copy=False)
+        self.stats.sent += 1
+        return True
+
+    def poll_control(self, timeout_s: float = 0.0) -> Control | None:
+        """The newest control message received within ``timeout_s``, or None."""
+        latest = None
+        if not self._sub.poll(int(timeout_s * 1000)):
+            return None
+        while True:
+            try:
+                buf = self._sub.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return latest
+            try:
+                latest = decode_control(buf)
+                self.stats.received += 1
+            except WireError as e:
+                self.stats.reject("control", e)
+
+    def fetch_weights(self, have_version: int, timeout_s: float = 30.0) -> WeightSnapshot | None:
+        """Weights newer than ``have_version`` (all chunks), or None if there are none.
+
+        Raises ``WeightFetchError`` when the learner does not answer within ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        fetch = _WeightFetch(have_version)
+        while (req := fetch.next_request()) is not None:
+            fetch.feed(self._request(req, deadline))
+        return fetch.result
+
+    def _request(self, req: WeightRequest, deadline: float) -> WeightReply:
+        self._dealer.send_multipart([b"", encode_weight_request(req)])
+        while (left := deadline - time.monotonic()) > 0:
+            if not self._dealer.poll(int(left * 1000) + 1):
+                break
+            frames = self._dealer.recv_multipart(copy=False)
+            reply = _decode_reply(frames, self.stats)
+            if reply is not None and reply.request_id == req.request_id:
+                return reply
+        # the learner may be gone: drop the socket so a late reply cannot be mistaken for ours
+        self._dealer.close()
+        self._dealer = _new_dealer(self._ctx, self._endpoints.weights)
+        raise WeightFetchError(f"no weight reply from {self._endpoints.weights}")
+
+    def close(self) -> None:
+        """Close all sockets; queued trajectories get ``linger_ms`` to leave."""
+        for s in (self._push, self._sub, self._dealer):
+            s.close()
+
+    def __enter__(self) -> ActorChannels:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncActorChannels:
+    """``ActorChannels`` for asyncio actors (zmq.asyncio); same semantics, awaitable methods."""
+
+    def __init__(
+        self,
+        endpoints: Endpoints,
+        *,
+        sndhwm: int = 64,
+        linger_ms: int = 1000,
+        context: zmq.asyncio.Context | None = None,
+    ):
+        self._ctx = context or zmq.asyncio.Context.instance()
+        self._endpoints = endpoints
+        self._push, self._sub = _configure_actor_sockets(self._ctx, endpoints, sndhwm, linger_ms)
+        self._dealer = _new_dealer(self._ctx, endpoints.weights)
+        self.stats = ChannelStats()
+
+    async def send_trajectories(
+        self, trajectories: Sequence[Trajectory], timeout_s: float | None = None
+    ) -> bool:
+        """Send one batch; False if the learner's queue stayed full for ``timeout_s``."""
+        payload = encode_trajectories(trajectories)
+        if timeout_s is not None and not await self._push.poll(int(timeout_s * 1000), zmq.POLLOUT):
+            return False
+        await self._push.send(payload, copy=False)
+        self.stats.sent += 1
+        return True
+
+    async def poll_control(self, timeout_s: float = 0.0) -> Control | None:
+        """The newest control message received within ``timeout_s``, or None."""
+        latest = None
+        if not await self._sub.poll(int(timeout_s * 1000)):
+            return None
+        while True:
+            try:
+                buf = await self._sub.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return latest
+            try:
+                latest = decode_control(buf)
+                self.stats.received += 1
+            except WireError as e:
+                self.stats.reject("control", e)
+
+    async def fetch_weights(
+        self, have_version: int, timeout_s: float = 30.0
+    ) -> WeightSnapshot | None:
+        """Weights newer than ``have_version`` (all chunks), or None if there are none."""
+        deadline = time.monotonic() + timeout_s
+        fetch = _WeightFetch(have_version)
+        while (req := fetch.next_request()) is not None:
+            fetch.feed(await self._request(req, deadline))
+        return fetch.result
+
+    async def _request(self, req: WeightRequest, deadline: float) -> WeightReply:
+        await self._dealer.send_multipart([b"", encode_weight_request(req)])
+        while (left := deadline - time.monotonic()) > 0:
+            if not await self._dealer.poll(int(left * 1000) + 1):
+                break
+            frames = await self._dealer.recv_multipart(copy=False)
+            reply = _decode_reply(frames, self.stats)
+            if reply is not None and reply.request_id == req.request_id:
+                return reply
+        self._dealer.close()
+        self._dealer = _new_dealer(self._ctx, self._endpoints.weights)
+        raise WeightFetchError(f"no weight reply from {self._endpoints.weights}")
+
+    def close(self) -> None:
+        """Close all sockets; queued trajectories get ``linger_ms`` to leave."""
+        for s in (self._push, self._sub, self._dealer):
+            s.close()

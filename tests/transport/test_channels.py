@@ -1,0 +1,171 @@
+"""Channels over real loopback sockets: delivery, control for late joiners, weights in chunks,
+rejection of garbage without crashing, actors that vanish and come back."""
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+import zmq
+import zmq.asyncio
+from transport_helpers import assert_same, make_traj
+
+from agentgym.transport import (
+    ActorChannels,
+    AsyncActorChannels,
+    Control,
+    Endpoints,
+    LearnerChannels,
+    TensorBlob,
+    WeightFetchError,
+)
+
+
+@pytest.fixture(params=["tcp", "ipc"])
+def endpoints(request, tmp_path):
+    return Endpoints.tcp() if request.param == "tcp" else Endpoints.ipc(tmp_path)
+
+
+@pytest.fixture
+def learner(endpoints):
+    with LearnerChannels(endpoints, republish_s=0.05, chunk_bytes=100) as ch:
+        yield ch
+
+
+def recv_n(learner, n, timeout_s=5.0):
+    out, deadline = [], time.monotonic() + timeout_s
+    while len(out) < n and time.monotonic() < deadline:
+        out.extend(learner.recv_trajectories(timeout_s=0.05))
+    return out
+
+
+def test_bound_endpoints_are_concrete(learner):
+    for ep in (
+        learner.endpoints.trajectories,
+        learner.endpoints.control,
+        learner.endpoints.weights,
+    ):
+        assert "*" not in ep
+
+
+def test_trajectories_arrive_in_order(learner):
+    sent = [make_traj(i) for i in range(6)]
+    with ActorChannels(learner.endpoints) as actor:
+        assert actor.send_trajectories(sent[:4])
+        assert actor.send_trajectories(sent[4:])
+        got = recv_n(learner, 6)
+    assert len(got) == 6
+    for a, b in zip(sent, got, strict=True):
+        assert_same(a, b)
+
+
+def test_garbage_is_counted_not_fatal(learner):
+    ctx = zmq.Context.instance()
+    raw = ctx.socket(zmq.PUSH)
+    raw.setsockopt(zmq.LINGER, 0)
+    raw.connect(learner.endpoints.trajectories)
+    raw.send(b"not msgpack at all")
+    raw.send(b"\x82\xa1v\x07\xa4kind\xactrajectories")  # {"v": 7, "kind": ...}
+    with ActorChannels(learner.endpoints) as actor:
+        actor.send_trajectories([make_traj(1)])
+        got = recv_n(learner, 1)
+    raw.close()
+    assert len(got) == 1 and learner.stats.rejected == 2
+    assert "schema version 7" in learner.stats.last_error
+
+
+def test_late_joiner_gets_control(learner):
+    learner.publish_control(Control(3, 13))
+    time.sleep(0.1)  # published before the actor exists
+    with ActorChannels(learner.endpoints) as actor:
+        c = actor.poll_control(timeout_s=2.0)
+        assert c == Control(3, 13)
+        learner.publish_control(Control(4, 20, stop=True))
+        deadline = time.monotonic() + 2
+        while c != Control(4, 20, stop=True) and time.monotonic() < deadline:
+            c = actor.poll_control(timeout_s=0.1) or c
+        assert c == Control(4, 20, stop=True)
+
+
+def _blobs(version: int) -> list[TensorBlob]:
+    # 3 tensors of 64 bytes with chunk_bytes=100 -> 3 chunks
+    return [
+        TensorBlob(f"w{i}", "float32", (16,), np.full(16, version + i, np.float32).tobytes())
+        for i in range(3)
+    ]
+
+
+def test_weights_fetched_in_chunks_only_when_newer(learner):
+    with ActorChannels(learner.endpoints) as actor:
+        assert actor.fetch_weights(-1, timeout_s=2) is None  # nothing published yet
+        learner.publish_weights(2, _blobs(2))
+        snap = actor.fetch_weights(-1, timeout_s=2)
+        assert snap is not None and snap.version == 2
+        assert [t.name for t in snap.tensors] == ["w0", "w1", "w2"]
+        assert np.all(snap.tensors[2].to_numpy() == 4.0)
+        assert actor.fetch_weights(2, timeout_s=2) is None
+        assert learner.weight_stats.sent == 5
+
+
+def test_weights_restart_when_snapshot_changes_mid_fetch(learner):
+    from agentgym.transport.wire import WeightRequest
+
+    learner.publish_weights(1, _blobs(1))
+    first = learner.weights.answer(WeightRequest(1, -1, 0))
+    assert first.status == "ok" and first.num_chunks == 3
+    learner.publish_weights(2, _blobs(2))
+    assert learner.weights.answer(WeightRequest(2, -1, 1, version=1)).status == "restart"
+    with ActorChannels(learner.endpoints) as actor:
+        snap = actor.fetch_weights(-1, timeout_s=2)
+    assert snap.version == 2 and np.all(snap.tensors[0].to_numpy() == 2.0)
+
+
+def test_fetch_times_out_cleanly_without_learner(tmp_path):
+    with ActorChannels(Endpoints.ipc(tmp_path)) as actor:
+        with pytest.raises(WeightFetchError):
+            actor.fetch_weights(-1, timeout_s=0.2)
+        assert actor.poll_control(timeout_s=0.05) is None
+        assert not actor.send_trajectories([make_traj()], timeout_s=0.05)
+
+
+def test_actor_can_vanish_and_reconnect(learner):
+    for i in range(3):
+        actor = ActorChannels(learner.endpoints, linger_ms=500)
+        actor.send_trajectories([make_traj(i)])
+        actor.close()
+        assert [t.episode_id for t in recv_n(learner, 1)] == [100 + i]
+
+
+def test_back_pressure_blocks_sender(tmp_path):
+    eps = Endpoints.ipc(tmp_path)
+    with LearnerChannels(eps, rcvhwm=1) as learner:
+        with ActorChannels(learner.endpoints, sndhwm=1, linger_ms=0) as actor:
+            big = [make_traj(0, n=1 << 16)]
+            sent = 0
+            while actor.send_trajectories(big, timeout_s=0.2):
+                sent += 1
+                assert sent < 1000, "high-water marks should stop the sender"
+            got = recv_n(learner, sent)
+            assert len(got) == sent
+
+
+def test_async_actor_channels(learner):
+    learner.publish_control(Control(1, 6))
+    learner.publish_weights(1, _blobs(1))
+
+    async def main():
+        ctx = zmq.asyncio.Context()
+        actor = AsyncActorChannels(learner.endpoints, context=ctx)
+        try:
+            assert await actor.send_trajectories([make_traj(5)])
+            control = await actor.poll_control(timeout_s=2)
+            snap = await actor.fetch_weights(0, timeout_s=2)
+        finally:
+            actor.close()
+            ctx.term()
+        return control, snap
+
+    control, snap = asyncio.run(main())
+    assert control == Control(1, 6)
+    assert snap.version == 1 and len(snap.tensors) == 3
+    assert [t.episode_id for t in recv_n(learner, 1)] == [105]

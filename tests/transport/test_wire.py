@@ -1,0 +1,138 @@
+"""Wire format: round trips, and rejection of anything malformed or from another schema."""
+
+import msgpack
+import numpy as np
+import pytest
+from transport_helpers import assert_same, make_traj
+
+from agentgym.transport import wire
+from agentgym.transport.wire import (
+    Control,
+    TensorBlob,
+    Trajectory,
+    WeightReply,
+    WeightRequest,
+    WireError,
+)
+
+
+def test_trajectory_batch_round_trip():
+    trajs = [make_traj(i, n=5 + i, turns=1 + i % 3) for i in range(5)]
+    out = wire.decode_trajectories(wire.encode_trajectories(trajs))
+    assert len(out) == 5
+    for a, b in zip(trajs, out, strict=True):
+        assert_same(a, b)
+    assert out[3].min_version == 3 and out[3].max_version == 3
+    assert out[4].min_version == 4 and out[4].max_version == 5
+
+
+def test_empty_batch_and_empty_trajectory_round_trip():
+    assert wire.decode_trajectories(wire.encode_trajectories([])) == []
+    t = make_traj(0, n=0)
+    assert_same(t, wire.decode_trajectories(wire.encode_trajectories([t]))[0])
+
+
+def test_arrays_are_little_endian_raw_bytes():
+    msg = msgpack.unpackb(wire.encode_trajectories([make_traj(1, n=4)]))
+    assert msg["v"] == wire.SCHEMA_VERSION and msg["kind"] == "trajectories"
+    tokens = msg["tokens"]
+    assert tokens["dtype"] == "int32" and tokens["shape"] == [4]
+    assert np.array_equal(np.frombuffer(tokens["data"], "<i4"), make_traj(1, n=4).tokens)
+
+
+def test_trajectory_rejects_inconsistent_arrays():
+    with pytest.raises(WireError, match="lengths differ"):
+        Trajectory(
+            **{**_fields(make_traj()), "logprobs": np.zeros(3, np.float32)},
+        )
+    with pytest.raises(WireError, match="dtype"):
+        Trajectory(**{**_fields(make_traj()), "tokens": np.zeros(12, np.float32)})
+
+
+def _fields(t: Trajectory) -> dict:
+    return {k: getattr(t, k) for k in Trajectory.__dataclass_fields__}
+
+
+def _tamper(buf: bytes, **changes) -> bytes:
+    msg = msgpack.unpackb(buf)
+    msg.update(changes)
+    return msgpack.packb(msg)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"v": 2},
+        {"v": None},
+        {"kind": "control"},
+        {"n": 3},
+        {"reward": ["x"]},
+        {"success": [1]},
+        {"tokens": {"dtype": "int64", "shape": [12], "data": b"\0" * 96}},
+        {"tokens": {"dtype": "int32", "shape": [11], "data": b"\0" * 44}},
+        {"logprobs": {"dtype": "float32", "shape": [12], "data": b"\0" * 47}},
+        {"turn_versions": {"dtype": "int32", "shape": [0], "data": b""}},
+        {"group_size": [0]},
+    ],
+)
+def test_malformed_trajectories_are_rejected(change):
+    buf = _tamper(wire.encode_trajectories([make_traj(0)]), **change)
+    with pytest.raises(WireError):
+        wire.decode_trajectories(buf)
+
+
+@pytest.mark.parametrize(
+    "buf", [b"", b"\xc1", b"garbage", msgpack.packb([1, 2]), msgpack.packb({})]
+)
+def test_garbage_is_rejected(buf):
+    for decode in (wire.decode_trajectories, wire.decode_control, wire.decode_weight_request):
+        with pytest.raises(WireError):
+            decode(buf)
+
+
+def test_unknown_version_names_both_versions():
+    buf = _tamper(wire.encode_control(Control(1, 2)), v=99)
+    with pytest.raises(WireError, match="99.*1"):
+        wire.decode_control(buf)
+
+
+def test_control_round_trip():
+    for c in (Control(0, None), Control(5, 13, stop=True)):
+        assert wire.decode_control(wire.encode_control(c)) == c
+    with pytest.raises(WireError):
+        wire.decode_control(_tamper(wire.encode_control(Control(1, 2)), stop=1))
+
+
+def test_weight_request_and_reply_round_trip():
+    req = WeightRequest(request_id=9, have_version=3, chunk=2, version=5)
+    assert wire.decode_weight_request(wire.encode_weight_request(req)) == req
+    with pytest.raises(WireError, match="snapshot version"):
+        wire.decode_weight_request(
+            wire.encode_weight_request(WeightRequest(1, 0, chunk=1, version=None))
+        )
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    bf16 = TensorBlob("b", "bfloat16", (2,), b"\x80\x3f\x00\x40")
+    reply = WeightReply(9, "ok", 5, 1, 3, (TensorBlob("a", "float32", (2, 3), a.data), bf16))
+    frames = wire.encode_weight_reply(reply)
+    out = wire.decode_weight_reply([bytes(f) for f in frames])
+    assert (out.request_id, out.status, out.version, out.chunk, out.num_chunks) == (
+        9,
+        "ok",
+        5,
+        1,
+        3,
+    )
+    assert np.array_equal(out.tensors[0].to_numpy(), a)
+    assert out.tensors[1].dtype == "bfloat16" and bytes(out.tensors[1].data) == bf16.data
+
+
+def test_weight_reply_rejects_missing_frames_and_bad_sizes():
+    blob = TensorBlob("a", "float32", (2,), np.zeros(2, np.float32).data)
+    frames = [bytes(f) for f in wire.encode_weight_reply(WeightReply(1, "ok", 1, 0, 1, (blob,)))]
+    with pytest.raises(WireError, match="frames"):
+        wire.decode_weight_reply(frames[:1])
+    with pytest.raises(WireError, match="bytes"):
+        wire.decode_weight_reply([frames[0], b"\0" * 7])
+    with pytest.raises(WireError, match="status"):
+        header = _tamper(frames[0], status="maybe")
+        wire.decode_weight_reply([header, frames[1]])
