@@ -1,39 +1,610 @@
-//! PLACEHOLDER, replaced by the real env. Keeps the crate compiling meanwhile.
+//! BabyAI-text: minigrid's BabyAI levels behind AgentGym's text interface.
+//!
+//! Task id `t` plays level `t % 40` (AgentGym's order) with seed `t / 40`. Observations and
+//! the high-level action vocabulary follow AgentGym's BabyAI server (`text.rs`); high-level
+//! actions become primitive moves by breadth-first search over the visible grid
+//! (`planner.rs`). The behaviour is specified in
+//! `python/agentgym/envs/reference/BABYAI_TEXT.md`.
+//!
+//! Options (`EnvPool("babyai", **options)`):
+//! - `num_seeds` (default 1000000): seeds per level; task ids are `0..40 * num_seeds`.
+//! - `primitive` (`"true"`/`"false"`, default false): actions are minigrid's primitive
+//!   names (left, right, forward, pickup, drop, toggle, done); observations stay text.
+//! - `layout`: a world as JSON (`layout.rs`); every reset starts from it, whatever the
+//!   task id. Used to replay worlds exported from minigrid in parity tests.
 
-use crate::env::{EnvError, EnvFactory, Options, StepOutcome, TextEnv};
+pub mod grid;
+pub mod instr;
+pub mod planner;
+pub mod text;
 
-pub struct BabyAiFactory;
+use std::sync::Arc;
 
-impl BabyAiFactory {
-    pub fn new(_options: &Options) -> Result<Self, EnvError> {
-        Ok(Self)
+use serde_json::{json, Value};
+
+use crate::env::{check_option_keys, EnvError, EnvFactory, Options, StepOutcome, TextEnv};
+use grid::{Action, World};
+use text::{goal_text, push_actions, Menu, Scene, ViewImage};
+
+/// Levels per seed: AgentGym's 40.
+pub const NUM_LEVELS: u64 = 40;
+const DEFAULT_NUM_SEEDS: u64 = 1_000_000;
+const OPTION_KEYS: &[&str] = &["layout", "num_seeds", "primitive"];
+
+/// Where episodes come from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// Level generators: `task_id % 40` picks the level, `task_id / 40` the seed.
+    Levels,
+    /// One fixed world, cloned at every reset.
+    Layout(Arc<World>),
+}
+
+impl Source {
+    fn world(&self, task_id: u64) -> Result<World, EnvError> {
+        match self {
+            Source::Layout(world) => Ok(World::clone(world)),
+            Source::Levels => generate((task_id % NUM_LEVELS) as usize, task_id / NUM_LEVELS),
+        }
     }
 }
 
-struct Placeholder(String);
+/// Level generation lands with `levels.rs`; until then only `layout=` worlds exist.
+fn generate(level: usize, seed: u64) -> Result<World, EnvError> {
+    Err(EnvError::Data(format!(
+        "BabyAI level generators are not available yet (level {level}, seed {seed}); \
+         use the layout option"
+    )))
+}
 
-impl TextEnv for Placeholder {
-    fn reset(&mut self, task_id: u64) -> Result<String, EnvError> {
-        self.0 = format!("task {task_id}");
-        Ok(self.0.clone())
+/// Builds BabyAI-text sessions.
+#[derive(Debug)]
+pub struct BabyAiFactory {
+    source: Source,
+    num_seeds: u64,
+    primitive: bool,
+}
+
+impl BabyAiFactory {
+    /// Reads the options documented in the module docs; unknown keys are rejected.
+    pub fn new(options: &Options) -> Result<Self, EnvError> {
+        check_option_keys(options, OPTION_KEYS)?;
+        let primitive = match options.get("primitive").map(String::as_str) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(invalid(
+                    "primitive",
+                    format!("{other:?} is not \"true\" or \"false\""),
+                ))
+            }
+        };
+        let num_seeds = match options.get("num_seeds") {
+            None => DEFAULT_NUM_SEEDS,
+            Some(s) => parse_num_seeds(s)?,
+        };
+        let source = match options.get("layout") {
+            None => Source::Levels,
+            Some(json) => Source::Layout(Arc::new(parse_layout(json)?)),
+        };
+        Ok(Self {
+            source,
+            num_seeds,
+            primitive,
+        })
     }
-    fn step(&mut self, action: &str) -> StepOutcome {
-        self.0 = format!("you did {action}");
-        StepOutcome { observation: self.0.clone(), reward: 0.0, done: action == "win" }
+}
+
+fn invalid(key: &str, message: String) -> EnvError {
+    EnvError::InvalidOption {
+        key: key.to_string(),
+        message,
     }
-    fn observation(&self) -> String {
-        self.0.clone()
+}
+
+fn parse_num_seeds(s: &str) -> Result<u64, EnvError> {
+    let n: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| invalid("num_seeds", format!("{s:?} is not a positive integer")))?;
+    if n == 0 || n.checked_mul(NUM_LEVELS).is_none() {
+        return Err(invalid(
+            "num_seeds",
+            format!("{n} is out of range (1..={})", u64::MAX / NUM_LEVELS),
+        ));
     }
+    Ok(n)
+}
+
+fn parse_layout(json: &str) -> Result<World, EnvError> {
+    Err(invalid(
+        "layout",
+        format!("layouts are not available yet ({} bytes given)", json.len()),
+    ))
 }
 
 impl EnvFactory for BabyAiFactory {
     fn name(&self) -> &str {
         "babyai"
     }
+
     fn num_tasks(&self) -> u64 {
-        100
+        NUM_LEVELS * self.num_seeds
     }
+
     fn make(&self) -> Box<dyn TextEnv> {
-        Box::new(Placeholder(String::new()))
+        Box::new(BabyAiEnv::new(self.source.clone(), self.primitive))
+    }
+}
+
+/// One BabyAI-text session.
+pub struct BabyAiEnv {
+    source: Source,
+    primitive: bool,
+    episode: Option<Episode>,
+    observation: String,
+}
+
+/// The state of a started episode.
+struct Episode {
+    task_id: u64,
+    world: World,
+    /// The view after the last move; a move that leaves it unchanged stops a macro.
+    image: ViewImage,
+    menu: Menu,
+}
+
+impl BabyAiEnv {
+    fn new(source: Source, primitive: bool) -> Self {
+        Self {
+            source,
+            primitive,
+            episode: None,
+            observation: String::new(),
+        }
+    }
+
+    fn action_names(&self) -> Vec<&str> {
+        match (&self.episode, self.primitive) {
+            (_, true) => Action::ALL.iter().map(|a| a.name()).collect(),
+            (Some(ep), false) => ep.menu.actions.keys().collect(),
+            (None, false) => Vec::new(),
+        }
+    }
+
+    /// Sets the observation to `text` plus the available-actions suffix.
+    fn publish(&mut self, mut text: String) {
+        let names: Vec<String> = self
+            .action_names()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        push_actions(&mut text, names.iter().map(String::as_str));
+        self.observation = text;
+    }
+}
+
+impl Episode {
+    /// Re-reads the view, rebuilds the action menu and writes the description into `out`.
+    fn refresh(&mut self, out: &mut String) {
+        let scene = Scene::read(&self.world, &self.image);
+        self.menu = Menu::build(&scene, self.world.carrying.as_ref());
+        scene.describe(self.world.carrying.as_ref(), out);
+    }
+
+    /// Plays `moves` until one leaves the view unchanged (it failed) or the episode ends.
+    /// Returns the description, the reward of the last move, and whether the episode ended.
+    fn run(&mut self, moves: &[Action]) -> (String, f32, bool) {
+        let mut reward = 0.0;
+        let mut done = false;
+        for &m in moves {
+            (reward, done) = self.world.step_primitive(m);
+            let image = ViewImage::of(&self.world);
+            let unchanged = image == self.image;
+            self.image = image;
+            if done || unchanged {
+                break;
+            }
+        }
+        let mut text = String::with_capacity(768);
+        self.refresh(&mut text);
+        if self.world.terminated {
+            text.push_str(text::COMPLETED);
+        }
+        (text, reward, done)
+    }
+
+    /// AgentGym's high-level step (the action already lower-cased and trimmed).
+    fn step_text(&mut self, action: &str) -> (String, f32, bool) {
+        let reply = |s: &str| (s.to_string(), 0.0, false);
+        if action.contains("check") {
+            let names: Vec<&str> = self.menu.actions.keys().collect();
+            return (
+                format!("You can take the following actions: {}", names.join(", ")),
+                0.0,
+                false,
+            );
+        }
+        if action.is_empty() {
+            return reply(text::NO_CHANGE);
+        }
+        let Some(moves) = self.menu.actions.get(action) else {
+            return reply(
+                self.menu
+                    .errors
+                    .get(action)
+                    .map_or(text::NOT_RECOGNIZED, String::as_str),
+            );
+        };
+        if moves.is_empty() {
+            return reply(text::NO_CHANGE);
+        }
+        let moves = moves.clone();
+        self.run(&moves)
+    }
+
+    fn step_primitive(&mut self, action: &str) -> (String, f32, bool) {
+        match Action::from_name(action) {
+            Some(a) => self.run(&[a]),
+            None => (text::NOT_RECOGNIZED.to_string(), 0.0, false),
+        }
+    }
+}
+
+impl TextEnv for BabyAiEnv {
+    fn reset(&mut self, task_id: u64) -> Result<String, EnvError> {
+        let world = self.source.world(task_id)?;
+        let image = ViewImage::of(&world);
+        let mut ep = Episode {
+            task_id,
+            world,
+            image,
+            menu: Menu::default(),
+        };
+        let mut text = format!("Your goal: {}\n", goal_text(&ep.world.mission));
+        ep.refresh(&mut text);
+        self.episode = Some(ep);
+        self.publish(text);
+        Ok(self.observation.clone())
+    }
+
+    fn step(&mut self, action: &str) -> StepOutcome {
+        let primitive = self.primitive;
+        let Some(ep) = self.episode.as_mut() else {
+            let observation = "The episode has not started: reset first.".to_string();
+            return StepOutcome {
+                observation,
+                reward: 0.0,
+                done: false,
+            };
+        };
+        let action = action.trim().to_lowercase();
+        let (text, reward, done) = if primitive {
+            ep.step_primitive(&action)
+        } else {
+            ep.step_text(&action)
+        };
+        self.publish(text);
+        StepOutcome {
+            observation: self.observation.clone(),
+            reward,
+            done,
+        }
+    }
+
+    fn observation(&self) -> String {
+        self.observation.clone()
+    }
+
+    fn available_actions(&self) -> Option<Vec<String>> {
+        Some(
+            self.action_names()
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+        )
+    }
+
+    fn info(&self) -> Value {
+        let Some(ep) = &self.episode else {
+            return Value::Null;
+        };
+        let mut info = ep.world.state_json();
+        info["task_id"] = json!(ep.task_id);
+        info["goal"] = json!(goal_text(&ep.world.mission));
+        info
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grid::{Color, Grid, ObjKind, RoomGeom};
+    use super::instr::{Instr, ObjDesc};
+    use super::*;
+    use crate::rng::Rng;
+
+    /// An 8x8 room; the agent at (2, 3) facing east; a red ball at (5, 5), a grey key at
+    /// (5, 2) and a blue ball at (3, 6). Mission: go to the red ball.
+    fn room() -> World {
+        let mut grid = Grid::new(8, 8);
+        grid.wall_rect(0, 0, 8, 8);
+        for (x, y, kind, color) in [
+            (5, 5, ObjKind::Ball, Color::Red),
+            (5, 2, ObjKind::Key, Color::Grey),
+            (3, 6, ObjKind::Ball, Color::Blue),
+        ] {
+            let obj = grid.make(kind, color);
+            grid.set(x, y, Some(obj));
+        }
+        let rooms = RoomGeom {
+            room_size: 8,
+            num_rows: 1,
+            num_cols: 1,
+        };
+        let mut world = World::new(grid, (2, 3), rooms);
+        world.max_steps = 64;
+        world.mission = "go to the red ball".into();
+        world.instr = Some(Instr::goto(ObjDesc::new(
+            Some(ObjKind::Ball),
+            Some(Color::Red),
+            None,
+        )));
+        world.reset_verifier();
+        world
+    }
+
+    /// Two rooms split by a wall at x = 4 with a closed yellow door at (4, 3); a green ball
+    /// in the east room. Mission: pick up the green ball.
+    fn two_rooms() -> World {
+        let mut grid = Grid::new(9, 7);
+        grid.wall_rect(0, 0, 9, 7);
+        grid.vert_wall(4, 0, 7);
+        let door = grid.make_door(Color::Yellow, false, false);
+        grid.set(4, 3, Some(door));
+        let ball = grid.make(ObjKind::Ball, Color::Green);
+        grid.set(6, 2, Some(ball));
+        let rooms = RoomGeom {
+            room_size: 5,
+            num_rows: 1,
+            num_cols: 2,
+        };
+        let mut world = World::new(grid, (2, 3), rooms);
+        world.max_steps = 100;
+        world.mission = "pick up the green ball".into();
+        let desc = ObjDesc::new(Some(ObjKind::Ball), Some(Color::Green), None);
+        world.instr = Some(Instr::pickup(desc, false));
+        world.reset_verifier();
+        world
+    }
+
+    fn env(world: World, primitive: bool) -> BabyAiEnv {
+        BabyAiEnv::new(Source::Layout(Arc::new(world)), primitive)
+    }
+
+    #[test]
+    fn reset_text_has_goal_view_and_actions() {
+        let mut e = env(room(), false);
+        let obs = e.reset(0).unwrap();
+        // The same text as the Python reference gives on this world.
+        let expected = "Your goal: go to the red ball\n\
+            In front of you in this room, you can see several objects: \
+            There is a grey key 1 3 steps in front of you and 1 steps to your left.  \
+            There is a blue ball 1 1 steps in front of you and 3 steps to your right.  \
+            There is a red ball 1 3 steps in front of you and 2 steps to your right.  \
+            The room has walls around you. You are facing a wall 5 steps away. \
+            You are not carrying anything.\n\
+            Available actions: [\"turn left\", \"turn right\", \"move forward\", \
+            \"pickup grey key 1\", \"pickup blue ball 1\", \"pickup red ball 1\", \
+            \"go to grey key 1\", \"go to blue ball 1\", \"go to red ball 1\", \
+            \"check available actions\"]";
+        assert_eq!(obs, expected);
+        assert_eq!(e.observation(), obs);
+        let actions = e.available_actions().unwrap();
+        assert_eq!(actions.first().map(String::as_str), Some("turn left"));
+        assert_eq!(actions.last().map(String::as_str), Some(text::CHECK));
+    }
+
+    #[test]
+    fn go_to_reaches_the_goal_with_minigrid_reward() {
+        let mut e = env(room(), false);
+        e.reset(0).unwrap();
+        let out = e.step("  Go To Red Ball 1 ");
+        assert!(out.done);
+        let steps = e.info()["step_count"].as_u64().unwrap();
+        assert!(steps >= 4, "a real path was walked: {steps} moves");
+        let expected = 1.0 - 0.9 * steps as f32 / 64.0;
+        assert!(
+            (out.reward - expected).abs() < 1e-6,
+            "{} vs {expected}",
+            out.reward
+        );
+        assert!(out
+            .observation
+            .contains("There is a red ball 1 right in front of you 1 steps away."));
+        assert!(out.observation.contains(text::COMPLETED));
+    }
+
+    #[test]
+    fn invalid_and_meta_actions_change_nothing() {
+        let mut e = env(room(), false);
+        let first = e.reset(0).unwrap();
+        let before = e.info();
+        let menu = &first[first.find("\nAvailable").unwrap()..];
+        for (action, reply) in [
+            ("fly away", text::NOT_RECOGNIZED),
+            ("", text::NO_CHANGE),
+            (
+                "drop",
+                "You cannot drop the object, as you are not carrying anything.",
+            ),
+            ("pickup red ball 7", text::NOT_RECOGNIZED),
+        ] {
+            let out = e.step(action);
+            assert_eq!(
+                out.observation,
+                format!("{reply}{menu}"),
+                "action {action:?}"
+            );
+            assert_eq!((out.reward, out.done), (0.0, false));
+        }
+        let out = e.step("check available actions");
+        assert!(out.observation.starts_with(
+            "You can take the following actions: turn left, turn right, move forward, pickup grey key 1"
+        ));
+        assert_eq!(e.info(), before, "no primitive step was taken");
+    }
+
+    #[test]
+    fn pickup_then_drop() {
+        let mut e = env(room(), false);
+        e.reset(0).unwrap();
+        let out = e.step("pickup grey key 1");
+        assert!(out.observation.contains("You are carrying a grey key."));
+        assert!(
+            !out.observation.contains("pickup "),
+            "no pickups while carrying"
+        );
+        assert!(out.observation.contains("\"drop\""));
+        let out = e.step("drop");
+        assert!(out.observation.contains("You are not carrying anything."));
+        assert_eq!(e.info()["carrying"], Value::Null);
+    }
+
+    #[test]
+    fn doors_toggle_and_go_through() {
+        let mut e = env(two_rooms(), false);
+        let obs = e.reset(0).unwrap();
+        assert!(obs.contains("There is a yellow closed door 1 right in front of you 2 steps away."));
+        assert!(obs.contains("\"toggle and go through yellow closed door 1\""));
+        let view = &obs[obs.find('\n').unwrap()..];
+        assert!(!view.contains("green ball"), "the closed door hides the east room");
+        let out = e.step("go through yellow closed door 1");
+        assert!(out.observation.starts_with(
+            "You cannot go through yellow closed door 1, as it is closed. You should toggle it first."
+        ));
+        let out = e.step("toggle and go through yellow closed door 1");
+        let info = e.info();
+        assert_eq!(info["agent_pos"], json!([4, 3]));
+        assert_eq!(info["doors"][0]["state"], "open");
+        assert!(
+            out.observation.contains("There is a green ball 1"),
+            "{}",
+            out.observation
+        );
+        let out = e.step("pickup green ball 1");
+        assert!(out.done && out.reward > 0.0);
+    }
+
+    #[test]
+    fn toggle_is_offered_when_facing_a_closed_door() {
+        let mut e = env(two_rooms(), false);
+        e.reset(0).unwrap();
+        let out = e.step("move forward");
+        assert!(
+            out.observation.contains("\"toggle\""),
+            "{}",
+            out.observation
+        );
+        let out = e.step("toggle");
+        assert!(out.observation.contains("yellow open door 1"));
+        assert!(out
+            .observation
+            .contains("\"go through yellow open door 1\""));
+    }
+
+    #[test]
+    fn primitive_mode_takes_minigrid_action_names() {
+        let mut e = env(room(), true);
+        let obs = e.reset(0).unwrap();
+        assert!(obs.ends_with(
+            "Available actions: [\"left\", \"right\", \"forward\", \"pickup\", \"drop\", \"toggle\", \"done\"]"
+        ));
+        e.step("forward");
+        assert_eq!(e.info()["agent_pos"], json!([3, 3]));
+        e.step("RIGHT");
+        assert_eq!(e.info()["agent_dir"], json!(1));
+        let out = e.step("go to red ball 1");
+        assert!(out.observation.starts_with(text::NOT_RECOGNIZED));
+        assert_eq!(e.info()["step_count"], json!(2));
+    }
+
+    #[test]
+    fn a_move_that_changes_nothing_stops_the_macro() {
+        // Facing a ball one step ahead, "move forward" is offered (balls are not barriers),
+        // but the move fails: one primitive step is spent and the view is unchanged.
+        let mut e = env(room(), false);
+        e.reset(0).unwrap();
+        e.step("go to blue ball 1");
+        let before = e.info()["agent_pos"].clone();
+        let steps = e.info()["step_count"].as_u64().unwrap();
+        let out = e.step("move forward");
+        assert!(!out.done);
+        assert_eq!(e.info()["agent_pos"], before);
+        assert_eq!(e.info()["step_count"].as_u64().unwrap(), steps + 1);
+    }
+
+    #[test]
+    fn step_limit_ends_the_episode_without_reward() {
+        let mut world = room();
+        world.max_steps = 3;
+        let mut e = env(world, false);
+        e.reset(0).unwrap();
+        assert!(!e.step("turn left").done);
+        assert!(!e.step("turn left").done);
+        let out = e.step("turn left");
+        assert!(out.done && out.reward == 0.0);
+        assert!(!out.observation.contains(text::COMPLETED));
+    }
+
+    /// Plays `n` random available actions; returns the observations.
+    fn rollout(e: &mut BabyAiEnv, seed: u64, n: usize) -> Vec<String> {
+        let mut rng = Rng::new(seed);
+        let mut seen = vec![e.observation()];
+        for _ in 0..n {
+            let actions = e.available_actions().unwrap();
+            let action = rng.choice(&actions).clone();
+            let out = e.step(&action);
+            seen.push(out.observation);
+            if out.done {
+                break;
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn same_layout_same_trajectory() {
+        let mut a = env(two_rooms(), false);
+        let mut b = env(two_rooms(), false);
+        a.reset(3).unwrap();
+        b.reset(3).unwrap();
+        assert_eq!(rollout(&mut a, 9, 30), rollout(&mut b, 9, 30));
+    }
+
+    #[test]
+    fn options_are_checked() {
+        let opts = |pairs: &[(&str, &str)]| -> Options {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let f = BabyAiFactory::new(&opts(&[])).unwrap();
+        assert_eq!(f.num_tasks(), 40 * DEFAULT_NUM_SEEDS);
+        let f = BabyAiFactory::new(&opts(&[("num_seeds", "5"), ("primitive", "true")])).unwrap();
+        assert_eq!(f.num_tasks(), 200);
+        assert!(f.primitive);
+        for bad in [
+            opts(&[("colour", "red")]),
+            opts(&[("primitive", "yes")]),
+            opts(&[("num_seeds", "0")]),
+            opts(&[("num_seeds", "-3")]),
+            opts(&[("layout", "{not json")]),
+        ] {
+            assert!(matches!(
+                BabyAiFactory::new(&bad),
+                Err(EnvError::InvalidOption { .. })
+            ));
+        }
     }
 }

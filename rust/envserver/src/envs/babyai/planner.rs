@@ -1,0 +1,259 @@
+//! The breadth-first planner that turns a high-level action ("go to red ball 1") into
+//! primitive moves, searching (cell, heading) states over what the agent currently sees.
+//!
+//! It reproduces AgentGym's search exactly, because the chosen path decides the episode:
+//! the search window is AgentGym's (the view square, shifted by one cell on some sides),
+//! moves are tried in the order forward, left, right, the queue admits duplicates, a state
+//! counts as visited when dequeued, and a state's parent is the last state that enqueued it.
+
+use super::grid::{Action, DIR_TO_VEC};
+
+/// Most cells a search window may have (7x7 view: at most 8x8).
+const MAX_CELLS: usize = 64;
+const MAX_STATES: usize = MAX_CELLS * 4;
+
+/// The rectangle of cells the planner may use: `x0..x1` by `y0..y1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchWindow {
+    pub x0: i32,
+    pub x1: i32,
+    pub y0: i32,
+    pub y1: i32,
+}
+
+impl SearchWindow {
+    /// AgentGym's window for an agent at `pos` facing `dir` with a `size` x `size` view:
+    /// from the view's far-left corner `c`, the opposite corner `o = c + size * (right -
+    /// forward)`; per axis the range is `o..=c` when `o < c`, else `c..o`.
+    pub fn around(pos: (i32, i32), dir: u8, size: i32) -> Self {
+        let f = DIR_TO_VEC[dir as usize % 4];
+        let r = DIR_TO_VEC[(dir as usize + 1) % 4];
+        let c = (
+            pos.0 + f.0 * (size - 1) - r.0 * (size / 2),
+            pos.1 + f.1 * (size - 1) - r.1 * (size / 2),
+        );
+        let o = (c.0 + size * (r.0 - f.0), c.1 + size * (r.1 - f.1));
+        let span = |c: i32, o: i32| if o < c { (o, c + 1) } else { (c, o) };
+        let (x0, x1) = span(c.0, o.0);
+        let (y0, y1) = span(c.1, o.1);
+        let w = Self { x0, x1, y0, y1 };
+        assert!(w.cells() <= MAX_CELLS, "search window too large: {w:?}");
+        w
+    }
+
+    pub fn contains(&self, (x, y): (i32, i32)) -> bool {
+        x >= self.x0 && x < self.x1 && y >= self.y0 && y < self.y1
+    }
+
+    fn width(&self) -> i32 {
+        self.x1 - self.x0
+    }
+
+    fn cells(&self) -> usize {
+        (self.width() * (self.y1 - self.y0)).max(0) as usize
+    }
+
+    fn cell_index(&self, (x, y): (i32, i32)) -> usize {
+        ((y - self.y0) * self.width() + (x - self.x0)) as usize
+    }
+
+    fn cell_at(&self, index: usize) -> (i32, i32) {
+        let w = self.width() as usize;
+        (self.x0 + (index % w) as i32, self.y0 + (index / w) as i32)
+    }
+}
+
+/// The state reached by one move.
+fn apply(pos: (i32, i32), dir: u8, action: Action) -> ((i32, i32), u8) {
+    match action {
+        Action::Forward => {
+            let v = DIR_TO_VEC[dir as usize];
+            ((pos.0 + v.0, pos.1 + v.1), dir)
+        }
+        Action::Left => (pos, (dir + 3) % 4),
+        Action::Right => (pos, (dir + 1) % 4),
+        _ => (pos, dir),
+    }
+}
+
+/// Shortest move sequence from `(start, dir)` that ends on `target` (`arrive`) or facing it
+/// (`!arrive`), through cells of `window` that are not `blocked`; `None` when there is none.
+/// An empty path means the agent is already there.
+pub fn find_path(
+    start: (i32, i32),
+    dir: u8,
+    target: (i32, i32),
+    arrive: bool,
+    window: &SearchWindow,
+    blocked: impl Fn((i32, i32)) -> bool,
+) -> Option<Vec<Action>> {
+    debug_assert!(
+        window.contains(start),
+        "the agent lies outside its search window"
+    );
+    let mut blocked_cell = [false; MAX_CELLS];
+    for (k, b) in blocked_cell.iter_mut().enumerate().take(window.cells()) {
+        *b = blocked(window.cell_at(k));
+    }
+    let state_of = |pos: (i32, i32), d: u8| (window.cell_index(pos) * 4 + d as usize) as u16;
+    let start_state = state_of(start, dir);
+    let mut visited = [false; MAX_STATES];
+    let mut parent = [(0u16, Action::Done); MAX_STATES];
+    let mut queue: Vec<u16> = Vec::with_capacity(MAX_STATES);
+    queue.push(start_state);
+    let mut head = 0;
+    while head < queue.len() {
+        let state = queue[head];
+        head += 1;
+        visited[state as usize] = true;
+        let pos = window.cell_at(state as usize / 4);
+        let d = (state % 4) as u8;
+        let v = DIR_TO_VEC[d as usize];
+        let reached = if arrive {
+            pos == target
+        } else {
+            (pos.0 + v.0, pos.1 + v.1) == target
+        };
+        if reached {
+            return Some(trace(&parent, start_state, state));
+        }
+        for action in [Action::Forward, Action::Left, Action::Right] {
+            let (npos, nd) = apply(pos, d, action);
+            if !window.contains(npos) || blocked_cell[window.cell_index(npos)] {
+                continue;
+            }
+            let next = state_of(npos, nd);
+            if visited[next as usize] {
+                continue;
+            }
+            queue.push(next);
+            parent[next as usize] = (state, action);
+        }
+    }
+    None
+}
+
+fn trace(parent: &[(u16, Action)], start: u16, mut state: u16) -> Vec<Action> {
+    let mut path = Vec::new();
+    while state != start {
+        let (prev, action) = parent[state as usize];
+        path.push(action);
+        state = prev;
+    }
+    path.reverse();
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn walk(mut pos: (i32, i32), mut dir: u8, path: &[Action]) -> ((i32, i32), u8) {
+        for &a in path {
+            (pos, dir) = apply(pos, dir, a);
+        }
+        (pos, dir)
+    }
+
+    #[test]
+    fn window_matches_agentgym_for_each_heading() {
+        let p = (10, 10);
+        // (x range, y range) as AgentGym computes them; some include a cell behind.
+        assert_eq!(
+            SearchWindow::around(p, 0, 7),
+            SearchWindow {
+                x0: 9,
+                x1: 17,
+                y0: 7,
+                y1: 14
+            }
+        );
+        assert_eq!(
+            SearchWindow::around(p, 1, 7),
+            SearchWindow {
+                x0: 6,
+                x1: 14,
+                y0: 9,
+                y1: 17
+            }
+        );
+        assert_eq!(
+            SearchWindow::around(p, 2, 7),
+            SearchWindow {
+                x0: 4,
+                x1: 11,
+                y0: 6,
+                y1: 14
+            }
+        );
+        assert_eq!(
+            SearchWindow::around(p, 3, 7),
+            SearchWindow {
+                x0: 7,
+                x1: 14,
+                y0: 4,
+                y1: 11
+            }
+        );
+    }
+
+    #[test]
+    fn reaches_and_faces_targets() {
+        let start = (10, 10);
+        let w = SearchWindow::around(start, 0, 7);
+        let path = find_path(start, 0, (13, 12), false, &w, |_| false).unwrap();
+        let (pos, dir) = walk(start, 0, &path);
+        let v = DIR_TO_VEC[dir as usize];
+        assert_eq!((pos.0 + v.0, pos.1 + v.1), (13, 12));
+        // Shortest: 2 forwards, right turn, 2 forwards... ending facing the target.
+        assert_eq!(path.len(), 5);
+        let path = find_path(start, 0, (13, 12), true, &w, |_| false).unwrap();
+        assert_eq!(walk(start, 0, &path).0, (13, 12));
+        assert_eq!(path.len(), 6);
+        // Already facing: nothing to do.
+        assert_eq!(
+            find_path(start, 0, (11, 10), false, &w, |_| false),
+            Some(vec![])
+        );
+        assert_eq!(
+            find_path(start, 0, (10, 10), true, &w, |_| false),
+            Some(vec![])
+        );
+    }
+
+    #[test]
+    fn routes_around_blocks_and_fails_when_walled_in() {
+        let start = (10, 10);
+        let w = SearchWindow::around(start, 0, 7);
+        // A wall segment straight ahead forces a detour.
+        let wall = |(x, y): (i32, i32)| x == 12 && (8..=11).contains(&y);
+        let path = find_path(start, 0, (14, 10), true, &w, wall).unwrap();
+        let mut state = (start, 0u8);
+        for &a in &path {
+            state = apply(state.0, state.1, a);
+            assert!(!wall(state.0), "path enters a blocked cell");
+        }
+        assert_eq!(state.0, (14, 10));
+        // Boxed in on all four sides: no path.
+        let boxed = |(x, y): (i32, i32)| (x - 10).abs() + (y - 10).abs() == 1;
+        assert_eq!(find_path(start, 0, (14, 10), true, &w, boxed), None);
+        // Targets outside the window are never reached.
+        assert_eq!(find_path(start, 0, (30, 10), true, &w, |_| false), None);
+    }
+
+    #[test]
+    fn ties_resolve_like_agentgym() {
+        // Equally short alternatives; the expected paths are what AgentGym's search picks
+        // (checked against the Python reference).
+        use Action::{Forward as F, Left as L, Right as R};
+        let start = (10, 10);
+        let w = SearchWindow::around(start, 0, 7);
+        assert_eq!(
+            find_path(start, 0, (9, 10), true, &w, |_| false),
+            Some(vec![R, R, F])
+        );
+        let wall = |p: (i32, i32)| p == (12, 10);
+        let path = find_path(start, 0, (13, 10), true, &w, wall);
+        assert_eq!(path, Some(vec![L, F, R, F, F, F, R, F]));
+    }
+}

@@ -1,0 +1,612 @@
+//! BabyAI as text, the way AgentGym's BabyAI server shows it: the agent's view in words, the
+//! menu of high-level actions ("go to red ball 1", "toggle and go through blue closed door 1")
+//! with the primitive moves each one expands to, and the explanations for actions that are
+//! not possible. The behaviour is specified in `python/agentgym/envs/reference/BABYAI_TEXT.md`;
+//! `babyai_text.py` there is the reference the parity tests compare against.
+
+use std::fmt::{self, Write};
+
+use super::grid::{Action, Color, DoorState, Obj, ObjKind, World, DIR_TO_VEC};
+use super::planner::{find_path, SearchWindow};
+
+/// minigrid's `agent_view_size` for BabyAI levels.
+pub const VIEW_SIZE: i32 = 7;
+
+const CELLS: usize = (VIEW_SIZE * VIEW_SIZE) as usize;
+
+/// Object codes of minigrid's observation encoding (`OBJECT_TO_IDX`).
+const UNSEEN: u8 = 0;
+const EMPTY: u8 = 1;
+
+pub const CHECK: &str = "check available actions";
+pub const NOT_RECOGNIZED: &str = "The action is not recognized. Please check valid actions.";
+pub const NO_CHANGE: &str = "No change in state.";
+pub const COMPLETED: &str = "\n The task is completed.";
+
+fn kind_code(kind: ObjKind) -> u8 {
+    match kind {
+        ObjKind::Wall => 2,
+        ObjKind::Floor => 3,
+        ObjKind::Door => 4,
+        ObjKind::Key => 5,
+        ObjKind::Ball => 6,
+        ObjKind::Box => 7,
+        ObjKind::Goal => 8,
+        ObjKind::Lava => 9,
+    }
+}
+
+fn kind_from_code(code: u8) -> Option<ObjKind> {
+    ObjKind::ALL.into_iter().find(|&k| kind_code(k) == code)
+}
+
+fn color_code(color: Color) -> u8 {
+    Color::ALL.iter().position(|&c| c == color).unwrap_or(0) as u8
+}
+
+fn door_state_code(state: DoorState) -> u8 {
+    match state {
+        DoorState::Open => 0,
+        DoorState::Closed => 1,
+        DoorState::Locked => 2,
+    }
+}
+
+const DOOR_STATES: [DoorState; 3] = [DoorState::Open, DoorState::Closed, DoorState::Locked];
+
+fn encode(obj: Option<&Obj>) -> [u8; 3] {
+    match obj {
+        None => [EMPTY, 0, 0],
+        Some(o) => {
+            let state = if o.kind == ObjKind::Door {
+                door_state_code(o.door_state())
+            } else {
+                0
+            };
+            [kind_code(o.kind), color_code(o.color), state]
+        }
+    }
+}
+
+fn add(a: (i32, i32), b: (i32, i32), k: i32) -> (i32, i32) {
+    (a.0 + k * b.0, a.1 + k * b.1)
+}
+
+/// The agent's forward and right unit vectors.
+fn axes(dir: u8) -> ((i32, i32), (i32, i32)) {
+    (
+        DIR_TO_VEC[dir as usize % 4],
+        DIR_TO_VEC[(dir as usize + 1) % 4],
+    )
+}
+
+/// World cell of view cell `(i, j)`: `j` counts rows from the far edge, `i` columns from
+/// the left, the agent sits at `(VIEW_SIZE / 2, VIEW_SIZE - 1)`.
+fn view_cell(world: &World, i: i32, j: i32) -> (i32, i32) {
+    let (f, r) = axes(world.agent_dir);
+    let top_left = add(add(world.agent_pos, f, VIEW_SIZE - 1), r, -(VIEW_SIZE / 2));
+    add(add(top_left, f, -j), r, i)
+}
+
+/// minigrid's encoded egocentric observation (`obs["image"]`): what the agent sees, with
+/// occlusion, cells off the grid as walls, and the carried object in the agent's cell.
+/// AgentGym compares two of these to decide whether a primitive move did anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewImage {
+    /// `cells[i * VIEW_SIZE + j]` = (object, color, state) codes; `[0, 0, 0]` is unseen.
+    cells: [[u8; 3]; CELLS],
+}
+
+impl ViewImage {
+    /// The view of `world` as minigrid's `gen_obs` encodes it.
+    pub fn of(world: &World) -> Self {
+        let n = VIEW_SIZE as usize;
+        let mut objs: [Option<&Obj>; CELLS] = [None; CELLS];
+        let mut opaque = [false; CELLS];
+        let mut outside = [false; CELLS];
+        for i in 0..n {
+            for j in 0..n {
+                let (x, y) = view_cell(world, i as i32, j as i32);
+                let k = i * n + j;
+                if world.grid.in_bounds(x, y) {
+                    objs[k] = world.grid.get(x, y);
+                    opaque[k] = objs[k].is_some_and(|o| !o.see_behind());
+                } else {
+                    outside[k] = true;
+                    opaque[k] = true;
+                }
+            }
+        }
+        let visible = visibility(&opaque);
+        let mut cells = [[UNSEEN, 0, 0]; CELLS];
+        let wall = [kind_code(ObjKind::Wall), color_code(Color::Grey), 0];
+        for k in 0..CELLS {
+            if visible[k] {
+                cells[k] = if outside[k] { wall } else { encode(objs[k]) };
+            }
+        }
+        let agent = (n / 2) * n + (n - 1);
+        cells[agent] = encode(world.carrying.as_ref());
+        Self { cells }
+    }
+
+    fn get(&self, i: usize, j: usize) -> [u8; 3] {
+        self.cells[i * VIEW_SIZE as usize + j]
+    }
+}
+
+/// minigrid's `Grid.process_vis` on the view: light spreads from the agent's cell
+/// sideways and forward through cells that can be seen behind.
+fn visibility(opaque: &[bool; CELLS]) -> [bool; CELLS] {
+    let n = VIEW_SIZE as usize;
+    let at = |i: usize, j: usize| i * n + j;
+    let mut mask = [false; CELLS];
+    mask[at(n / 2, n - 1)] = true;
+    for j in (0..n).rev() {
+        for i in 0..n - 1 {
+            if !mask[at(i, j)] || opaque[at(i, j)] {
+                continue;
+            }
+            mask[at(i + 1, j)] = true;
+            if j > 0 {
+                mask[at(i + 1, j - 1)] = true;
+                mask[at(i, j - 1)] = true;
+            }
+        }
+        for i in (1..n).rev() {
+            if !mask[at(i, j)] || opaque[at(i, j)] {
+                continue;
+            }
+            mask[at(i - 1, j)] = true;
+            if j > 0 {
+                mask[at(i - 1, j - 1)] = true;
+                mask[at(i, j - 1)] = true;
+            }
+        }
+    }
+    mask
+}
+
+/// What a thing is called: "red ball", "blue closed door", "grey wall".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Label {
+    pub kind: ObjKind,
+    pub color: Color,
+    pub door: Option<DoorState>,
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.door {
+            Some(state) => write!(f, "{} {} door", self.color.name(), state.name()),
+            None => write!(f, "{} {}", self.color.name(), self.kind.name()),
+        }
+    }
+}
+
+/// Whether the planner routes around this kind and `drop` refuses to drop onto it.
+fn blocks(kind: ObjKind) -> bool {
+    matches!(
+        kind,
+        ObjKind::Wall | ObjKind::Box | ObjKind::Lava | ObjKind::Ball | ObjKind::Key
+    )
+}
+
+/// A named cell in view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thing {
+    pub label: Label,
+    pub pos: (i32, i32),
+    /// Manhattan distance from the agent.
+    pub dist: i32,
+}
+
+/// The agent's view read as AgentGym reads it.
+#[derive(Debug, Clone)]
+pub struct Scene {
+    /// Named cells (walls included), nearest first; ties in view order (far rows first,
+    /// then left to right).
+    pub things: Vec<Thing>,
+    /// The nearest wall or box straight ahead and its distance in steps.
+    pub ahead: Option<(ObjKind, i32)>,
+    pub window: SearchWindow,
+    pub pos: (i32, i32),
+    pub dir: u8,
+}
+
+impl Scene {
+    /// Reads `image` (the current view of `world`).
+    pub fn read(world: &World, image: &ViewImage) -> Self {
+        let pos = world.agent_pos;
+        let (f, _) = axes(world.agent_dir);
+        let n = VIEW_SIZE as usize;
+        let mut things = Vec::with_capacity(16);
+        let mut ahead: Option<(ObjKind, i32)> = None;
+        for j in 0..n {
+            for i in 0..n {
+                let cell = view_cell(world, i as i32, j as i32);
+                if cell.0 < 0 || cell.1 < 0 || cell == pos {
+                    continue;
+                }
+                let [kind, color, state] = image.get(i, j);
+                let Some(kind) = kind_from_code(kind) else {
+                    continue;
+                };
+                if kind == ObjKind::Floor {
+                    continue;
+                }
+                let rel = (cell.0 - pos.0, cell.1 - pos.1);
+                let label = Label {
+                    kind,
+                    color: Color::ALL[color as usize % 6],
+                    door: (kind == ObjKind::Door).then(|| DOOR_STATES[state as usize % 3]),
+                };
+                things.push(Thing {
+                    label,
+                    pos: cell,
+                    dist: rel.0.abs() + rel.1.abs(),
+                });
+                let in_line = f.0 * rel.1 - f.1 * rel.0 == 0;
+                if matches!(kind, ObjKind::Box | ObjKind::Wall) && in_line {
+                    let steps = f.0 * rel.0 + f.1 * rel.1;
+                    if ahead.is_none_or(|(_, s)| steps < s) {
+                        ahead = Some((kind, steps));
+                    }
+                }
+            }
+        }
+        // Stable: equal distances keep view order, as Python's sort does.
+        things.sort_by_key(|t| t.dist);
+        let window = SearchWindow::around(pos, world.agent_dir, VIEW_SIZE);
+        Self {
+            things,
+            ahead,
+            window,
+            pos,
+            dir: world.agent_dir,
+        }
+    }
+
+    /// Whether a blocking thing occupies `pos`.
+    pub fn blocked(&self, pos: (i32, i32)) -> bool {
+        self.things
+            .iter()
+            .any(|t| t.pos == pos && blocks(t.label.kind))
+    }
+
+    fn offset(&self, thing: &Thing, out: &mut String) {
+        let (f, r) = axes(self.dir);
+        let rel = (thing.pos.0 - self.pos.0, thing.pos.1 - self.pos.1);
+        let front = f.0 * rel.0 + f.1 * rel.1;
+        let right = r.0 * rel.0 + r.1 * rel.1;
+        let _ = match right.cmp(&0) {
+            std::cmp::Ordering::Equal => write!(out, "right in front of you {front} steps away. "),
+            std::cmp::Ordering::Greater => {
+                write!(
+                    out,
+                    "{front} steps in front of you and {right} steps to your right. "
+                )
+            }
+            std::cmp::Ordering::Less => {
+                write!(
+                    out,
+                    "{front} steps in front of you and {} steps to your left. ",
+                    -right
+                )
+            }
+        };
+    }
+
+    /// The observation text (without goal line or action list) into `out`.
+    pub fn describe(&self, carrying: Option<&Obj>, out: &mut String) {
+        if self.things.is_empty() {
+            out.push_str("You cannot see any objects within sight.");
+        } else {
+            out.push_str("In front of you in this room, you can see several objects: ");
+            let mut seen = Counts::default();
+            for thing in self.things.iter().filter(|t| t.label.kind != ObjKind::Wall) {
+                let n = seen.bump(thing.label);
+                let _ = write!(out, "There is a {} {n} ", thing.label);
+                self.offset(thing, out);
+                out.push(' ');
+            }
+        }
+        out.push_str("The room has walls around you. ");
+        if let Some((kind, steps)) = self.ahead {
+            let _ = write!(out, "You are facing a {} {steps} steps away. ", kind.name());
+        }
+        match carrying {
+            None => out.push_str("You are not carrying anything."),
+            Some(o) => {
+                let _ = write!(
+                    out,
+                    "You are carrying a {} {}.",
+                    o.color.name(),
+                    o.kind.name()
+                );
+            }
+        }
+    }
+}
+
+/// Per-label counters in first-seen order (AgentGym numbers things by name).
+#[derive(Debug, Default)]
+struct Counts(Vec<(Label, u32)>);
+
+impl Counts {
+    fn get(&self, label: Label) -> u32 {
+        self.0
+            .iter()
+            .find(|(l, _)| *l == label)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    fn set(&mut self, label: Label, n: u32) {
+        match self.0.iter_mut().find(|(l, _)| *l == label) {
+            Some(entry) => entry.1 = n,
+            None => self.0.push((label, n)),
+        }
+    }
+
+    fn bump(&mut self, label: Label) -> u32 {
+        let n = self.get(label) + 1;
+        self.set(label, n);
+        n
+    }
+
+    /// Python's `str(dict)` of the counters, as AgentGym prints it in one message.
+    fn python_repr(&self) -> String {
+        let items: Vec<String> = self.0.iter().map(|(l, n)| format!("'{l}': {n}")).collect();
+        format!("{{{}}}", items.join(", "))
+    }
+}
+
+/// An insertion-ordered map with small linear lookups; re-inserting keeps the first
+/// position, as a Python dict does.
+#[derive(Debug, Clone, Default)]
+pub struct Ordered<V>(pub Vec<(String, V)>);
+
+impl<V> Ordered<V> {
+    pub fn insert(&mut self, key: String, value: V) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 = value,
+            None => self.0.push((key, value)),
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_str())
+    }
+}
+
+/// The high-level actions available now, each with its primitive moves, and the messages
+/// for actions that were considered but are not possible.
+#[derive(Debug, Clone, Default)]
+pub struct Menu {
+    pub actions: Ordered<Vec<Action>>,
+    pub errors: Ordered<String>,
+}
+
+/// A search result: (target, arrive) and the path found, if any.
+type Memo = ((i32, i32), bool, Option<Vec<Action>>);
+
+/// Path search from the scene's agent state, memoized per (target, arrive).
+struct Planner<'a> {
+    scene: &'a Scene,
+    memo: Vec<Memo>,
+}
+
+impl Planner<'_> {
+    fn path(&mut self, target: (i32, i32), arrive: bool) -> Option<Vec<Action>> {
+        if let Some((_, _, p)) = self
+            .memo
+            .iter()
+            .find(|(t, a, _)| *t == target && *a == arrive)
+        {
+            return p.clone();
+        }
+        let scene = self.scene;
+        let p = find_path(scene.pos, scene.dir, target, arrive, &scene.window, |c| {
+            scene.blocked(c)
+        });
+        self.memo.push((target, arrive, p.clone()));
+        p
+    }
+}
+
+impl Menu {
+    /// AgentGym's action menu, in its order: turns, move forward, pickups, drop, door
+    /// actions, go to goal, go to objects, check available actions.
+    pub fn build(scene: &Scene, carrying: Option<&Obj>) -> Self {
+        let mut menu = Menu::default();
+        let mut plan = Planner {
+            scene,
+            memo: Vec::new(),
+        };
+        menu.actions.insert("turn left".into(), vec![Action::Left]);
+        menu.actions
+            .insert("turn right".into(), vec![Action::Right]);
+        match scene.ahead {
+            Some((_, steps)) if steps <= 1 => menu.errors.insert(
+                "move forward".into(),
+                "There is a barrier in front of you, you can't move forward.".into(),
+            ),
+            _ => menu
+                .actions
+                .insert("move forward".into(), vec![Action::Forward]),
+        }
+        if carrying.is_none() {
+            menu.pickups(scene, &mut plan);
+        }
+        menu.drop(scene, carrying);
+        menu.doors(scene, &mut plan, carrying);
+        menu.goals(scene, &mut plan);
+        menu.gotos(scene, &mut plan);
+        menu.actions.insert(CHECK.into(), Vec::new());
+        menu
+    }
+
+    /// "<verb> <name> <n>", n counting the reachable things of that name so far; an
+    /// unreachable thing leaves an error under the next number instead.
+    fn numbered(
+        &mut self,
+        counts: &mut Counts,
+        verb: &str,
+        label: Label,
+        path: Option<Vec<Action>>,
+    ) {
+        let n = counts.get(label) + 1;
+        let key = format!("{verb} {label} {n}");
+        match path {
+            None => {
+                let msg = format!("You cannot {key}, as there is no path leading to it.");
+                self.errors.insert(key, msg);
+            }
+            Some(path) => {
+                counts.set(label, n);
+                self.actions.insert(key, path);
+            }
+        }
+    }
+
+    fn pickups(&mut self, scene: &Scene, plan: &mut Planner) {
+        let mut counts = Counts::default();
+        for t in &scene.things {
+            if matches!(t.label.kind, ObjKind::Wall | ObjKind::Door | ObjKind::Goal) {
+                continue;
+            }
+            let path = plan.path(t.pos, false).map(|mut p| {
+                p.push(Action::Pickup);
+                p
+            });
+            self.numbered(&mut counts, "pickup", t.label, path);
+        }
+    }
+
+    fn drop(&mut self, scene: &Scene, carrying: Option<&Obj>) {
+        let (f, _) = axes(scene.dir);
+        let msg = if carrying.is_none() {
+            "You cannot drop the object, as you are not carrying anything."
+        } else if scene.blocked(add(scene.pos, f, 1)) {
+            "You cannot drop the object, as there is already an object in front of you."
+        } else {
+            self.actions.insert("drop".into(), vec![Action::Drop]);
+            return;
+        };
+        self.errors.insert("drop".into(), msg.into());
+    }
+
+    fn doors(&mut self, scene: &Scene, plan: &mut Planner, carrying: Option<&Obj>) {
+        let mut counts = Counts::default();
+        for t in scene
+            .things
+            .iter()
+            .filter(|t| t.label.kind == ObjKind::Door)
+        {
+            let label = t.label;
+            let n = counts.bump(label);
+            let state = label.door.unwrap_or(DoorState::Closed);
+            if state == DoorState::Open {
+                let key = format!("go through {label} {n}");
+                match plan.path(t.pos, true) {
+                    Some(path) => self.actions.insert(key, path),
+                    None => {
+                        let msg = format!("You cannot {key}, as there is no path leading to it.");
+                        self.errors.insert(key, msg);
+                    }
+                }
+                continue;
+            }
+            let through = format!("toggle and go through {label} {n}");
+            if state == DoorState::Locked {
+                let reason = match carrying {
+                    Some(o) if o.kind == ObjKind::Key && o.color == label.color => None,
+                    Some(o) if o.kind == ObjKind::Key => Some(
+                        "the color of the key you are carrying does not match the color of door",
+                    ),
+                    _ => Some("you are not carrying a key"),
+                };
+                if let Some(reason) = reason {
+                    let msg = format!("You cannot {through}, as {reason}.");
+                    self.errors.insert(through, msg);
+                    continue;
+                }
+            }
+            let path = plan.path(t.pos, false);
+            let facing = path.as_ref().is_some_and(Vec::is_empty);
+            match path {
+                Some(mut path) => {
+                    path.extend([Action::Toggle, Action::Forward]);
+                    self.actions.insert(through, path);
+                }
+                None => {
+                    // AgentGym prints its whole door-count table here; kept for fidelity.
+                    let msg = format!(
+                        "You cannot toggle and go through {label} {}, as there is no path \
+                         leading to it.",
+                        counts.python_repr()
+                    );
+                    self.errors.insert(through, msg);
+                }
+            }
+            if facing {
+                self.actions.insert("toggle".into(), vec![Action::Toggle]);
+            }
+            if state == DoorState::Closed {
+                let key = format!("go through {label} {n}");
+                let msg = format!("You cannot {key}, as it is closed. You should toggle it first.");
+                self.errors.insert(key, msg);
+            }
+        }
+    }
+
+    fn goals(&mut self, scene: &Scene, plan: &mut Planner) {
+        for t in scene
+            .things
+            .iter()
+            .filter(|t| t.label.kind == ObjKind::Goal)
+        {
+            match plan.path(t.pos, true) {
+                Some(path) => self.actions.insert("go to goal".into(), path),
+                None => self.errors.insert(
+                    "go to goal".into(),
+                    "You cannot go to the goal, as there is no path leading to it.".into(),
+                ),
+            }
+        }
+    }
+
+    fn gotos(&mut self, scene: &Scene, plan: &mut Planner) {
+        let mut counts = Counts::default();
+        for t in &scene.things {
+            if matches!(t.label.kind, ObjKind::Wall | ObjKind::Goal) {
+                continue;
+            }
+            let path = plan.path(t.pos, false);
+            self.numbered(&mut counts, "go to", t.label, path);
+        }
+    }
+}
+
+/// AgentGym's goal line: "then" and "after you" in the mission become "and".
+pub fn goal_text(mission: &str) -> String {
+    mission.replace("then", "and").replace("after you", "and")
+}
+
+/// Appends `\nAvailable actions: ["a", "b"]`.
+pub fn push_actions<'a>(out: &mut String, names: impl IntoIterator<Item = &'a str>) {
+    out.push_str("\nAvailable actions: [");
+    for (k, name) in names.into_iter().enumerate() {
+        if k > 0 {
+            out.push_str(", ");
+        }
+        out.push('"');
+        out.push_str(name);
+        out.push('"');
+    }
+    out.push(']');
+}
