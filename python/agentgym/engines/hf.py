@@ -1,0 +1,295 @@
+"""transformers engine: batched sampling on CPU or GPU for many concurrent episodes.
+
+Requests from many coroutines go into one queue. A background task takes whatever is queued
+(after a short gathering window), groups it by sampling parameters and runs one left-padded,
+KV-cached decode loop per group in a worker thread, so the event loop keeps running while the
+model computes. Rows that finish leave the batch. Weights are swapped between batches under the
+same lock, so every generation comes from exactly one policy version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentgym.engines.base import Generation, SamplingParams
+from agentgym.engines.sampling import greedy_rows, processed_logprobs, sample_rows
+
+
+@dataclass
+class _Request:
+    prompt: list[int]
+    seed: int
+    future: asyncio.Future[Generation]
+
+
+class HFEngine:
+    """An `Engine` backed by a transformers causal LM (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        stop_token_ids: Sequence[int],
+        pad_token_id: int,
+        max_batch_size: int = 64,
+        gather_s: float = 0.002,
+        seed: int = 0,
+        version: int = 0,
+    ) -> None:
+        """Wrap `model` (already on its device, eval mode is set here).
+
+        stop_token_ids: tokens that end every generation (EOS, <|im_end|>).
+        pad_token_id: filler for left padding and finished rows (never attended to).
+        max_batch_size: most prompts in one forward pass.
+        gather_s: how long the batcher waits after the first request for others to join.
+        seed: seeds the stream used by requests without their own seed.
+        """
+        self.model = model.eval()
+        self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
+        self.pad_token_id = int(pad_token_id)
+        self.max_batch_size = max_batch_size
+        self.gather_s = gather_s
+        self._seeds = random.Random(seed)
+        self._version = version
+        self._lock = threading.Lock()
+        self._queues: dict[SamplingParams, list[_Request]] = {}
+        self._wakeup: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.batches_run = 0
+        self.rows_run = 0
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | Path, *, device: str = "cpu", dtype: torch.dtype = torch.float32, **kw: Any
+    ) -> HFEngine:
+        """Load a checkpoint directory (a tiny local model or a real one) with its tokenizer."""
+        from agentgym.models import load_model
+
+        model, tokenizer = load_model(path, device=device, dtype=dtype)
+        return cls(
+            model,
+            stop_token_ids=stop_ids_for(model, tokenizer),
+            pad_token_id=tokenizer.pad_token_id
+            if tokenizer.pad_token_id is not None
+            else tokenizer.eos_token_id,
+            **kw,
+        )
+
+    @property
+    def version(self) -> int:
+        """Policy version of the loaded weights."""
+        return self._version
+
+    async def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams
+    ) -> list[Generation]:
+        """Queue every prompt and wait for all of them (they may share batches with others)."""
+        self._ensure_running()
+        loop = asyncio.get_running_loop()
+        key = replace(params, seed=None)
+        requests = [
+            _Request(list(p), self._row_seed(params, i), loop.create_future())
+            for i, p in enumerate(prompts)
+        ]
+        for r in requests:
+            if not r.prompt:
+                raise ValueError("empty prompt")
+        self._queues.setdefault(key, []).extend(requests)
+        assert self._wakeup is not None
+        self._wakeup.set()
+        return list(await asyncio.gather(*(r.future for r in requests)))
+
+    async def load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
+        """Copy `state_dict` into the model between batches and set `version`."""
+        await asyncio.to_thread(self._load_weights, state_dict, version)
+
+    async def close(self) -> None:
+        """Stop the batcher; queued requests fail with CancelledError."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        for queue in self._queues.values():
+            for r in queue:
+                r.future.cancel()
+        self._queues.clear()
+
+    def _row_seed(self, params: SamplingParams, index: int) -> int:
+        if params.seed is not None:
+            return params.seed + index
+        return self._seeds.getrandbits(63)
+
+    def _ensure_running(self) -> None:
+        if self._task is None or self._task.done():
+            self._wakeup = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._batcher())
+
+    async def _batcher(self) -> None:
+        assert self._wakeup is not None
+        while True:
+            await self._wakeup.wait()
+            await asyncio.sleep(self.gather_s)
+            self._wakeup.clear()
+            while self._queues:
+                params, batch = self._take_batch()
+                await self._serve(params, batch)
+
+    def _take_batch(self) -> tuple[SamplingParams, list[_Request]]:
+        params = next(iter(self._queues))
+        queue = self._queues[params]
+        batch, rest = queue[: self.max_batch_size], queue[self.max_batch_size :]
+        if rest:
+            self._queues[params] = rest
+        else:
+            del self._queues[params]
+        return params, [r for r in batch if not r.future.done()]
+
+    async def _serve(self, params: SamplingParams, batch: list[_Request]) -> None:
+        if not batch:
+            return
+        try:
+            results = await asyncio.to_thread(
+                self._generate_batch, [r.prompt for r in batch], [r.seed for r in batch], params
+            )
+        except Exception as exc:  # noqa: BLE001 - handed to every waiting caller
+            for r in batch:
+                if not r.future.done():
+                    r.future.set_exception(exc)
+            return
+        for r, g in zip(batch, results, strict=True):
+            if not r.future.done():
+                r.future.set_result(g)
+
+    def _load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
+        with self._lock, torch.no_grad():
+            missing, unexpected = self.model.load_state_dict(dict(state_dict), strict=False)
+            if unexpected:
+                raise KeyError(f"unexpected weight names: {sorted(unexpected)[:5]}")
+            self._version = version
+
+    def _generate_batch(
+        self, prompts: list[list[int]], seeds: list[int], params: SamplingParams
+    ) -> list[Generation]:
+        with self._lock, torch.inference_mode():
+            gens = decode(
+                self.model,
+                prompts,
+                seeds,
+                params,
+                stop_token_ids=self.stop_token_ids | set(params.stop_token_ids),
+                pad_token_id=self.pad_token_id,
+            )
+            for g in gens:
+                g.policy_version = self._version
+                g.metrics["batch_size"] = float(len(prompts))
+        self.batches_run += 1
+        self.rows_run += len(prompts)
+        return gens
+
+
+def stop_ids_for(model: torch.nn.Module, tokenizer: Any) -> list[int]:
+    """EOS ids of the generation config and tokenizer, plus <|im_end|> when the vocab has it."""
+    ids: set[int] = set()
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (gen_eos, tokenizer.eos_token_id):
+        if isinstance(value, int):
+            ids.add(value)
+        elif value is not None:
+            ids.update(int(v) for v in value)
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    if isinstance(im_end, int) and im_end != tokenizer.unk_token_id:
+        ids.add(im_end)
+    return sorted(ids)
+
+
+def decode(
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    seeds: list[int],
+    params: SamplingParams,
+    *,
+    stop_token_ids: set[int] | frozenset[int],
+    pad_token_id: int,
+) -> list[Generation]:
+    """Left-padded, KV-cached sampling of one continuation per prompt (no batching across calls)."""
+    device = next(model.parameters()).device
+    input_ids, mask = _left_pad(prompts, pad_token_id, device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    limit = getattr(model.config, "max_position_embeddings", None)
+    budget = params.max_new_tokens
+    if limit is not None:
+        budget = min(budget, max(limit - input_ids.shape[1], 0))
+    generators = [torch.Generator().manual_seed(s) for s in seeds]
+    out = [Generation([], [], "length") for _ in prompts]
+    live = list(range(len(prompts)))  # original row index of each batch row
+    result = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True)
+    cache = result.past_key_values
+    for _ in range(budget):
+        tokens, logps = _pick(result.logits[:, -1, :], params, [generators[i] for i in live])
+        keep = _record(out, live, tokens.tolist(), logps.tolist(), stop_token_ids)
+        if not keep:
+            break
+        if len(keep) < len(live):
+            idx = torch.tensor(keep, device=device)
+            cache.batch_select_indices(idx)
+            tokens, mask, positions = tokens[idx], mask[idx], positions[idx]
+            live = [live[k] for k in keep]
+        mask = torch.cat([mask, mask.new_ones(len(live), 1)], dim=1)
+        positions = positions[:, -1:] + 1
+        result = model(
+            input_ids=tokens[:, None].to(device),
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        )
+    return out
+
+
+def _left_pad(
+    prompts: list[list[int]], pad: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, p in enumerate(prompts):
+        ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        mask[row, width - len(p) :] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _pick(
+    logits: torch.Tensor, params: SamplingParams, generators: list[torch.Generator]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = logits.float().cpu()
+    if params.temperature == 0:
+        return greedy_rows(logits)
+    logprobs = processed_logprobs(logits, params.temperature, params.top_k, params.top_p)
+    return sample_rows(logprobs, generators)
+
+
+def _record(
+    out: list[Generation],
+    live: list[int],
+    tokens: list[int],
+    logps: list[float],
+    stop_token_ids: set[int] | frozenset[int],
+) -> list[int]:
+    """Append each live row's token; return the batch rows that keep generating."""
+    keep = []
+    for k, (row, tok, lp) in enumerate(zip(live, tokens, logps, strict=True)):
+        out[row].token_ids.append(tok)
+        out[row].logprobs.append(lp)
+        if tok in stop_token_ids:
+            out[row].finish_reason = "stop"
+        else:
+            keep.append(k)
+    return keep

@@ -1,0 +1,209 @@
+"""A tiny local model for CPU runs: a byte-level BPE tokenizer trained on env text and a randomly
+initialised Qwen2 causal LM, saved like any Hugging Face checkpoint. No downloads.
+
+`build_tiny_model(directory, corpus)` writes the tokenizer (with a ChatML chat template, the
+``<|im_start|>role\\n...<|im_end|>\\n`` format of Qwen2.5) and the model with `save_pretrained`.
+A directory that already holds a build with the same spec is reused as is. `load_model(path)` loads
+either that directory or a real checkpoint directory the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ENDOFTEXT = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END)
+
+CHATML_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+"""ChatML: each message is <|im_start|>ROLE, newline, CONTENT, <|im_end|>, newline."""
+
+MANIFEST = "agentgym_tiny_model.json"
+
+
+@dataclass(frozen=True)
+class TinyModelSpec:
+    """Sizes of the tiny model and its tokenizer."""
+
+    vocab_size: int = 2048
+    """Target BPE vocabulary (256 bytes + special tokens + merges); the trainer may stop short."""
+    hidden_size: int = 128
+    """Width of the residual stream."""
+    intermediate_size: int = 384
+    """Width of the MLP."""
+    num_hidden_layers: int = 2
+    """Transformer blocks."""
+    num_attention_heads: int = 4
+    """Query heads (head dim = hidden_size / heads)."""
+    num_key_value_heads: int = 2
+    """Key/value heads (grouped-query attention as in Qwen2)."""
+    max_position_embeddings: int = 4096
+    """Longest context the model accepts."""
+    seed: int = 0
+    """Seed of the weight initialisation."""
+
+
+Corpus = Iterable[str] | Callable[[], Iterable[str]]
+
+
+def build_tiny_model(
+    directory: str | Path, corpus: Corpus, spec: TinyModelSpec = TinyModelSpec()
+) -> Path:
+    """Build (or reuse) the tiny model in `directory`; returns the directory.
+
+    corpus: text to train the tokenizer on (observations, instructions, actions), or a callable
+    producing it, which is only called when the directory holds no build yet. The agent
+    instructions and corrective messages of `agentgym.agent` are always added.
+    Raises ValueError when the directory holds a build with a different spec.
+    """
+    directory = Path(directory)
+    cached = _read_manifest(directory)
+    if cached is not None:
+        if cached["spec"] != asdict(spec):
+            raise ValueError(
+                f"{directory} holds a tiny model built with {cached['spec']}, not {asdict(spec)}"
+            )
+        return directory
+    texts = list(corpus() if callable(corpus) else corpus) + builtin_corpus()
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".tiny-", dir=directory.parent))
+    try:
+        tokenizer = train_tokenizer(texts, spec.vocab_size)
+        tokenizer.save_pretrained(staging)
+        model = init_model(tokenizer, spec)
+        model.save_pretrained(staging)
+        manifest = {"spec": asdict(spec), "corpus_sha256": _corpus_hash(texts)}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        _publish(staging, directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return directory
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
+    """Train a byte-level BPE on `texts`; returns a PreTrainedTokenizerFast with ChatML."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token=IM_END,
+        pad_token=ENDOFTEXT,
+        additional_special_tokens=[IM_START],
+        chat_template=CHATML_TEMPLATE,
+        model_max_length=TinyModelSpec.max_position_embeddings,
+    )
+
+
+def init_model(tokenizer: Any, spec: TinyModelSpec) -> Any:
+    """A randomly initialised Qwen2ForCausalLM sized by `spec`, seeded by `spec.seed`."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    im_end = tokenizer.convert_tokens_to_ids(IM_END)
+    endoftext = tokenizer.convert_tokens_to_ids(ENDOFTEXT)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=endoftext,
+        eos_token_id=im_end,
+        pad_token_id=endoftext,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=[im_end, endoftext], pad_token_id=endoftext, bos_token_id=endoftext
+    )
+    return model
+
+
+def load_model(path: str | Path, *, device: str = "cpu", dtype: Any = None) -> tuple[Any, Any]:
+    """(model, tokenizer) from a local checkpoint directory; the model in eval mode on `device`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32)
+    return model.to(device).eval(), tokenizer
+
+
+def load_tokenizer(path: str | Path) -> Any:
+    """The tokenizer of a local checkpoint directory."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def builtin_corpus() -> list[str]:
+    """Text every agentgym prompt contains: instructions, the reply format, corrective messages."""
+    from agentgym.agent import parsing, prompts
+
+    return [
+        prompts.BABYAI_INSTRUCTION,
+        prompts.TEXTCRAFT_INSTRUCTION,
+        prompts.GENERIC_INSTRUCTION,
+        parsing.NO_ACTION_MESSAGE,
+        parsing.MANY_ACTIONS_MESSAGE,
+        parsing.EMPTY_ACTION_MESSAGE,
+        "Thought: I should act.\nAction: ",
+    ]
+
+
+def _read_manifest(directory: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((directory / MANIFEST).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def _publish(staging: Path, directory: Path) -> None:
+    """Move a finished build into place; a concurrent builder that won the race is kept."""
+    try:
+        os.rename(staging, directory)
+    except OSError:
+        if _read_manifest(directory) is None:
+            if directory.exists() and not any(directory.iterdir()):
+                directory.rmdir()
+                os.rename(staging, directory)
+                return
+            raise
+
+
+def _corpus_hash(texts: list[str]) -> str:
+    digest = hashlib.sha256()
+    for t in texts:
+        digest.update(t.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()

@@ -1,0 +1,105 @@
+"""The tiny local model: built without downloads, cached, deterministic, loadable like any
+checkpoint, with a ChatML template."""
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from agentgym.models import (  # noqa: E402
+    MANIFEST,
+    TinyModelSpec,
+    build_tiny_model,
+    load_model,
+)
+
+SPEC = TinyModelSpec(
+    vocab_size=350, hidden_size=32, intermediate_size=64, num_hidden_layers=1, seed=5
+)
+CORPUS = [
+    "Your goal: open the blue door. There is a blue closed door 1 2 steps in front of you.",
+    "Thought: open it.\nAction: toggle and go through blue closed door 1",
+    "craft 4 oak planks using 1 oak log. Got 1 oak log. Inventory: [oak planks] (4)",
+] * 4
+
+
+def weights(path):
+    model, _ = load_model(path)
+    return model.state_dict()
+
+
+def test_build_writes_a_loadable_checkpoint_with_chatml(tmp_path) -> None:
+    path = build_tiny_model(tmp_path / "tiny", CORPUS, SPEC)
+    model, tokenizer = load_model(path)
+    assert model.config.model_type == "qwen2"
+    assert model.config.hidden_size == 32 and model.config.num_hidden_layers == 1
+    assert model.config.vocab_size == len(tokenizer) <= SPEC.vocab_size
+    text = tokenizer.apply_chat_template(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert (
+        text
+        == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    )
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert tokenizer.eos_token_id == im_end
+    assert tokenizer.encode("<|im_start|>user", add_special_tokens=False)[0] == (
+        tokenizer.convert_tokens_to_ids("<|im_start|>")
+    )
+    ids = tokenizer.encode("go to the blue door", add_special_tokens=False)
+    assert tokenizer.decode(ids) == "go to the blue door"
+    assert len(ids) < len("go to the blue door")  # merges were learned from the corpus
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits
+    assert logits.shape == (1, len(ids), len(tokenizer))
+
+
+def test_second_build_reuses_the_directory_without_reading_the_corpus(tmp_path) -> None:
+    path = build_tiny_model(tmp_path / "tiny", CORPUS, SPEC)
+    stamp = (path / "model.safetensors").stat().st_mtime_ns
+
+    def corpus_must_not_be_read():
+        raise AssertionError("cached build read its corpus")
+
+    assert build_tiny_model(tmp_path / "tiny", corpus_must_not_be_read, SPEC) == path
+    assert (path / "model.safetensors").stat().st_mtime_ns == stamp
+    assert json.loads((path / MANIFEST).read_text())["spec"]["seed"] == 5
+
+
+def test_directory_with_another_spec_is_refused(tmp_path) -> None:
+    build_tiny_model(tmp_path / "tiny", CORPUS, SPEC)
+    other = TinyModelSpec(vocab_size=350, hidden_size=64, intermediate_size=64)
+    with pytest.raises(ValueError, match="tiny model built with"):
+        build_tiny_model(tmp_path / "tiny", CORPUS, other)
+
+
+def test_build_is_deterministic(tmp_path) -> None:
+    a = build_tiny_model(tmp_path / "a", CORPUS, SPEC)
+    b = build_tiny_model(tmp_path / "b", lambda: iter(CORPUS), SPEC)
+    assert (a / "tokenizer.json").read_text() == (b / "tokenizer.json").read_text()
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_seed_changes_the_weights(tmp_path) -> None:
+    a = build_tiny_model(tmp_path / "a", CORPUS, SPEC)
+    b = build_tiny_model(
+        tmp_path / "b",
+        CORPUS,
+        TinyModelSpec(vocab_size=350, hidden_size=32, intermediate_size=64, num_hidden_layers=1),
+    )
+    wa, wb = weights(a), weights(b)
+    assert not torch.equal(wa["model.embed_tokens.weight"], wb["model.embed_tokens.weight"])
+
+
+def test_build_leaves_global_rng_alone(tmp_path) -> None:
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    build_tiny_model(tmp_path / "tiny", CORPUS, SPEC)
+    assert torch.equal(torch.rand(3), expected)
