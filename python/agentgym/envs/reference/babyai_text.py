@@ -21,7 +21,7 @@ LEVELS: tuple[str, ...] = (
     "BabyAI-GoToRedBallGrey-v0",
     "BabyAI-GoToRedBall-v0",
     "BabyAI-GoToRedBallNoDists-v0",
-    "BabyAI-GoToObjS6-v0",
+    "BabyAI-GoToObjS6-v1",  # AgentGym names v0, which minigrid 3.x only registers as v1
     "BabyAI-GoToLocalS8N7-v0",
     "BabyAI-GoToObjMazeS7-v0",
     "BabyAI-GoToImpUnlock-v0",
@@ -146,7 +146,8 @@ def read_view(image: np.ndarray, pos: tuple[int, int], direction: int) -> View:
             color = COLOR_NAMES[color_code]
             rel = (cell[0] - pos[0], cell[1] - pos[1])
             if kind in NAMED_KINDS:
-                name = f"{color} {DOOR_STATES[state_code]} door" if kind == "door" else f"{color} {kind}"
+                state = DOOR_STATES[state_code]
+                name = f"{color} {state} door" if kind == "door" else f"{color} {kind}"
                 things.append(Thing(name, kind, color, cell, abs(rel[0]) + abs(rel[1])))
             if kind in ("box", "wall") and f[0] * rel[1] - f[1] * rel[0] == 0:
                 ahead.append((kind, f[0] * rel[0] + f[1] * rel[1]))
@@ -201,7 +202,8 @@ def find_path(
 
 
 def offset_words(thing: Thing, pos: tuple[int, int], direction: int) -> str:
-    """"right in front of you 2 steps away. " or "1 steps in front of you and 3 steps to your left. "."""
+    """Where a thing is: "right in front of you 2 steps away. " or
+    "1 steps in front of you and 3 steps to your left. "."""
     f, r = DIR_VEC[direction], DIR_VEC[(direction + 1) % 4]
     rel = (thing.pos[0] - pos[0], thing.pos[1] - pos[1])
     front = f[0] * rel[0] + f[1] * rel[1]
@@ -250,8 +252,9 @@ class _Planner:
         return None if path is None else list(path)
 
 
-def _numbered(menu: Menu, counts: dict[str, int], verb: str, thing: Thing, path: list[int] | None,
-              what: str) -> None:
+def _numbered(
+    menu: Menu, counts: dict[str, int], verb: str, thing: Thing, path: list[int] | None, what: str
+) -> None:
     """Adds "<verb> <name> <n>" where n counts the reachable things of that name so far; an
     unreachable thing leaves an error under the next number instead."""
     n = counts.get(thing.name, 0) + 1
@@ -269,8 +272,9 @@ def _pickups(menu: Menu, view: View, plan: _Planner) -> None:
         if thing.kind in ("wall", "door", "goal"):
             continue
         path = plan.path(thing.pos, arrive=False)
-        _numbered(menu, counts, "pickup", thing, None if path is None else path + [PICKUP],
-                  "pickup")
+        _numbered(
+            menu, counts, "pickup", thing, None if path is None else path + [PICKUP], "pickup"
+        )
 
 
 def _drop(menu: Menu, view: View, front: tuple[int, int], carrying: Any) -> None:
@@ -339,7 +343,9 @@ def _goals(menu: Menu, view: View, plan: _Planner) -> None:
             continue
         path = plan.path(thing.pos, arrive=True)
         if path is None:
-            menu.errors["go to goal"] = "You cannot go to the goal, as there is no path leading to it."
+            menu.errors["go to goal"] = (
+                "You cannot go to the goal, as there is no path leading to it."
+            )
         else:
             menu.actions["go to goal"] = path
 
