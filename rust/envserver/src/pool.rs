@@ -1,5 +1,407 @@
-//! EnvPool (being written).
-pub struct EnvPool;
-#[derive(Debug)]
-pub struct PoolError;
-pub struct StepResult;
+//! EnvPool: a session table of text envs, stepped in batches on a rayon pool.
+//!
+//! Contract (mirrored by the Python facade `agentgym.envs.EnvPool`):
+//! - Session ids are never reused; `close` drops the env and frees its memory.
+//! - A batch is validated before any work: an unknown/closed id, the same id twice, or lists of
+//!   different lengths reject the whole batch with a [`PoolError`] and change nothing.
+//! - Per-session problems (an over-long action, stepping a finished episode, a panic inside the
+//!   env) become that session's `error` while the rest of the batch proceeds normally.
+//! - With a horizon cap, a session that has taken `cap` steps since its reset without finishing
+//!   returns `truncated = true`; it must be reset before stepping again.
+
+use std::collections::{HashMap, HashSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use rayon::prelude::*;
+
+use crate::env::{EnvError, Options, SharedFactory, TextEnv};
+
+/// Actions longer than this many bytes are refused (per-session error) without calling the env.
+pub const DEFAULT_MAX_ACTION_BYTES: usize = 4096;
+
+/// Batch-level errors: the whole call is refused and nothing changed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PoolError {
+    #[error("unknown session id {0} (never created, or already closed)")]
+    UnknownSession(u64),
+    #[error("session id {0} appears more than once in one batch")]
+    DuplicateSession(u64),
+    #[error("length mismatch: {what}")]
+    LengthMismatch { what: String },
+    #[error("task id {task_id} is out of range: env {env:?} has task ids 0..{num_tasks}")]
+    TaskOutOfRange { env: String, task_id: i64, num_tasks: u64 },
+    #[error("too many sessions: {open} open + {requested} requested > max_sessions {max}")]
+    TooManySessions { open: usize, requested: usize, max: usize },
+    #[error(transparent)]
+    Env(#[from] EnvError),
+}
+
+/// The result of stepping one session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepResult {
+    pub observation: String,
+    pub reward: f32,
+    pub done: bool,
+    pub truncated: bool,
+    /// Set when the step could not be taken; the session's state is then unchanged
+    /// (or marked failed, after a panic inside the env).
+    pub error: Option<String>,
+}
+
+impl StepResult {
+    fn failed(message: String) -> Self {
+        Self { observation: String::new(), reward: 0.0, done: false, truncated: false, error: Some(message) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    /// Created, never reset.
+    Fresh,
+    Running,
+    /// The episode ended (done or truncated); only a reset continues.
+    Finished {
+        truncated: bool,
+    },
+    /// The env panicked; the message is kept and the session only accepts reset or close.
+    Failed(String),
+}
+
+struct Session {
+    env: Box<dyn TextEnv>,
+    phase: Phase,
+    steps: u32,
+    task_id: Option<u64>,
+}
+
+type SessionRef = Arc<Mutex<Session>>;
+
+/// Per-pool counters, exposed for metrics.
+#[derive(Debug, Default)]
+pub struct PoolStats {
+    pub steps: AtomicU64,
+    pub resets: AtomicU64,
+    pub step_errors: AtomicU64,
+    pub env_panics: AtomicU64,
+}
+
+/// A multiplexer of env sessions of one kind.
+pub struct EnvPool {
+    factory: SharedFactory,
+    sessions: RwLock<HashMap<u64, SessionRef>>,
+    next_id: AtomicU64,
+    /// 0 means no cap.
+    horizon: AtomicU32,
+    threads: rayon::ThreadPool,
+    max_action_bytes: usize,
+    max_sessions: usize,
+    pub stats: PoolStats,
+}
+
+/// Below this many items a batch runs on the calling thread: a rayon hop costs more.
+const PARALLEL_MIN_BATCH: usize = 8;
+
+impl EnvPool {
+    /// A pool for env `name` (see [`crate::envs::ENV_NAMES`]) with `threads` workers
+    /// (`None`: one per core).
+    pub fn new(name: &str, options: &Options, threads: Option<usize>) -> Result<Self, PoolError> {
+        let factory = crate::envs::factory(name, options)?;
+        Ok(Self::with_factory(factory, threads))
+    }
+
+    /// A pool over an already-built factory.
+    pub fn with_factory(factory: SharedFactory, threads: Option<usize>) -> Self {
+        let threads = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.unwrap_or(0))
+            .thread_name(|i| format!("envpool-{i}"))
+            .build()
+            .expect("building the rayon thread pool failed");
+        Self {
+            factory,
+            sessions: RwLock::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            horizon: AtomicU32::new(0),
+            threads,
+            max_action_bytes: DEFAULT_MAX_ACTION_BYTES,
+            max_sessions: usize::MAX,
+            stats: PoolStats::default(),
+        }
+    }
+
+    /// Caps action length (bytes); longer actions get a per-session error.
+    pub fn set_max_action_bytes(&mut self, n: usize) {
+        self.max_action_bytes = n;
+    }
+
+    /// Caps the number of open sessions; `create` beyond it fails with `TooManySessions`.
+    pub fn set_max_sessions(&mut self, n: usize) {
+        self.max_sessions = n;
+    }
+
+    pub fn env_name(&self) -> &str {
+        self.factory.name()
+    }
+
+    pub fn num_tasks(&self) -> u64 {
+        self.factory.num_tasks()
+    }
+
+    pub fn num_threads(&self) -> usize {
+        self.threads.current_num_threads()
+    }
+
+    /// Number of open sessions.
+    pub fn len(&self) -> usize {
+        self.sessions.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sets (or with `None` removes) the horizon cap for steps taken from now on.
+    pub fn set_horizon(&self, cap: Option<u32>) {
+        self.horizon.store(cap.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    pub fn horizon(&self) -> Option<u32> {
+        match self.horizon.load(Ordering::Relaxed) {
+            0 => None,
+            cap => Some(cap),
+        }
+    }
+
+    /// Opens `n` sessions (not yet reset) and returns their ids.
+    pub fn create(&self, n: usize) -> Result<Vec<u64>, PoolError> {
+        let envs: Vec<Box<dyn TextEnv>> = self.run_batch(n, |_| self.factory.make());
+        let mut table = self.sessions.write();
+        if table.len() + n > self.max_sessions {
+            return Err(PoolError::TooManySessions { open: table.len(), requested: n, max: self.max_sessions });
+        }
+        let first = self.next_id.fetch_add(n as u64, Ordering::Relaxed);
+        let ids: Vec<u64> = (first..first + n as u64).collect();
+        for (id, env) in ids.iter().zip(envs) {
+            let session = Session { env, phase: Phase::Fresh, steps: 0, task_id: None };
+            table.insert(*id, Arc::new(Mutex::new(session)));
+        }
+        Ok(ids)
+    }
+
+    /// Starts episode `task_ids[i]` in session `ids[i]`. Per-session failures (a panic inside
+    /// the env) come back as `Err(message)` in that slot; the session is then marked failed.
+    pub fn reset(&self, ids: &[u64], task_ids: &[i64]) -> Result<Vec<Result<String, String>>, PoolError> {
+        check_lengths(ids.len(), task_ids.len(), "task_ids")?;
+        let num_tasks = self.num_tasks();
+        for &task_id in task_ids {
+            if task_id < 0 || task_id as u64 >= num_tasks {
+                return Err(PoolError::TaskOutOfRange { env: self.env_name().to_string(), task_id, num_tasks });
+            }
+        }
+        let sessions = self.lookup(ids)?;
+        let out = self.run_batch(ids.len(), |i| reset_one(&sessions[i], ids[i], task_ids[i] as u64, &self.stats));
+        self.stats.resets.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// Applies `actions[i]` to session `ids[i]`.
+    pub fn step<S: AsRef<str> + Sync>(&self, ids: &[u64], actions: &[S]) -> Result<Vec<StepResult>, PoolError> {
+        check_lengths(ids.len(), actions.len(), "actions")?;
+        self.step_with(ids, |i| Ok(actions[i].as_ref()))
+    }
+
+    /// Like [`EnvPool::step`], where an action may already be known to be unusable (e.g. text
+    /// that is not valid UTF-8): `Err(reason)` becomes that session's error and the env is not called.
+    pub fn step_checked(&self, ids: &[u64], actions: &[Result<String, String>]) -> Result<Vec<StepResult>, PoolError> {
+        check_lengths(ids.len(), actions.len(), "actions")?;
+        self.step_with(ids, |i| actions[i].as_deref().map_err(|e| e.as_str()))
+    }
+
+    fn step_with<'a>(
+        &self,
+        ids: &[u64],
+        action: impl Fn(usize) -> Result<&'a str, &'a str> + Sync + Send,
+    ) -> Result<Vec<StepResult>, PoolError> {
+        let sessions = self.lookup(ids)?;
+        let cap = self.horizon();
+        let out = self.run_batch(ids.len(), |i| match action(i) {
+            Ok(a) => self.step_one(&sessions[i], ids[i], a, cap),
+            Err(reason) => StepResult::failed(format!("session {}: {reason}; not sent to the env", ids[i])),
+        });
+        self.stats.steps.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        let errors = out.iter().filter(|r| r.error.is_some()).count();
+        self.stats.step_errors.fetch_add(errors as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// Closes sessions, freeing their envs. Returns how many were closed (all of them, or the
+    /// call fails before closing any).
+    pub fn close(&self, ids: &[u64]) -> Result<usize, PoolError> {
+        let mut table = self.sessions.write();
+        check_ids(ids, |id| table.contains_key(&id))?;
+        let dropped: Vec<SessionRef> = ids.iter().filter_map(|id| table.remove(id)).collect();
+        drop(table);
+        // Envs are dropped here, outside the table lock.
+        Ok(dropped.len())
+    }
+
+    /// Current observations (the last returned by reset/step; empty before the first reset).
+    pub fn observations(&self, ids: &[u64]) -> Result<Vec<String>, PoolError> {
+        self.read_each(ids, |s| if s.phase == Phase::Fresh { String::new() } else { s.env.observation() })
+    }
+
+    /// Each session's currently available actions, where the env lists them.
+    pub fn available_actions(&self, ids: &[u64]) -> Result<Vec<Option<Vec<String>>>, PoolError> {
+        self.read_each(ids, |s| if s.phase == Phase::Fresh { None } else { s.env.available_actions() })
+    }
+
+    /// Env-specific facts plus the pool's view of each session, as JSON objects.
+    pub fn info(&self, ids: &[u64]) -> Result<Vec<serde_json::Value>, PoolError> {
+        self.read_each(ids, |s| {
+            let mut info = match s.env.info() {
+                serde_json::Value::Object(map) => map,
+                serde_json::Value::Null => serde_json::Map::new(),
+                other => serde_json::Map::from_iter([("env".to_string(), other)]),
+            };
+            info.insert("pool_steps".into(), s.steps.into());
+            info.insert("task_id".into(), s.task_id.map_or(serde_json::Value::Null, |t| t.into()));
+            info.insert("phase".into(), phase_name(&s.phase).into());
+            if let Phase::Failed(msg) = &s.phase {
+                info.insert("error".into(), msg.clone().into());
+            }
+            info
+        })
+        .map(|v| v.into_iter().map(serde_json::Value::Object).collect())
+    }
+
+    /// Ids of all open sessions, ascending.
+    pub fn ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.sessions.read().keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    fn step_one(&self, session: &SessionRef, id: u64, action: &str, cap: Option<u32>) -> StepResult {
+        let mut s = session.lock();
+        match &s.phase {
+            Phase::Fresh => return StepResult::failed(format!("session {id} has not been reset; call reset first")),
+            Phase::Finished { truncated } => {
+                let why = if *truncated { "was truncated at the horizon cap" } else { "is done" };
+                return StepResult::failed(format!("session {id}: the episode {why}; call reset before stepping"));
+            }
+            Phase::Failed(msg) => {
+                return StepResult::failed(format!("session {id} failed earlier ({msg}); reset or close it"))
+            }
+            Phase::Running => {}
+        }
+        if action.len() > self.max_action_bytes {
+            return StepResult::failed(format!(
+                "session {id}: action is {} bytes, over the {}-byte cap; not sent to the env",
+                action.len(),
+                self.max_action_bytes
+            ));
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| s.env.step(action)));
+        match outcome {
+            Ok(o) => {
+                s.steps += 1;
+                let truncated = !o.done && cap.is_some_and(|c| s.steps >= c);
+                if o.done || truncated {
+                    s.phase = Phase::Finished { truncated };
+                }
+                StepResult { observation: o.observation, reward: o.reward, done: o.done, truncated, error: None }
+            }
+            Err(panic) => {
+                self.stats.env_panics.fetch_add(1, Ordering::Relaxed);
+                let msg = format!("env panicked while stepping: {}", panic_message(&panic));
+                s.phase = Phase::Failed(msg.clone());
+                StepResult::failed(format!("session {id}: {msg}"))
+            }
+        }
+    }
+
+    /// Clones the session handles for `ids`, validating them first.
+    fn lookup(&self, ids: &[u64]) -> Result<Vec<SessionRef>, PoolError> {
+        let table = self.sessions.read();
+        check_ids(ids, |id| table.contains_key(&id))?;
+        Ok(ids.iter().map(|id| table[id].clone()).collect())
+    }
+
+    fn read_each<T: Send>(&self, ids: &[u64], f: impl Fn(&Session) -> T + Sync) -> Result<Vec<T>, PoolError> {
+        let sessions = self.lookup(ids)?;
+        Ok(sessions.iter().map(|s| f(&s.lock())).collect())
+    }
+
+    /// Runs `f(0..n)` in order of index, in parallel for large batches.
+    fn run_batch<T: Send>(&self, n: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
+        if n < PARALLEL_MIN_BATCH || self.threads.current_num_threads() == 1 {
+            (0..n).map(f).collect()
+        } else {
+            self.threads.install(|| (0..n).into_par_iter().map(f).collect())
+        }
+    }
+}
+
+fn reset_one(session: &SessionRef, id: u64, task_id: u64, stats: &PoolStats) -> Result<String, String> {
+    let mut s = session.lock();
+    match catch_unwind(AssertUnwindSafe(|| s.env.reset(task_id))) {
+        Ok(Ok(obs)) => {
+            s.phase = Phase::Running;
+            s.steps = 0;
+            s.task_id = Some(task_id);
+            Ok(obs)
+        }
+        Ok(Err(e)) => {
+            s.phase = Phase::Failed(e.to_string());
+            Err(format!("session {id}: reset to task {task_id} failed: {e}"))
+        }
+        Err(panic) => {
+            stats.env_panics.fetch_add(1, Ordering::Relaxed);
+            let msg = format!("env panicked while resetting to task {task_id}: {}", panic_message(&panic));
+            s.phase = Phase::Failed(msg.clone());
+            Err(format!("session {id}: {msg}"))
+        }
+    }
+}
+
+fn phase_name(phase: &Phase) -> &'static str {
+    match phase {
+        Phase::Fresh => "fresh",
+        Phase::Running => "running",
+        Phase::Finished { truncated: false } => "done",
+        Phase::Finished { truncated: true } => "truncated",
+        Phase::Failed(_) => "failed",
+    }
+}
+
+fn check_lengths(ids: usize, other: usize, what: &str) -> Result<(), PoolError> {
+    if ids == other {
+        return Ok(());
+    }
+    Err(PoolError::LengthMismatch { what: format!("{ids} ids but {other} {what}") })
+}
+
+fn check_ids(ids: &[u64], exists: impl Fn(u64) -> bool) -> Result<(), PoolError> {
+    let mut seen = HashSet::with_capacity(ids.len());
+    for &id in ids {
+        if !exists(id) {
+            return Err(PoolError::UnknownSession(id));
+        }
+        if !seen.insert(id) {
+            return Err(PoolError::DuplicateSession(id));
+        }
+    }
+    Ok(())
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_string()
+    }
+}

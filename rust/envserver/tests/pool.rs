@@ -1,0 +1,180 @@
+//! EnvPool behaviour on a scripted test env: ids, batches, errors, horizon, panics, memory.
+
+use std::sync::Arc;
+
+use agentgym_envserver::env::{EnvError, EnvFactory, StepOutcome, TextEnv};
+use agentgym_envserver::{EnvPool, PoolError};
+
+/// Counts steps; "win" finishes with reward 1; "panic" panics; the observation echoes.
+struct Script {
+    task: u64,
+    obs: String,
+    _ballast: Vec<u8>,
+}
+
+impl TextEnv for Script {
+    fn reset(&mut self, task_id: u64) -> Result<String, EnvError> {
+        if task_id == 13 {
+            panic!("unlucky task");
+        }
+        self.task = task_id;
+        self.obs = format!("task {task_id}");
+        Ok(self.obs.clone())
+    }
+    fn step(&mut self, action: &str) -> StepOutcome {
+        if action == "panic" {
+            panic!("scripted panic");
+        }
+        self.obs = format!("task {} did {action}", self.task);
+        let done = action == "win";
+        StepOutcome { observation: self.obs.clone(), reward: if done { 1.0 } else { 0.0 }, done }
+    }
+    fn observation(&self) -> String {
+        self.obs.clone()
+    }
+}
+
+struct ScriptFactory;
+
+impl EnvFactory for ScriptFactory {
+    fn name(&self) -> &str {
+        "script"
+    }
+    fn num_tasks(&self) -> u64 {
+        100
+    }
+    fn make(&self) -> Box<dyn TextEnv> {
+        Box::new(Script { task: 0, obs: String::new(), _ballast: vec![0u8; 1024] })
+    }
+}
+
+fn pool() -> EnvPool {
+    EnvPool::with_factory(Arc::new(ScriptFactory), Some(2))
+}
+
+#[test]
+fn ids_are_never_reused() {
+    let p = pool();
+    let a = p.create(3).unwrap();
+    p.close(&a).unwrap();
+    let b = p.create(3).unwrap();
+    assert!(a.iter().all(|id| !b.contains(id)));
+    assert_eq!(p.len(), 3);
+}
+
+#[test]
+fn batch_step_in_order() {
+    let p = pool();
+    let ids = p.create(50).unwrap();
+    let tasks: Vec<i64> = (20..70).collect();
+    let obs = p.reset(&ids, &tasks).unwrap();
+    assert_eq!(obs[7], Ok("task 27".to_string()));
+    let actions: Vec<String> = (0..50).map(|i| format!("a{i}")).collect();
+    let out = p.step(&ids, &actions).unwrap();
+    for (i, r) in out.iter().enumerate() {
+        assert_eq!(r.observation, format!("task {} did a{i}", i + 20));
+        assert!(r.error.is_none());
+    }
+}
+
+#[test]
+fn unknown_duplicate_and_mismatched_batches_change_nothing() {
+    let p = pool();
+    let ids = p.create(2).unwrap();
+    p.reset(&ids, &[1, 2]).unwrap();
+    assert_eq!(p.step(&[ids[0], 999], &["x", "y"]), Err(PoolError::UnknownSession(999)));
+    assert_eq!(p.step(&[ids[0], ids[0]], &["x", "y"]), Err(PoolError::DuplicateSession(ids[0])));
+    assert!(matches!(p.step(&ids, &["x"]), Err(PoolError::LengthMismatch { .. })));
+    // Nothing was stepped by the refused batches.
+    assert_eq!(p.observations(&ids).unwrap(), vec!["task 1", "task 2"]);
+    p.close(&ids[..1]).unwrap();
+    assert_eq!(p.close(&ids), Err(PoolError::UnknownSession(ids[0])));
+    assert_eq!(p.len(), 1, "a refused close closes nothing");
+}
+
+#[test]
+fn task_ids_are_range_checked() {
+    let p = pool();
+    let ids = p.create(1).unwrap();
+    assert!(matches!(p.reset(&ids, &[-1]), Err(PoolError::TaskOutOfRange { task_id: -1, .. })));
+    assert!(matches!(p.reset(&ids, &[100]), Err(PoolError::TaskOutOfRange { task_id: 100, .. })));
+}
+
+#[test]
+fn per_session_errors_do_not_disturb_others() {
+    let p = pool();
+    let ids = p.create(3).unwrap();
+    p.reset(&ids, &[0, 1, 2]).unwrap();
+    let long = "x".repeat(5000);
+    let out = p.step(&ids, &["panic", long.as_str(), "ok"]).unwrap();
+    assert!(out[0].error.as_ref().unwrap().contains("scripted panic"));
+    assert!(out[1].error.as_ref().unwrap().contains("5000 bytes"));
+    assert_eq!(out[2].observation, "task 2 did ok");
+    // The panicked session refuses steps until reset; the others go on.
+    let out = p.step(&ids, &["a", "b", "c"]).unwrap();
+    assert!(out[0].error.as_ref().unwrap().contains("failed earlier"));
+    assert!(out[1].error.is_none());
+    p.reset(&ids[..1], &[5]).unwrap();
+    assert!(p.step(&ids[..1], &["a"]).unwrap()[0].error.is_none());
+}
+
+#[test]
+fn panic_in_reset_is_a_per_session_error() {
+    let p = pool();
+    let ids = p.create(2).unwrap();
+    let out = p.reset(&ids, &[13, 1]).unwrap();
+    assert!(out[0].as_ref().unwrap_err().contains("unlucky task"));
+    assert_eq!(out[1], Ok("task 1".into()));
+}
+
+#[test]
+fn fresh_and_finished_sessions_refuse_steps() {
+    let p = pool();
+    let ids = p.create(1).unwrap();
+    assert!(p.step(&ids, &["a"]).unwrap()[0].error.as_ref().unwrap().contains("not been reset"));
+    p.reset(&ids, &[0]).unwrap();
+    let r = &p.step(&ids, &["win"]).unwrap()[0];
+    assert!(r.done && r.reward == 1.0 && !r.truncated);
+    assert!(p.step(&ids, &["a"]).unwrap()[0].error.as_ref().unwrap().contains("is done"));
+}
+
+#[test]
+fn horizon_cap_truncates() {
+    let p = pool();
+    p.set_horizon(Some(3));
+    let ids = p.create(1).unwrap();
+    p.reset(&ids, &[0]).unwrap();
+    let flags: Vec<bool> = (0..3).map(|_| p.step(&ids, &["a"]).unwrap()[0].truncated).collect();
+    assert_eq!(flags, vec![false, false, true]);
+    assert!(p.step(&ids, &["a"]).unwrap()[0].error.as_ref().unwrap().contains("horizon cap"));
+    p.set_horizon(None);
+    p.reset(&ids, &[0]).unwrap();
+    assert!((0..10).all(|_| !p.step(&ids, &["a"]).unwrap()[0].truncated));
+}
+
+#[test]
+fn max_sessions_is_enforced() {
+    let mut p = pool();
+    p.set_max_sessions(4);
+    p.create(3).unwrap();
+    assert!(matches!(p.create(2), Err(PoolError::TooManySessions { .. })));
+    assert_eq!(p.len(), 3);
+}
+
+#[test]
+fn unknown_env_names_the_known_ones() {
+    let err = EnvPool::new("nope", &Default::default(), Some(1)).err().unwrap();
+    let msg = err.to_string();
+    assert!(msg.contains("\"nope\"") && msg.contains("babyai") && msg.contains("textcraft"), "{msg}");
+}
+
+#[test]
+fn info_reports_phase() {
+    let p = pool();
+    let ids = p.create(1).unwrap();
+    assert_eq!(p.info(&ids).unwrap()[0]["phase"], "fresh");
+    p.reset(&ids, &[4]).unwrap();
+    let info = &p.info(&ids).unwrap()[0];
+    assert_eq!(info["phase"], "running");
+    assert_eq!(info["task_id"], 4);
+}
