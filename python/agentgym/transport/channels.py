@@ -178,6 +178,7 @@ class LearnerChannels:
         self._republish_s = republish_s
         self._control: Control | None = None
         self._control_dirty = False
+        self._control_sent = threading.Event()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         ready = threading.Event()
@@ -216,10 +217,16 @@ class LearnerChannels:
 
     # --- control and weights ----------------------------------------------------------------
 
-    def publish_control(self, control: Control) -> None:
-        """Broadcast ``control`` now and keep republishing it."""
+    def publish_control(self, control: Control, wait_s: float = 0.0) -> bool:
+        """Broadcast ``control`` now and keep republishing it.
+
+        With ``wait_s`` > 0, wait until it has been sent at least once (e.g. a final stop
+        before ``close``); returns whether it was.
+        """
         with self._lock:
             self._control, self._control_dirty = control, True
+            self._control_sent.clear()
+        return self._control_sent.wait(wait_s) if wait_s > 0 else True
 
     def publish_weights(self, version: int, tensors: Sequence[TensorBlob]) -> None:
         """Serve ``tensors`` as version ``version`` from now on."""
@@ -271,6 +278,8 @@ class LearnerChannels:
             if control is not None and (dirty or now - last_pub >= self._republish_s):
                 pub.send(encode_control(control))
                 last_pub = now
+                if dirty:
+                    self._control_sent.set()
 
     def _answer_weights(self, router: zmq.Socket) -> None:
         while True:

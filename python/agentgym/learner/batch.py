@@ -1,0 +1,164 @@
+"""From trajectories to training batches: group assembly, the staleness filter, padding.
+
+``GroupBuffer`` collects trajectories until their group is complete, drops what is too stale
+(counting it), and hands out whole groups. ``collate`` pads a list of trajectories into a
+``TrainBatch`` of tensors.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from agentgym.transport.wire import Trajectory
+
+
+@dataclass(frozen=True)
+class TrainBatch:
+    """Right-padded tensors for B sequences of up to T tokens (see ``collate``)."""
+
+    tokens: Tensor
+    """long[B, T] token ids, padded with the pad id."""
+    attention_mask: Tensor
+    """long[B, T]: 1 on real tokens."""
+    loss_mask: Tensor
+    """float[B, T]: 1 on generated tokens."""
+    behav_logp: Tensor
+    """float[B, T]: the behaviour policy's log-probs (0 off the loss mask)."""
+    rewards: Tensor
+    """float[B] outcome rewards."""
+    group_index: Tensor
+    """long[B]: dense group number 0..G-1, in order of first appearance."""
+    min_versions: Tensor
+    """long[B]: oldest policy version in each trajectory."""
+
+    @property
+    def size(self) -> int:
+        """Number of sequences B."""
+        return self.tokens.shape[0]
+
+    def select(self, index: Tensor) -> TrainBatch:
+        """The sequences at ``index``, trimmed to their longest real length."""
+        length = int(self.attention_mask[index].sum(-1).max()) if len(index) else 0
+        return TrainBatch(
+            *(t[index][:, :length] for t in self._per_token()),
+            rewards=self.rewards[index],
+            group_index=self.group_index[index],
+            min_versions=self.min_versions[index],
+        )
+
+    def _per_token(self) -> tuple[Tensor, ...]:
+        return self.tokens, self.attention_mask, self.loss_mask, self.behav_logp
+
+    def to(self, device: str | torch.device) -> TrainBatch:
+        """The batch on ``device``."""
+        return TrainBatch(*(t.to(device) for t in self.__dict__.values()))
+
+
+def collate(trajectories: Sequence[Trajectory], pad_token_id: int = 0) -> TrainBatch:
+    """Pad ``trajectories`` on the right into a ``TrainBatch``."""
+    B = len(trajectories)
+    T = max((t.num_tokens for t in trajectories), default=0)
+    tokens = np.full((B, T), pad_token_id, np.int64)
+    attention = np.zeros((B, T), np.int64)
+    mask = np.zeros((B, T), np.float32)
+    logp = np.zeros((B, T), np.float32)
+    for i, t in enumerate(trajectories):
+        n = t.num_tokens
+        tokens[i, :n] = t.tokens
+        attention[i, :n] = 1
+        mask[i, :n] = t.loss_mask
+        logp[i, :n] = np.where(t.loss_mask > 0, t.logprobs, 0.0)
+    groups: dict[int, int] = {}
+    group_index = [groups.setdefault(t.group_id, len(groups)) for t in trajectories]
+    return TrainBatch(
+        tokens=torch.from_numpy(tokens),
+        attention_mask=torch.from_numpy(attention),
+        loss_mask=torch.from_numpy(mask),
+        behav_logp=torch.from_numpy(logp),
+        rewards=torch.tensor([t.reward for t in trajectories], dtype=torch.float32),
+        group_index=torch.tensor(group_index, dtype=torch.long),
+        min_versions=torch.tensor([t.min_version for t in trajectories], dtype=torch.long),
+    )
+
+
+@dataclass
+class BufferStats:
+    """What the buffer has done since it was created (or since ``take_step_counts``)."""
+
+    received: int = 0
+    """Trajectories added."""
+    dropped_stale: int = 0
+    """Trajectories dropped because their group was too stale."""
+    dropped_duplicate: int = 0
+    """Trajectories whose episode id was already in their group."""
+    staleness: Counter = field(default_factory=Counter)
+    """Histogram of version lag of the trajectories handed out for training."""
+
+
+class GroupBuffer:
+    """Collects trajectories into complete groups and applies the staleness bound.
+
+    Lag of a trajectory = learner version - oldest policy version that produced any of its
+    turns. A group is the unit of the advantage baseline, so it is kept or dropped whole: if any
+    member lags more than ``max_staleness`` versions, the whole group is dropped and counted.
+    Incomplete groups that have become too stale are dropped too (their actor may be gone).
+    Groups leave in order of completion.
+    """
+
+    def __init__(self, max_staleness: int):
+        self.max_staleness = max_staleness
+        self.stats = BufferStats()
+        self._pending: dict[int, list[Trajectory]] = {}
+        self._ready: list[list[Trajectory]] = []
+
+    def add(self, trajectories: Iterable[Trajectory]) -> None:
+        """Accept trajectories; complete groups move to the ready queue."""
+        for t in trajectories:
+            self.stats.received += 1
+            members = self._pending.setdefault(t.group_id, [])
+            if any(m.episode_id == t.episode_id for m in members):
+                self.stats.dropped_duplicate += 1
+                continue
+            members.append(t)
+            if len(members) >= t.group_size:
+                self._ready.append(self._pending.pop(t.group_id))
+
+    def pop_groups(self, n: int, version: int) -> list[list[Trajectory]] | None:
+        """``n`` fresh complete groups for training at ``version``, or None if not enough yet."""
+        self.drop_stale(version)
+        if len(self._ready) < n:
+            return None
+        groups, self._ready = self._ready[:n], self._ready[n:]
+        for g in groups:
+            self.stats.staleness.update(version - t.min_version for t in g)
+        return groups
+
+    def drop_stale(self, version: int) -> int:
+        """Drop ready and pending groups with a member lagging too far; returns how many."""
+        before = self.stats.dropped_stale
+        self._ready = [g for g in self._ready if self._fresh(g, version)]
+        for gid in [gid for gid, g in self._pending.items() if not self._fresh(g, version)]:
+            del self._pending[gid]
+        return self.stats.dropped_stale - before
+
+    def _fresh(self, group: list[Trajectory], version: int) -> bool:
+        if all(version - t.min_version <= self.max_staleness for t in group):
+            return True
+        self.stats.dropped_stale += len(group)
+        return False
+
+    @property
+    def num_ready(self) -> int:
+        """Complete groups waiting."""
+        return len(self._ready)
+
+    @property
+    def num_pending(self) -> int:
+        """Trajectories in incomplete groups."""
+        return sum(len(g) for g in self._pending.values())

@@ -1,0 +1,132 @@
+"""The learner's config schema: frozen dataclasses with a docstring per field.
+
+YAML files override these defaults through ``agentgym.configtools.from_dict`` (an unknown key
+is an error naming the key and the file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentgym.horizon import HorizonConfig
+
+ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae")
+
+
+@dataclass(frozen=True)
+class AdvantageConfig:
+    """How advantages are estimated (see ``agentgym.learner.advantages``)."""
+
+    estimator: Literal[
+        "grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae"
+    ] = "grpo"
+    """grpo (group mean/std), dr_grpo (group mean only), rloo (leave-one-out),
+    reinforce_pp (global whitening), reinforce_pp_baseline (group mean, then whitening),
+    gae (PPO with a value head on the policy's last hidden state)."""
+    gamma: float = 1.0
+    """Discount over generated tokens (reinforce_pp*, gae)."""
+    lam: float = 1.0
+    """GAE lambda."""
+    kl_reward_coef: float = 0.0
+    """Per-token KL-to-reference penalty subtracted from the reward (reinforce_pp*, gae)."""
+    eps: float = 1e-6
+    """Added to the group std in grpo."""
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    """The decoupled PPO loss (see ``agentgym.learner.losses.policy_loss``)."""
+
+    clip_eps: float = 0.2
+    """Lower clip: the ratio pi_theta/pi_prox is kept above 1 - clip_eps."""
+    clip_eps_high: float | None = None
+    """Upper clip (1 + clip_eps_high); None: the same as clip_eps."""
+    dual_clip: float | None = None
+    """Dual-clip constant c > 1 bounding the loss of negative-advantage tokens; None: off."""
+    behaviour_weight: Literal["token", "sequence", "mask", "none"] = "token"
+    """How pi_prox/mu corrects for stale samples: truncated per token, sequence geometric
+    mean, rejection mask, or not at all."""
+    behaviour_cap: float = 5.0
+    """Truncation cap (token/sequence) or rejection threshold (mask) of pi_prox/mu."""
+    kl_coef: float = 0.0
+    """Weight of the KL to the frozen reference in the loss (0: no reference model)."""
+    kl_estimator: Literal["k1", "k3"] = "k3"
+    """KL estimator used in the loss."""
+    entropy_coef: float = 0.0
+    """Entropy bonus weight (the loss subtracts entropy_coef * entropy)."""
+    aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
+    """How per-token losses are reduced."""
+    value_coef: float = 0.5
+    """Weight of the value loss (gae only)."""
+    value_clip: float | None = 0.2
+    """Clip range of the value update (gae only); None: unclipped."""
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """AdamW and gradient handling."""
+
+    lr: float = 1e-6
+    """Learning rate."""
+    betas: tuple[float, ...] = (0.9, 0.999)
+    """AdamW betas."""
+    eps: float = 1e-8
+    """AdamW epsilon."""
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay."""
+    grad_clip: float | None = 1.0
+    """Clip the global gradient norm to this; None: no clipping."""
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """Everything the learner loop needs besides the model."""
+
+    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
+    """Advantage estimation."""
+    loss: LossConfig = field(default_factory=LossConfig)
+    """The loss."""
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    """The optimiser."""
+    horizon: HorizonConfig = field(default_factory=HorizonConfig)
+    """The horizon schedule the learner broadcasts."""
+    groups_per_step: int = 4
+    """Complete groups per update."""
+    ppo_epochs: int = 1
+    """Passes over each batch."""
+    minibatches: int = 1
+    """Optimizer steps per pass (the batch is split into this many minibatches)."""
+    micro_batch_size: int = 8
+    """Sequences per forward/backward; gradients accumulate over a minibatch."""
+    max_staleness: int = 4
+    """Drop trajectories whose oldest turn is more than this many versions behind."""
+    temperature: float = 1.0
+    """The actors' sampling temperature; log-probs are computed at it."""
+    bf16: bool = False
+    """Run forward passes under bf16 autocast."""
+    device: str = "cpu"
+    """Torch device of the model."""
+    seed: int = 0
+    """Seeds minibatch shuffling."""
+    pad_token_id: int = 0
+    """Token used to pad sequences (masked out by attention)."""
+    publish_weights_every: int = 1
+    """Serve new weights every this many updates."""
+    checkpoint_dir: str | None = None
+    """Where checkpoints go; None: no checkpoints."""
+    checkpoint_every: int = 0
+    """Checkpoint every this many updates (0: only at the end)."""
+    metrics_path: str | None = None
+    """JSONL file for per-update metrics; None: no file."""
+    tensorboard_dir: str | None = None
+    """TensorBoard log directory (needs the tensorboard package); None: off."""
+    max_steps: int | None = None
+    """Stop after this many updates; None: run until stopped."""
+
+    def __post_init__(self) -> None:
+        for name in ("groups_per_step", "ppo_epochs", "minibatches", "micro_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.max_staleness < 0 or self.temperature <= 0:
+            raise ValueError("max_staleness must be >= 0 and temperature > 0")

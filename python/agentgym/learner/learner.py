@@ -1,0 +1,436 @@
+"""The learner: trajectories in, updated weights, version and horizon cap out.
+
+Two ways to drive it, differing only in transport:
+
+- in process: ``learner.step(trajectories)`` runs one update on the given trajectories (tests,
+  a serial debug loop); ``learner.ingest`` + ``learner.train_ready`` adds the group assembly
+  and staleness filter in front of it;
+- over ZeroMQ: ``learner.run(channels)`` pulls trajectories from actors, trains whenever
+  ``groups_per_step`` complete groups are ready, and publishes weights and control.
+
+One update: collate -> recompute pi_prox (and the reference / values when needed) -> advantages
+-> ``ppo_epochs`` x ``minibatches`` optimizer steps with gradient accumulation over
+micro-batches -> version + 1 -> horizon controller. Dropout is off throughout (the model stays
+in eval mode), so pi_prox and pi_theta are the same function before the first step.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from agentgym.horizon import HorizonController, HorizonStats
+from agentgym.learner import advantages as adv_fns
+from agentgym.learner.batch import GroupBuffer, TrainBatch, collate
+from agentgym.learner.checkpoint import (
+    TrainingState,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from agentgym.learner.config import LearnerConfig
+from agentgym.learner.losses import (
+    PolicyLossConfig,
+    aggregate,
+    kl_estimate,
+    policy_loss,
+    token_entropy,
+    token_logprobs,
+    value_loss,
+)
+from agentgym.learner.metrics import MetricsWriter
+from agentgym.learner.weights import state_dict_to_blobs
+from agentgym.transport.channels import LearnerChannels
+from agentgym.transport.wire import Control, Trajectory
+
+log = logging.getLogger(__name__)
+
+
+class ValueHead(nn.Module):
+    """A scalar value per position from the policy's last hidden state (for GAE)."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.proj = nn.Linear(hidden_size, 1)
+        nn.init.zeros_(self.proj.weight)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        """float[B, T] values."""
+        return self.proj(hidden.float()).squeeze(-1)
+
+
+@dataclass(frozen=True)
+class ForwardOut:
+    """Per-token outputs of one forward pass, aligned with the tokens."""
+
+    logp: Tensor
+    entropy: Tensor
+    values: Tensor | None
+
+
+def forward_tokens(
+    model: nn.Module,
+    batch: TrainBatch,
+    temperature: float,
+    value_head: ValueHead | None = None,
+    entropy_grad: bool = False,
+) -> ForwardOut:
+    """Log-probs (at ``temperature``), entropies and optional values of ``batch``'s tokens.
+
+    Values at position t come from the hidden state at t-1, like the log-prob of token t: both
+    describe the state in which token t was chosen.
+    """
+    out = model(
+        input_ids=batch.tokens,
+        attention_mask=batch.attention_mask,
+        output_hidden_states=value_head is not None,
+        use_cache=False,
+    )
+    logp = token_logprobs(out.logits, batch.tokens, temperature)
+    with nullcontext() if entropy_grad else torch.no_grad():
+        entropy = token_entropy(out.logits, temperature)
+    values = None
+    if value_head is not None:
+        values = nn.functional.pad(value_head(out.hidden_states[-1][:, :-1]), (1, 0))
+    return ForwardOut(logp, entropy, values)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Per-token tensors computed once per update, before any parameter changes."""
+
+    prox_logp: Tensor
+    advantages: Tensor
+    ref_logp: Tensor | None
+    old_values: Tensor | None
+    returns: Tensor | None
+
+
+def _rows(t: Tensor | None, index: Tensor, length: int) -> Tensor | None:
+    return None if t is None else t[index][:, :length]
+
+
+class Learner:
+    """Owns the model, optimizer, version counter and horizon controller."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        config: LearnerConfig,
+        *,
+        ref_model: nn.Module | None = None,
+    ):
+        self.cfg = config
+        self.device = torch.device(config.device)
+        self.model = model.to(self.device).eval()
+        self.version = 0
+        self.horizon = HorizonController(config.horizon)
+        self.buffer = GroupBuffer(config.max_staleness)
+        self.counters: Counter[str] = Counter()
+        self.value_head = None
+        if config.advantage.estimator == "gae":
+            self.value_head = ValueHead(model.config.hidden_size).to(self.device)
+        self.ref_model = ref_model
+        if self._needs_ref and ref_model is None:
+            self.ref_model = copy.deepcopy(self.model)
+        if self.ref_model is not None:
+            self.ref_model.to(self.device).eval().requires_grad_(False)
+        params = list(self.model.parameters())
+        if self.value_head is not None:
+            params += list(self.value_head.parameters())
+        o = config.optim
+        self.optimizer = torch.optim.AdamW(
+            params, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
+        )
+        self.generator = torch.Generator().manual_seed(config.seed)
+        lc = config.loss
+        self._policy_cfg = PolicyLossConfig(
+            lc.clip_eps, lc.clip_eps_high, lc.dual_clip, lc.behaviour_weight,
+            lc.behaviour_cap, lc.aggregation,
+        )  # fmt: skip
+
+    @property
+    def _needs_ref(self) -> bool:
+        return self.cfg.loss.kl_coef > 0 or self.cfg.advantage.kl_reward_coef > 0
+
+    # --- one update -------------------------------------------------------------------------
+
+    def step(self, trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+        """One update on ``trajectories`` (whole groups); returns this update's metrics."""
+        start = time.perf_counter()
+        batch = collate(trajectories, self.cfg.pad_token_id).to(self.device)
+        prep = self._prepare(batch)
+        parts: list[dict[str, float]] = []
+        for _ in range(self.cfg.ppo_epochs):
+            order = torch.randperm(batch.size, generator=self.generator).to(self.device)
+            for index in order.tensor_split(min(self.cfg.minibatches, batch.size)):
+                parts.append(self._update(batch, prep, index))
+        lags = (self.version - batch.min_versions).tolist()
+        cap = self.horizon.cap
+        self.version += 1
+        episodes = [(t.horizon_cap, t.truncated, t.success) for t in trajectories]
+        self.horizon.observe(HorizonStats.from_episodes(episodes, cap))
+        elapsed = time.perf_counter() - start
+        num_tokens = int(batch.attention_mask.sum())
+        self.counters["steps"] += 1
+        self.counters["tokens"] += num_tokens
+        self.counters["trajectories"] += len(trajectories)
+        metrics = _mean_dicts(parts)
+        metrics.update(_episode_metrics(trajectories))
+        metrics.update({f"staleness/{k}": v for k, v in sorted(Counter(lags).items())})
+        metrics.update(
+            version=self.version,
+            horizon_cap=self.horizon.cap,
+            horizon_cap_trained=cap,
+            step_time_s=elapsed,
+            tokens=num_tokens,
+            tokens_per_s=num_tokens / elapsed,
+            generated_tokens=int(batch.loss_mask.sum()),
+        )
+        return metrics
+
+    @torch.no_grad()
+    def _prepare(self, batch: TrainBatch) -> Prepared:
+        prox, ref, values = [], [], []
+        for index in torch.arange(batch.size, device=self.device).split(self.cfg.micro_batch_size):
+            mb = batch.select(index)
+            pad = batch.tokens.shape[1] - mb.tokens.shape[1]
+            with self._autocast():
+                out = forward_tokens(self.model, mb, self.cfg.temperature, self.value_head)
+                prox.append(nn.functional.pad(out.logp, (0, pad)))
+                if out.values is not None:
+                    values.append(nn.functional.pad(out.values, (0, pad)))
+                if self.ref_model is not None:
+                    ref_out = forward_tokens(self.ref_model, mb, self.cfg.temperature)
+                    ref.append(nn.functional.pad(ref_out.logp, (0, pad)))
+        prox_logp = torch.cat(prox)
+        ref_logp = torch.cat(ref) if ref else None
+        old_values = torch.cat(values) if values else None
+        advantages, returns = self._advantages(batch, prox_logp, ref_logp, old_values)
+        return Prepared(prox_logp, advantages, ref_logp, old_values, returns)
+
+    def _advantages(self, batch, prox_logp, ref_logp, values) -> tuple[Tensor, Tensor | None]:
+        a = self.cfg.advantage
+        r, g, m = batch.rewards, batch.group_index, batch.loss_mask
+        kl = None if ref_logp is None else kl_estimate(prox_logp, ref_logp, "k1") * m
+        if a.estimator in ("grpo", "dr_grpo"):
+            return adv_fns.grpo(r, g, m, normalize_std=a.estimator == "grpo", eps=a.eps), None
+        if a.estimator == "rloo":
+            return adv_fns.rloo(r, g, m), None
+        if a.estimator == "reinforce_pp":
+            return adv_fns.reinforce_pp(r, m, kl=kl, kl_coef=a.kl_reward_coef, gamma=a.gamma), None
+        if a.estimator == "reinforce_pp_baseline":
+            adv = adv_fns.reinforce_pp_baseline(
+                r, g, m, kl=kl, kl_coef=a.kl_reward_coef, gamma=a.gamma
+            )
+            return adv, None
+        token_rewards = adv_fns.outcome_token_rewards(r, m)
+        if kl is not None:
+            token_rewards = token_rewards - a.kl_reward_coef * kl
+        return adv_fns.gae(token_rewards, values, m, gamma=a.gamma, lam=a.lam)
+
+    def _update(self, batch: TrainBatch, prep: Prepared, index: Tensor) -> dict[str, float]:
+        mask = batch.loss_mask[index]
+        counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
+        sums: defaultdict[str, float] = defaultdict(float)
+        for micro in index.split(self.cfg.micro_batch_size):
+            share = float(batch.loss_mask[micro].sum() / counts["num_tokens"].clamp(min=1))
+            for key, value in self._micro_backward(batch.select(micro), prep, micro, counts):
+                if key.endswith("_max"):
+                    sums[key] = max(sums[key], value)
+                elif key.startswith("stat/"):  # token-weighted mean over micro-batches
+                    sums[key] += value * share
+                else:  # losses use minibatch-wide counts, so they add up
+                    sums[key] += value
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        clip = self.cfg.optim.grad_clip
+        grad_norm = nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        sums["grad_norm"] = float(grad_norm)
+        return {k.removeprefix("stat/"): v for k, v in sums.items()}
+
+    def _micro_backward(self, mb: TrainBatch, prep: Prepared, micro: Tensor, counts: dict):
+        cfg, L = self.cfg.loss, mb.tokens.shape[1]
+        entropy_grad = cfg.entropy_coef > 0
+        with self._autocast():
+            out = forward_tokens(
+                self.model, mb, self.cfg.temperature, self.value_head, entropy_grad
+            )
+        m = mb.loss_mask
+        pl = policy_loss(
+            out.logp, _rows(prep.prox_logp, micro, L), mb.behav_logp,
+            _rows(prep.advantages, micro, L), m, self._policy_cfg, **counts,
+        )  # fmt: skip
+        loss = pl.loss
+        kl_loss = entropy_loss = v_loss = torch.zeros((), device=self.device)
+        if prep.ref_logp is not None and cfg.kl_coef > 0:
+            kl = kl_estimate(out.logp, _rows(prep.ref_logp, micro, L), cfg.kl_estimator)
+            kl_loss = aggregate(kl, m, cfg.aggregation, **counts)
+            loss = loss + cfg.kl_coef * kl_loss
+        entropy_loss = aggregate(out.entropy, m, cfg.aggregation, **counts)
+        if entropy_grad:
+            loss = loss - cfg.entropy_coef * entropy_loss
+        if out.values is not None:
+            v_loss = value_loss(
+                out.values, _rows(prep.old_values, micro, L), _rows(prep.returns, micro, L), m,
+                clip=cfg.value_clip, aggregation=cfg.aggregation, **counts,
+            )  # fmt: skip
+            loss = loss + cfg.value_coef * v_loss
+        loss.backward()
+        yield from {
+            "loss/total": loss.item(),
+            "loss/policy": pl.loss.item(),
+            "loss/kl": kl_loss.item(),
+            "loss/entropy": entropy_loss.item(),
+            "loss/value": v_loss.item(),
+            "stat/clip_fraction": pl.clip_fraction.item(),
+            "stat/dual_clip_fraction": pl.dual_clip_fraction.item(),
+            "stat/is_weight_mean": pl.weight_mean.item(),
+            "stat/is_weight_max": pl.weight_max.item(),
+            "stat/is_weight_ess": pl.weight_ess.item(),
+            "stat/approx_kl_prox": pl.approx_kl_prox.item(),
+        }.items()
+
+    def _autocast(self):
+        if not self.cfg.bf16:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    @torch.no_grad()
+    def evaluate_loss(self, trajectories: Sequence[Trajectory]) -> float:
+        """The policy loss of ``trajectories`` against their own behaviour log-probs.
+
+        With pi_prox = mu this is the plain clipped surrogate of the sampling policy: it falls
+        as the policy moves towards the tokens with positive advantage.
+        """
+        batch = collate(trajectories, self.cfg.pad_token_id).to(self.device)
+        out = forward_tokens(self.model, batch, self.cfg.temperature)
+        prep = self._prepare(batch)
+        pl = policy_loss(
+            out.logp, batch.behav_logp, batch.behav_logp, prep.advantages, batch.loss_mask,
+            self._policy_cfg,
+        )  # fmt: skip
+        return float(pl.loss)
+
+    # --- group assembly (in-process path) ---------------------------------------------------
+
+    def ingest(self, trajectories: Sequence[Trajectory]) -> None:
+        """Hand trajectories to the group buffer (staleness is checked when they are used)."""
+        self.buffer.add(trajectories)
+
+    def train_ready(self) -> dict[str, Any] | None:
+        """One update if ``groups_per_step`` fresh complete groups are ready, else None."""
+        groups = self.buffer.pop_groups(self.cfg.groups_per_step, self.version)
+        if groups is None:
+            return None
+        metrics = self.step([t for g in groups for t in g])
+        s = self.buffer.stats
+        metrics.update(
+            dropped_stale_total=s.dropped_stale,
+            dropped_duplicate_total=s.dropped_duplicate,
+            received_total=s.received,
+        )
+        return metrics
+
+    # --- distributed path -------------------------------------------------------------------
+
+    def run(
+        self,
+        channels: LearnerChannels,
+        *,
+        max_steps: int | None = None,
+        poll_s: float = 0.05,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
+        """Train on trajectories from ``channels`` until ``max_steps`` updates or ``should_stop``.
+
+        Publishes weights and control at start, after each update and (stop) at the end.
+        """
+        max_steps = self.cfg.max_steps if max_steps is None else max_steps
+        writer = MetricsWriter(self.cfg.metrics_path, self.cfg.tensorboard_dir)
+        done = 0
+        self.publish(channels, weights=True)
+        try:
+            while (max_steps is None or done < max_steps) and not (should_stop and should_stop()):
+                self.ingest(channels.recv_trajectories(timeout_s=poll_s))
+                metrics = self.train_ready()
+                if metrics is None:
+                    continue
+                done += 1
+                metrics["rejected_messages_total"] = channels.stats.rejected
+                writer.write(self.version, metrics)
+                self.publish(channels, weights=self.version % self.cfg.publish_weights_every == 0)
+                if self._checkpoint_due():
+                    self.save_checkpoint()
+        finally:
+            writer.close()
+            if self.cfg.checkpoint_dir is not None:
+                self.save_checkpoint()
+            channels.publish_control(Control(self.version, self.horizon.cap, stop=True), wait_s=2.0)
+
+    def publish(self, channels: LearnerChannels, *, weights: bool) -> None:
+        """Broadcast version and cap; serve the current weights if ``weights``."""
+        if weights:
+            channels.publish_weights(self.version, state_dict_to_blobs(self.model.state_dict()))
+        channels.publish_control(Control(self.version, self.horizon.cap))
+
+    def _checkpoint_due(self) -> bool:
+        every = self.cfg.checkpoint_every
+        return self.cfg.checkpoint_dir is not None and every > 0 and self.version % every == 0
+
+    # --- checkpoints ------------------------------------------------------------------------
+
+    def save_checkpoint(self, directory: str | Path | None = None) -> Path:
+        """Write a checkpoint of the current state; returns its path."""
+        directory = directory or self.cfg.checkpoint_dir
+        if directory is None:
+            raise ValueError("no checkpoint directory given or configured")
+        state = TrainingState(self.version, self.horizon.state_dict(), dict(self.counters))
+        return save_checkpoint(
+            directory, state, self.model, self.optimizer, self.generator, self.value_head
+        )
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Resume from a checkpoint directory (or a checkpoint root holding ``latest``)."""
+        path = Path(path)
+        if (path / "latest").exists():
+            path = latest_checkpoint(path)
+        state = load_checkpoint(path, self.model, self.optimizer, self.generator, self.value_head)
+        self.version = state.version
+        self.horizon.load_state_dict(state.horizon)
+        self.counters = Counter(state.counters)
+        log.info("resumed from %s at version %d", path, self.version)
+
+
+def _mean_dicts(parts: list[dict[str, float]]) -> dict[str, float]:
+    keys = parts[0].keys() if parts else ()
+    return {
+        k: max(p[k] for p in parts) if k.endswith("_max") else sum(p[k] for p in parts) / len(parts)
+        for k in keys
+    }
+
+
+def _episode_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    by_env: defaultdict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajectories:
+        by_env[t.env].append(t)
+    out: dict[str, float] = {}
+    for env, ts in [("all", list(trajectories)), *sorted(by_env.items())]:
+        n = len(ts)
+        out[f"reward/{env}"] = sum(t.reward for t in ts) / n
+        out[f"success/{env}"] = sum(t.success for t in ts) / n
+        out[f"truncated/{env}"] = sum(t.truncated for t in ts) / n
+        out[f"turns/{env}"] = sum(t.num_turns for t in ts) / n
+    return out

@@ -1,0 +1,207 @@
+"""Policy and value losses: pure functions of tensors.
+
+Shapes: ``B`` sequences of ``T`` tokens; per-token tensors are float[B, T] aligned with the
+tokens (position t holds the quantity for token t, predicted from tokens < t). Three policies
+appear in the decoupled objective (AReaL):
+
+- pi_theta: the policy being optimised (``logp``, with gradient);
+- pi_prox: the proximal policy, recomputed by the learner at the start of the update
+  (``prox_logp``); the trust region is measured against it;
+- mu: the behaviour policy that sampled the tokens, possibly several versions old
+  (``behav_logp``, from the trajectory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+BEHAVIOUR_WEIGHTS = ("token", "sequence", "mask", "none")
+
+
+def token_logprobs(logits: Tensor, tokens: Tensor, temperature: float = 1.0) -> Tensor:
+    """float[B, T]: log pi(tokens[t] | tokens[<t]) at ``temperature``; position 0 is 0.
+
+    ``logits`` is [B, T, V] as a causal LM returns it (position t predicts token t+1). Dividing
+    by the sampling temperature makes these the same log-probs the actor's sampler used.
+    """
+    scaled = logits[:, :-1].float() / temperature
+    target = tokens[:, 1:].unsqueeze(-1)
+    picked = scaled.gather(-1, target).squeeze(-1) - torch.logsumexp(scaled, dim=-1)
+    return F.pad(picked, (1, 0))
+
+
+def token_entropy(logits: Tensor, temperature: float = 1.0) -> Tensor:
+    """float[B, T]: entropy of the next-token distribution that produced token t (0 at t=0)."""
+    logp = F.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
+    return F.pad(-(logp.exp() * logp).sum(-1), (1, 0))
+
+
+def kl_estimate(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
+    """Per-token estimate of KL(pi || ref) from samples of pi (Schulman's estimators).
+
+    k1 = log pi - log ref;  k3 = exp(log ref - log pi) - (log ref - log pi) - 1  (>= 0).
+    """
+    if kind == "k1":
+        return logp - ref_logp
+    if kind == "k3":
+        d = ref_logp - logp
+        return d.exp() - d - 1
+    raise ValueError(f"unknown KL estimator {kind!r} (k1, k3)")
+
+
+def aggregate(
+    values: Tensor,
+    mask: Tensor,
+    mode: str = "token-mean",
+    *,
+    num_tokens: float | Tensor | None = None,
+    num_seqs: float | Tensor | None = None,
+) -> Tensor:
+    """Reduce per-token ``values`` over the tokens where ``mask`` is 1.
+
+    token-mean:          sum_{b,t} x m / N_tokens
+    seq-mean-token-mean: sum_b (sum_t x m / sum_t m) / N_seqs
+    seq-mean-token-sum:  sum_b (sum_t x m) / N_seqs
+    N_tokens and N_seqs (sequences with at least one token) default to this batch's counts;
+    pass the counts of the whole minibatch when accumulating gradients over micro-batches, so
+    the micro-batch losses add up to exactly the minibatch loss.
+    """
+    m = mask.to(values.dtype)
+    per_seq_tokens = m.sum(-1)
+    if mode == "token-mean":
+        n = per_seq_tokens.sum() if num_tokens is None else num_tokens
+        return (values * m).sum() / max(n, 1)
+    seq_sums = (values * m).sum(-1)
+    if mode == "seq-mean-token-mean":
+        seq_sums = seq_sums / per_seq_tokens.clamp(min=1)
+    elif mode != "seq-mean-token-sum":
+        raise ValueError(f"unknown loss aggregation {mode!r} ({', '.join(AGGREGATIONS)})")
+    n = (per_seq_tokens > 0).sum() if num_seqs is None else num_seqs
+    return seq_sums.sum() / max(n, 1)
+
+
+def behaviour_weights(
+    prox_logp: Tensor, behav_logp: Tensor, mask: Tensor, mode: str = "token", cap: float = 5.0
+) -> Tensor:
+    """float[B, T]: importance weight w of each token for the off-policy correction (no grad).
+
+    w_t = pi_prox(a_t) / mu(a_t), then by ``mode``:
+      token:    min(w_t, cap)
+      sequence: min(exp(mean_t log w_t), cap) for every token of the sequence (geometric mean)
+      mask:     w_t where w_t <= cap, else 0 (the token is rejected, not down-weighted)
+      none:     1 (plain PPO against pi_prox)
+    The weight is 0 where ``mask`` is 0. When mu == pi_prox every weight is exactly 1.
+    """
+    m = mask.to(prox_logp.dtype)
+    log_w = (prox_logp - behav_logp).detach() * m
+    if mode == "none":
+        return m.clone()
+    if mode == "sequence":
+        mean_log_w = log_w.sum(-1) / m.sum(-1).clamp(min=1)
+        return mean_log_w.exp().clamp(max=cap)[:, None] * m
+    w = log_w.exp()
+    if mode == "token":
+        return w.clamp(max=cap) * m
+    if mode == "mask":
+        return torch.where(w <= cap, w, torch.zeros_like(w)) * m
+    raise ValueError(f"unknown behaviour weight mode {mode!r} ({', '.join(BEHAVIOUR_WEIGHTS)})")
+
+
+@dataclass(frozen=True)
+class PolicyLossConfig:
+    """The knobs of ``policy_loss`` (a subset of the learner's ``LossConfig``)."""
+
+    clip_eps: float = 0.2
+    clip_eps_high: float | None = None
+    dual_clip: float | None = None
+    behaviour_weight: str = "token"
+    behaviour_cap: float = 5.0
+    aggregation: str = "token-mean"
+
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """The policy-gradient loss and detached statistics about it."""
+
+    loss: Tensor
+    clip_fraction: Tensor
+    dual_clip_fraction: Tensor
+    weight_mean: Tensor
+    weight_max: Tensor
+    weight_ess: Tensor
+    approx_kl_prox: Tensor
+
+
+def policy_loss(
+    logp: Tensor,
+    prox_logp: Tensor,
+    behav_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    cfg: PolicyLossConfig,
+    *,
+    num_tokens: float | Tensor | None = None,
+    num_seqs: float | Tensor | None = None,
+) -> PolicyLoss:
+    """Decoupled PPO loss (AReaL), aggregated with ``cfg.aggregation``.
+
+    r_t = pi_theta / pi_prox;   w_t = behaviour_weights(pi_prox, mu)
+    l_t = w_t * max(-A_t r_t, -A_t clip(r_t, 1 - eps, 1 + eps_high))
+    dual clip (c > 1), for A_t < 0 only: l_t = w_t * min(max(...), -c A_t)
+    With mu == pi_prox (w = 1) this is exactly the standard clipped PPO objective.
+    """
+    m = mask.to(logp.dtype)
+    eps_high = cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high
+    ratio = (logp - prox_logp).exp()
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1 - cfg.clip_eps, 1 + eps_high)
+    per_token = torch.maximum(unclipped, clipped)
+    dual_hit = torch.zeros_like(m, dtype=torch.bool)
+    if cfg.dual_clip is not None:
+        cap = -cfg.dual_clip * advantages
+        dual_hit = (advantages < 0) & (per_token > cap)
+        per_token = torch.where(dual_hit, cap, per_token)
+    w = behaviour_weights(prox_logp, behav_logp, m, cfg.behaviour_weight, cfg.behaviour_cap)
+    loss = aggregate(w * per_token, m, cfg.aggregation, num_tokens=num_tokens, num_seqs=num_seqs)
+    with torch.no_grad():
+        stats = _loss_stats(clipped > unclipped, dual_hit, w, m, logp, prox_logp)
+    return PolicyLoss(loss, *stats)
+
+
+def _loss_stats(clip_hit, dual_hit, w, m, logp, prox_logp) -> tuple[Tensor, ...]:
+    n = m.sum().clamp(min=1)
+    on = m > 0
+    w_on = w[on]
+    ess = w_on.sum() ** 2 / (w_on.pow(2).sum() * on.sum()).clamp(min=1e-12)
+    return (
+        (clip_hit.float() * m).sum() / n,
+        (dual_hit.float() * m).sum() / n,
+        w_on.mean() if w_on.numel() else w.new_zeros(()),
+        w_on.max() if w_on.numel() else w.new_zeros(()),
+        ess,
+        ((prox_logp - logp) * m).sum() / n,
+    )
+
+
+def value_loss(
+    values: Tensor,
+    old_values: Tensor,
+    returns: Tensor,
+    mask: Tensor,
+    *,
+    clip: float | None = 0.2,
+    aggregation: str = "token-mean",
+    num_tokens: float | Tensor | None = None,
+    num_seqs: float | Tensor | None = None,
+) -> Tensor:
+    """Clipped value loss: 0.5 * max((V - G)^2, (V_old + clip(V - V_old, -c, c) - G)^2)."""
+    err = (values - returns) ** 2
+    if clip is not None:
+        clipped = old_values + (values - old_values).clamp(-clip, clip)
+        err = torch.maximum(err, (clipped - returns) ** 2)
+    return 0.5 * aggregate(err, mask, aggregation, num_tokens=num_tokens, num_seqs=num_seqs)

@@ -1,0 +1,66 @@
+"""Per-update metrics: one JSON object per line, and TensorBoard scalars when available."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class MetricsWriter:
+    """Appends ``{"step": n, ...}`` lines to a JSONL file; mirrors scalars to TensorBoard.
+
+    TensorBoard needs the ``tensorboard`` package; when it is missing the writer says so once
+    in the log and goes on with JSONL only.
+    """
+
+    def __init__(self, path: str | Path | None, tensorboard_dir: str | Path | None = None):
+        self._file = None
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in close()
+        self._tb = _tensorboard(tensorboard_dir) if tensorboard_dir else None
+
+    def write(self, step: int, metrics: dict[str, Any]) -> None:
+        """Record the metrics of update ``step``."""
+        if self._file is not None:
+            metrics = {k: _finite_or_none(v) for k, v in metrics.items()}
+            self._file.write(
+                json.dumps({"step": step, **metrics}, allow_nan=False, default=_jsonable) + "\n"
+            )
+        if self._tb is not None:
+            for key, value in metrics.items():
+                if isinstance(value, int | float) and math.isfinite(value):
+                    self._tb.add_scalar(key, value, step)
+
+    def close(self) -> None:
+        """Flush and close."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+
+def _finite_or_none(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"metric of type {type(value).__name__} is not JSON")
+
+
+def _tensorboard(directory: str | Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        log.warning("tensorboard is not installed: metrics go to the JSONL file only")
+        return None
+    return SummaryWriter(str(directory))

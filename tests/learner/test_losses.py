@@ -1,0 +1,149 @@
+"""Losses: vanilla PPO when mu == pi_prox, IS truncation and masking, aggregation, KL."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from agentgym.learner import losses as L  # noqa: E402
+
+
+def vanilla_ppo(logp, old_logp, adv, mask, eps):
+    ratio = torch.exp(logp - old_logp)
+    obj = torch.min(ratio * adv, torch.clamp(ratio, 1 - eps, 1 + eps) * adv)
+    return -(obj * mask).sum() / mask.sum()
+
+
+def random_case(seed=0, B=3, T=7):
+    g = torch.Generator().manual_seed(seed)
+    logp = -torch.rand(B, T, generator=g) * 2
+    prox = logp + 0.4 * torch.randn(B, T, generator=g)
+    adv = torch.randn(B, T, generator=g)
+    mask = (torch.rand(B, T, generator=g) > 0.3).float()
+    return logp, prox, adv, mask
+
+
+def test_equals_vanilla_ppo_when_behaviour_is_prox():
+    logp, prox, adv, mask = random_case()
+    logp.requires_grad_(True)
+    for mode in ("token", "sequence", "mask", "none"):
+        cfg = L.PolicyLossConfig(clip_eps=0.2, behaviour_weight=mode)
+        out = L.policy_loss(logp, prox, prox, adv, mask, cfg)
+        ref = vanilla_ppo(logp, prox, adv, mask, 0.2)
+        assert out.loss.item() == pytest.approx(ref.item(), rel=1e-6)
+        (g1,) = torch.autograd.grad(out.loss, logp)
+        (g2,) = torch.autograd.grad(ref, logp)
+        assert torch.allclose(g1, g2)
+        assert out.weight_mean.item() == 1.0 and out.weight_ess.item() == pytest.approx(1.0)
+    assert 0 < out.clip_fraction.item() < 1
+
+
+def test_asymmetric_and_dual_clip():
+    logp = torch.log(torch.tensor([[1.5, 0.5, 5.0]]))
+    prox = torch.zeros(1, 3)
+    adv = torch.tensor([[1.0, 1.0, -1.0]])
+    mask = torch.ones(1, 3)
+    cfg = L.PolicyLossConfig(clip_eps=0.2, clip_eps_high=0.3, behaviour_weight="none")
+    per = L.policy_loss(logp, prox, prox, adv, mask, cfg).loss * 3
+    # token 0: min(1.5, 1.3) -> -1.3; token 1: min(0.5, 0.8) -> -0.5; token 2: -min(-5, -1.3) = 5
+    assert per.item() == pytest.approx(-1.3 - 0.5 + 5.0)
+    dual = L.PolicyLossConfig(
+        clip_eps=0.2, clip_eps_high=0.3, dual_clip=3.0, behaviour_weight="none"
+    )
+    out = L.policy_loss(logp, prox, prox, adv, mask, dual)
+    assert (out.loss * 3).item() == pytest.approx(-1.3 - 0.5 + 3.0)
+    assert out.dual_clip_fraction.item() == pytest.approx(1 / 3)
+
+
+def test_token_weights_are_truncated_at_cap():
+    prox = torch.log(torch.tensor([[0.5, 0.9, 0.3]]))
+    behav = torch.log(torch.tensor([[0.1, 0.9, 0.6]]))  # w = 5, 1, 0.5
+    mask = torch.tensor([[1.0, 1.0, 1.0]])
+    w = L.behaviour_weights(prox, behav, mask, "token", cap=2.0)
+    assert w[0].tolist() == pytest.approx([2.0, 1.0, 0.5])
+    rejected = L.behaviour_weights(prox, behav, mask, "mask", cap=2.0)
+    assert rejected[0].tolist() == pytest.approx([0.0, 1.0, 0.5])
+    seq = L.behaviour_weights(prox, behav, mask, "sequence", cap=2.0)
+    geo = (5.0 * 1.0 * 0.5) ** (1 / 3)
+    assert seq[0].tolist() == pytest.approx([geo] * 3)
+    masked = L.behaviour_weights(prox, behav, torch.tensor([[0.0, 1.0, 1.0]]), "sequence", 9.0)
+    assert masked[0].tolist() == pytest.approx([0.0, 0.5**0.5, 0.5**0.5])
+
+
+def test_weights_scale_each_tokens_loss():
+    logp = torch.zeros(1, 2)
+    prox = torch.zeros(1, 2)
+    behav = torch.log(torch.tensor([[0.25, 2.0]]))  # w = 4 (capped to 3), 0.5
+    adv = torch.tensor([[1.0, 1.0]])
+    cfg = L.PolicyLossConfig(behaviour_weight="token", behaviour_cap=3.0)
+    out = L.policy_loss(logp, prox, behav, adv, torch.ones(1, 2), cfg)
+    assert out.loss.item() == pytest.approx(-(3.0 + 0.5) / 2)
+    assert out.weight_max.item() == pytest.approx(3.0)
+    assert out.weight_ess.item() == pytest.approx(3.5**2 / (9.25 * 2))
+
+
+def test_aggregation_modes():
+    x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0]])
+    m = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    assert L.aggregate(x, m, "token-mean").item() == pytest.approx(10 / 4)
+    assert L.aggregate(x, m, "seq-mean-token-mean").item() == pytest.approx((2 + 4) / 2)
+    assert L.aggregate(x, m, "seq-mean-token-sum").item() == pytest.approx((6 + 4) / 2)
+    with pytest.raises(ValueError, match="aggregation"):
+        L.aggregate(x, m, "mean")
+
+
+def test_microbatch_losses_add_up_with_global_counts():
+    logp, prox, adv, mask = random_case(1, B=4)
+    for mode in L.AGGREGATIONS:
+        cfg = L.PolicyLossConfig(aggregation=mode)
+        whole = L.policy_loss(logp, prox, prox, adv, mask, cfg).loss
+        n_tok, n_seq = mask.sum(), (mask.sum(-1) > 0).sum()
+        parts = sum(
+            L.policy_loss(
+                logp[i : i + 2],
+                prox[i : i + 2],
+                prox[i : i + 2],
+                adv[i : i + 2],
+                mask[i : i + 2],
+                cfg,
+                num_tokens=n_tok,
+                num_seqs=n_seq,
+            ).loss
+            for i in (0, 2)
+        )
+        assert parts.item() == pytest.approx(whole.item(), rel=1e-6)
+
+
+def test_kl_estimators():
+    logp = torch.log(torch.tensor([0.5, 0.2]))
+    ref = torch.log(torch.tensor([0.25, 0.2]))
+    assert L.kl_estimate(logp, ref, "k1").tolist() == pytest.approx([0.6931472, 0.0])
+    k3 = L.kl_estimate(logp, ref, "k3")
+    assert k3.tolist() == pytest.approx([0.5 - 0.6931472 * -1 - 1 - 0.0 + 0.0, 0.0], abs=1e-6)
+    assert (k3 >= 0).all()
+
+
+def test_token_logprobs_at_temperature_match_sampling_distribution():
+    logits = torch.randn(2, 4, 11)
+    tokens = torch.randint(0, 11, (2, 4))
+    for temp in (1.0, 0.7):
+        lp = L.token_logprobs(logits, tokens, temp)
+        probs = torch.softmax(logits / temp, -1)
+        assert lp[:, 0].tolist() == [0.0, 0.0]
+        for b in range(2):
+            for t in range(1, 4):
+                assert lp[b, t].item() == pytest.approx(
+                    probs[b, t - 1, tokens[b, t]].log().item(), abs=1e-5
+                )
+    ent = L.token_entropy(logits, 1.0)
+    p = torch.softmax(logits[:, :-1], -1)
+    assert torch.allclose(ent[:, 1:], -(p * p.log()).sum(-1), atol=1e-5)
+
+
+def test_value_loss_clipping():
+    v = torch.tensor([[1.0, 0.0]])
+    old = torch.tensor([[0.0, 0.0]])
+    ret = torch.tensor([[2.0, 1.0]])
+    m = torch.ones(1, 2)
+    # token 0: unclipped (1-2)^2 = 1, clipped (0.2-2)^2 = 3.24 -> 3.24; token 1: 1
+    assert L.value_loss(v, old, ret, m, clip=0.2).item() == pytest.approx(0.5 * (3.24 + 1) / 2)
+    assert L.value_loss(v, old, ret, m, clip=None).item() == pytest.approx(0.5)
