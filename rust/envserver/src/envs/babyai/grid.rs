@@ -22,23 +22,9 @@ pub enum Color {
 
 impl Color {
     /// All colors in minigrid's index order.
-    pub const ALL: [Color; 6] = [
-        Color::Red,
-        Color::Green,
-        Color::Blue,
-        Color::Purple,
-        Color::Yellow,
-        Color::Grey,
-    ];
+    pub const ALL: [Color; 6] = [Color::Red, Color::Green, Color::Blue, Color::Purple, Color::Yellow, Color::Grey];
     /// Colors sorted by name: minigrid's `COLOR_NAMES`, which random draws index into.
-    pub const BY_NAME: [Color; 6] = [
-        Color::Blue,
-        Color::Green,
-        Color::Grey,
-        Color::Purple,
-        Color::Red,
-        Color::Yellow,
-    ];
+    pub const BY_NAME: [Color; 6] = [Color::Blue, Color::Green, Color::Grey, Color::Purple, Color::Red, Color::Yellow];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -198,30 +184,15 @@ pub struct Grid {
 impl Grid {
     /// An empty grid.
     pub fn new(width: i32, height: i32) -> Self {
-        assert!(
-            width > 0 && height > 0,
-            "grid size must be positive, got {width}x{height}"
-        );
-        Self {
-            width,
-            height,
-            cells: vec![None; (width * height) as usize],
-            next_id: 1,
-        }
+        assert!(width > 0 && height > 0, "grid size must be positive, got {width}x{height}");
+        Self { width, height, cells: vec![None; (width * height) as usize], next_id: 1 }
     }
 
     /// A new object with a fresh identity (not yet placed anywhere).
     pub fn make(&mut self, kind: ObjKind, color: Color) -> Obj {
         let id = self.next_id;
         self.next_id += 1;
-        Obj {
-            id,
-            kind,
-            color,
-            is_open: false,
-            is_locked: false,
-            contains: None,
-        }
+        Obj { id, kind, color, is_open: false, is_locked: false, contains: None }
     }
 
     /// A new door with a fresh identity.
@@ -237,12 +208,7 @@ impl Grid {
     }
 
     fn index(&self, x: i32, y: i32) -> usize {
-        assert!(
-            self.in_bounds(x, y),
-            "cell ({x}, {y}) outside {}x{} grid",
-            self.width,
-            self.height
-        );
+        assert!(self.in_bounds(x, y), "cell ({x}, {y}) outside {}x{} grid", self.width, self.height);
         (y * self.width + x) as usize
     }
 
@@ -302,9 +268,7 @@ impl Grid {
 
     /// Every cell with an object, in minigrid's scan order (x outer, y inner).
     pub fn objects(&self) -> impl Iterator<Item = ((i32, i32), &Obj)> {
-        (0..self.width).flat_map(move |x| {
-            (0..self.height).filter_map(move |y| self.get(x, y).map(|o| ((x, y), o)))
-        })
+        (0..self.width).flat_map(move |x| (0..self.height).filter_map(move |y| self.get(x, y).map(|o| ((x, y), o))))
     }
 
     /// Where the object with identity `id` lies on the grid, if it does.
@@ -329,15 +293,8 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 7] = [
-        Action::Left,
-        Action::Right,
-        Action::Forward,
-        Action::Pickup,
-        Action::Drop,
-        Action::Toggle,
-        Action::Done,
-    ];
+    pub const ALL: [Action; 7] =
+        [Action::Left, Action::Right, Action::Forward, Action::Pickup, Action::Drop, Action::Toggle, Action::Done];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -529,11 +486,7 @@ impl World {
     /// color and then open); a box is replaced by its contents.
     fn toggle_front(&mut self) {
         let (fx, fy) = self.front_pos();
-        let key_color = self
-            .carrying
-            .as_ref()
-            .filter(|o| o.kind == ObjKind::Key)
-            .map(|o| o.color);
+        let key_color = self.carrying.as_ref().filter(|o| o.kind == ObjKind::Key).map(|o| o.color);
         let Some(obj) = self.grid.get_mut(fx, fy) else {
             return;
         };
@@ -580,9 +533,7 @@ impl World {
             .grid
             .objects()
             .filter(|(_, o)| o.kind == ObjKind::Door)
-            .map(|((x, y), o)| {
-                json!({"pos": [x, y], "color": o.color.name(), "state": o.door_state().name()})
-            })
+            .map(|((x, y), o)| json!({"pos": [x, y], "color": o.color.name(), "state": o.door_state().name()}))
             .collect();
         Value::Array(doors)
     }
@@ -613,15 +564,7 @@ mod tests {
     fn room() -> World {
         let mut grid = Grid::new(5, 5);
         grid.wall_rect(0, 0, 5, 5);
-        let mut w = World::new(
-            grid,
-            (2, 2),
-            RoomGeom {
-                room_size: 5,
-                num_rows: 1,
-                num_cols: 1,
-            },
-        );
+        let mut w = World::new(grid, (2, 2), RoomGeom { room_size: 5, num_rows: 1, num_cols: 1 });
         w.max_steps = 10;
         w
     }
@@ -680,11 +623,7 @@ mod tests {
         assert_eq!(w.front_obj().unwrap().door_state(), DoorState::Locked);
         w.carrying = Some(w.grid.make(ObjKind::Key, Color::Red));
         w.step_primitive(Action::Toggle);
-        assert_eq!(
-            w.front_obj().unwrap().door_state(),
-            DoorState::Locked,
-            "wrong key color"
-        );
+        assert_eq!(w.front_obj().unwrap().door_state(), DoorState::Locked, "wrong key color");
         w.carrying = Some(w.grid.make(ObjKind::Key, Color::Yellow));
         w.step_primitive(Action::Toggle);
         assert_eq!(w.front_obj().unwrap().door_state(), DoorState::Open);
@@ -744,9 +683,6 @@ mod tests {
         let s = w.state_json();
         assert_eq!(s["agent_pos"], json!([2, 2]));
         assert_eq!(s["carrying"], Value::Null);
-        assert_eq!(
-            s["doors"],
-            json!([{"pos": [4, 2], "color": "red", "state": "closed"}])
-        );
+        assert_eq!(s["doors"], json!([{"pos": [4, 2], "color": "red", "state": "closed"}]));
     }
 }

@@ -63,13 +63,7 @@ pub struct ObjDesc {
 
 impl ObjDesc {
     pub fn new(kind: Option<ObjKind>, color: Option<Color>, loc: Option<Loc>) -> Self {
-        Self {
-            kind,
-            color,
-            loc,
-            obj_set: Vec::new(),
-            obj_poss: Vec::new(),
-        }
+        Self { kind, color, loc, obj_set: Vec::new(), obj_poss: Vec::new() }
     }
 
     /// Re-reads the matching objects (`find_matching_objs`). With `use_location`, the set
@@ -84,9 +78,7 @@ impl ObjDesc {
             if !use_location && !self.obj_set.contains(&obj.id) {
                 continue;
             }
-            if self.kind.is_some_and(|k| k != obj.kind)
-                || self.color.is_some_and(|c| c != obj.color)
-            {
+            if self.kind.is_some_and(|k| k != obj.kind) || self.color.is_some_and(|c| c != obj.color) {
                 continue;
             }
             if use_location {
@@ -225,60 +217,31 @@ impl Instr {
     }
 
     pub fn pickup(desc: ObjDesc, strict: bool) -> Self {
-        Instr::Pickup {
-            desc,
-            strict,
-            pre_carrying: None,
-        }
+        Instr::Pickup { desc, strict, pre_carrying: None }
     }
 
     pub fn put_next(desc_move: ObjDesc, desc_fixed: ObjDesc, strict: bool) -> Self {
-        Instr::PutNext {
-            desc_move,
-            desc_fixed,
-            strict,
-            pre_carrying: None,
-        }
+        Instr::PutNext { desc_move, desc_fixed, strict, pre_carrying: None }
     }
 
     pub fn and(a: Instr, b: Instr) -> Self {
         let (a_done, b_done) = (Status::NotStarted, Status::NotStarted);
-        Instr::And {
-            a: Box::new(a),
-            b: Box::new(b),
-            a_done,
-            b_done,
-        }
+        Instr::And { a: Box::new(a), b: Box::new(b), a_done, b_done }
     }
 
     pub fn before(a: Instr, b: Instr, strict: bool) -> Self {
         let (a_done, b_done) = (Status::NotStarted, Status::NotStarted);
-        Instr::Before {
-            a: Box::new(a),
-            b: Box::new(b),
-            strict,
-            a_done,
-            b_done,
-        }
+        Instr::Before { a: Box::new(a), b: Box::new(b), strict, a_done, b_done }
     }
 
     pub fn after(a: Instr, b: Instr, strict: bool) -> Self {
         let (a_done, b_done) = (Status::NotStarted, Status::NotStarted);
-        Instr::After {
-            a: Box::new(a),
-            b: Box::new(b),
-            strict,
-            a_done,
-            b_done,
-        }
+        Instr::After { a: Box::new(a), b: Box::new(b), strict, a_done, b_done }
     }
 
     /// Whether this is a single action (not a sequence or conjunction).
     pub fn is_action(&self) -> bool {
-        !matches!(
-            self,
-            Instr::And { .. } | Instr::Before { .. } | Instr::After { .. }
-        )
+        !matches!(self, Instr::And { .. } | Instr::Before { .. } | Instr::After { .. })
     }
 
     /// The object descriptions of an action instruction (none for compositions).
@@ -287,11 +250,7 @@ impl Instr {
             Instr::GoTo { desc } | Instr::Open { desc, .. } | Instr::Pickup { desc, .. } => {
                 vec![desc]
             }
-            Instr::PutNext {
-                desc_move,
-                desc_fixed,
-                ..
-            } => vec![desc_move, desc_fixed],
+            Instr::PutNext { desc_move, desc_fixed, .. } => vec![desc_move, desc_fixed],
             _ => Vec::new(),
         }
     }
@@ -301,11 +260,7 @@ impl Instr {
             Instr::GoTo { desc } | Instr::Open { desc, .. } | Instr::Pickup { desc, .. } => {
                 vec![desc]
             }
-            Instr::PutNext {
-                desc_move,
-                desc_fixed,
-                ..
-            } => vec![desc_move, desc_fixed],
+            Instr::PutNext { desc_move, desc_fixed, .. } => vec![desc_move, desc_fixed],
             _ => Vec::new(),
         }
     }
@@ -313,18 +268,14 @@ impl Instr {
     /// The two parts of a composition.
     pub fn parts(&self) -> Option<(&Instr, &Instr)> {
         match self {
-            Instr::And { a, b, .. } | Instr::Before { a, b, .. } | Instr::After { a, b, .. } => {
-                Some((a, b))
-            }
+            Instr::And { a, b, .. } | Instr::Before { a, b, .. } | Instr::After { a, b, .. } => Some((a, b)),
             _ => None,
         }
     }
 
     fn parts_mut(&mut self) -> Option<(&mut Instr, &mut Instr)> {
         match self {
-            Instr::And { a, b, .. } | Instr::Before { a, b, .. } | Instr::After { a, b, .. } => {
-                Some((a, b))
-            }
+            Instr::And { a, b, .. } | Instr::Before { a, b, .. } | Instr::After { a, b, .. } => Some((a, b)),
             _ => None,
         }
     }
@@ -345,18 +296,10 @@ impl Instr {
                 desc.find_matching(w, true);
                 format!("pick up {}", desc.surface())
             }
-            Instr::PutNext {
-                desc_move,
-                desc_fixed,
-                ..
-            } => {
+            Instr::PutNext { desc_move, desc_fixed, .. } => {
                 desc_move.find_matching(w, true);
                 desc_fixed.find_matching(w, true);
-                format!(
-                    "put {} next to {}",
-                    desc_move.surface(),
-                    desc_fixed.surface()
-                )
+                format!("put {} next to {}", desc_move.surface(), desc_fixed.surface())
             }
             Instr::And { a, b, .. } => format!("{} and {}", a.surface(w), b.surface(w)),
             Instr::Before { a, b, .. } => format!("{}, then {}", a.surface(w), b.surface(w)),
@@ -422,11 +365,7 @@ impl Instr {
                 }
             }
             Instr::Open { desc, strict } => verify_open(desc, *strict, w, action),
-            Instr::Pickup {
-                desc,
-                strict,
-                pre_carrying,
-            } => {
+            Instr::Pickup { desc, strict, pre_carrying } => {
                 let carrying = w.carrying.as_ref().map(|o| o.id);
                 let pre = std::mem::replace(pre_carrying, carrying);
                 if action != Action::Pickup {
@@ -440,12 +379,7 @@ impl Instr {
                 }
                 Status::Continue
             }
-            Instr::PutNext {
-                desc_move,
-                desc_fixed,
-                strict,
-                pre_carrying,
-            } => {
+            Instr::PutNext { desc_move, desc_fixed, strict, pre_carrying } => {
                 let carrying = w.carrying.as_ref().map(|o| o.id);
                 let pre = std::mem::replace(pre_carrying, carrying);
                 if *strict && action == Action::Pickup && carrying.is_some() {
@@ -456,12 +390,7 @@ impl Instr {
                 }
                 verify_put_next(desc_move, desc_fixed, pre, w)
             }
-            Instr::And {
-                a,
-                b,
-                a_done,
-                b_done,
-            } => {
+            Instr::And { a, b, a_done, b_done } => {
                 if *a_done != Status::Success {
                     *a_done = a.verify(w, action);
                 }
@@ -474,21 +403,9 @@ impl Instr {
                     Status::Continue
                 }
             }
-            Instr::Before {
-                a,
-                b,
-                strict,
-                a_done,
-                b_done,
-            } => verify_seq(a, b, *strict, a_done, b_done, w, action),
+            Instr::Before { a, b, strict, a_done, b_done } => verify_seq(a, b, *strict, a_done, b_done, w, action),
             // "a after you b" is "b, then a".
-            Instr::After {
-                a,
-                b,
-                strict,
-                a_done,
-                b_done,
-            } => verify_seq(b, a, *strict, b_done, a_done, w, action),
+            Instr::After { a, b, strict, a_done, b_done } => verify_seq(b, a, *strict, b_done, a_done, w, action),
         }
     }
 
@@ -503,12 +420,7 @@ impl Instr {
             Instr::Pickup { desc, strict, .. } => {
                 json!({"op": "pickup", "desc": desc.to_json(), "strict": strict})
             }
-            Instr::PutNext {
-                desc_move,
-                desc_fixed,
-                strict,
-                ..
-            } => json!({
+            Instr::PutNext { desc_move, desc_fixed, strict, .. } => json!({
                 "op": "putnext",
                 "desc_move": desc_move.to_json(),
                 "desc_fixed": desc_fixed.to_json(),
@@ -526,22 +438,13 @@ impl Instr {
 
     /// Parses [`Instr::to_json`]'s format. The verifier still needs `reset_verifier`.
     pub fn from_json(v: &Value) -> Result<Self, EnvError> {
-        let op = v
-            .get("op")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad(format!("no \"op\" in {v}")))?;
+        let op = v.get("op").and_then(Value::as_str).ok_or_else(|| bad(format!("no \"op\" in {v}")))?;
         let strict = v.get("strict").and_then(Value::as_bool).unwrap_or(false);
         let desc = |key: &str| -> Result<ObjDesc, EnvError> {
-            ObjDesc::from_json(
-                v.get(key)
-                    .ok_or_else(|| bad(format!("{op}: missing {key:?}")))?,
-            )
+            ObjDesc::from_json(v.get(key).ok_or_else(|| bad(format!("{op}: missing {key:?}")))?)
         };
         let part = |key: &str| -> Result<Instr, EnvError> {
-            Instr::from_json(
-                v.get(key)
-                    .ok_or_else(|| bad(format!("{op}: missing {key:?}")))?,
-            )
+            Instr::from_json(v.get(key).ok_or_else(|| bad(format!("{op}: missing {key:?}")))?)
         };
         Ok(match op {
             "goto" => Instr::goto(desc("desc")?),
@@ -570,12 +473,7 @@ fn verify_open(desc: &ObjDesc, strict: bool, w: &World, action: Action) -> Statu
     Status::Continue
 }
 
-fn verify_put_next(
-    desc_move: &ObjDesc,
-    desc_fixed: &ObjDesc,
-    pre: Option<u32>,
-    w: &World,
-) -> Status {
+fn verify_put_next(desc_move: &ObjDesc, desc_fixed: &ObjDesc, pre: Option<u32>, w: &World) -> Status {
     for &id in &desc_move.obj_set {
         if pre != Some(id) {
             continue;
@@ -584,11 +482,7 @@ fn verify_put_next(
         let Some(pos_a) = w.grid.find_id(id) else {
             continue;
         };
-        if desc_fixed
-            .obj_poss
-            .iter()
-            .any(|&pos_b| next_to(pos_a, pos_b))
-        {
+        if desc_fixed.obj_poss.iter().any(|&pos_b| next_to(pos_a, pos_b)) {
             return Status::Success;
         }
     }
@@ -636,15 +530,7 @@ mod tests {
     fn room() -> World {
         let mut grid = Grid::new(7, 7);
         grid.wall_rect(0, 0, 7, 7);
-        let mut w = World::new(
-            grid,
-            (3, 3),
-            RoomGeom {
-                room_size: 7,
-                num_rows: 1,
-                num_cols: 1,
-            },
-        );
+        let mut w = World::new(grid, (3, 3), RoomGeom { room_size: 7, num_rows: 1, num_cols: 1 });
         w.max_steps = 100;
         w
     }
@@ -684,19 +570,13 @@ mod tests {
         put(&mut w, 1, 3, ObjKind::Ball, Color::Red);
         let mut i = Instr::pickup(desc(ObjKind::Ball, Color::Red), false);
         assert_eq!(i.surface(&w), "pick up a red ball");
-        let mut i = Instr::pickup(
-            ObjDesc::new(Some(ObjKind::Ball), None, Some(Loc::Front)),
-            false,
-        );
+        let mut i = Instr::pickup(ObjDesc::new(Some(ObjKind::Ball), None, Some(Loc::Front)), false);
         assert_eq!(i.surface(&w), "pick up the ball in front of you");
         let mut i = Instr::goto(ObjDesc::new(Some(ObjKind::Ball), None, Some(Loc::Behind)));
         assert_eq!(i.surface(&w), "go to the ball behind you");
         let mut i = Instr::goto(ObjDesc::new(Some(ObjKind::Ball), None, Some(Loc::Left)));
         i.reset_verifier(&w);
-        assert!(
-            i.descs()[0].obj_set.is_empty(),
-            "both balls are straight ahead or behind"
-        );
+        assert!(i.descs()[0].obj_set.is_empty(), "both balls are straight ahead or behind");
     }
 
     #[test]
@@ -704,10 +584,7 @@ mod tests {
         let mut w = room();
         put(&mut w, 4, 3, ObjKind::Key, Color::Blue);
         let target = put(&mut w, 3, 4, ObjKind::Box, Color::Grey);
-        start(
-            &mut w,
-            Instr::pickup(desc(ObjKind::Box, Color::Grey), false),
-        );
+        start(&mut w, Instr::pickup(desc(ObjKind::Box, Color::Grey), false));
         let (_, done) = w.step_primitive(Action::Pickup); // the key: wrong object
         assert!(!done);
         w.step_primitive(Action::Right);
@@ -720,10 +597,7 @@ mod tests {
 
         let mut w = room();
         put(&mut w, 4, 3, ObjKind::Box, Color::Grey);
-        start(
-            &mut w,
-            Instr::pickup(desc(ObjKind::Box, Color::Grey), false),
-        );
+        start(&mut w, Instr::pickup(desc(ObjKind::Box, Color::Grey), false));
         assert!(!w.step_primitive(Action::Drop).1);
         assert!(w.step_primitive(Action::Pickup).1);
     }
@@ -733,14 +607,7 @@ mod tests {
         let mut w = room();
         put(&mut w, 4, 3, ObjKind::Ball, Color::Red);
         put(&mut w, 1, 1, ObjKind::Key, Color::Green);
-        start(
-            &mut w,
-            Instr::put_next(
-                desc(ObjKind::Ball, Color::Red),
-                desc(ObjKind::Key, Color::Green),
-                false,
-            ),
-        );
+        start(&mut w, Instr::put_next(desc(ObjKind::Ball, Color::Red), desc(ObjKind::Key, Color::Green), false));
         assert_eq!(w.mission, "put the red ball next to the green key");
         w.step_primitive(Action::Pickup);
         for a in [Action::Left, Action::Forward, Action::Forward, Action::Left] {
@@ -774,10 +641,7 @@ mod tests {
         put(&mut w2, 4, 3, ObjKind::Ball, Color::Red);
         put(&mut w2, 2, 3, ObjKind::Key, Color::Blue);
         start(&mut w2, Instr::after(red(), blue(), false));
-        assert_eq!(
-            w2.mission,
-            "go to the red ball after you go to the blue key"
-        );
+        assert_eq!(w2.mission, "go to the red ball after you go to the blue key");
         assert!(!w2.step_primitive(Action::Done).1);
     }
 
@@ -786,10 +650,7 @@ mod tests {
         let mut w = room();
         put(&mut w, 4, 3, ObjKind::Ball, Color::Red);
         put(&mut w, 2, 3, ObjKind::Key, Color::Blue);
-        let i = Instr::and(
-            Instr::goto(desc(ObjKind::Ball, Color::Red)),
-            Instr::goto(desc(ObjKind::Key, Color::Blue)),
-        );
+        let i = Instr::and(Instr::goto(desc(ObjKind::Ball, Color::Red)), Instr::goto(desc(ObjKind::Key, Color::Blue)));
         start(&mut w, i);
         assert!(!w.step_primitive(Action::Done).1);
         w.step_primitive(Action::Left);
@@ -810,14 +671,8 @@ mod tests {
     fn json_round_trip() {
         let i = Instr::after(
             Instr::and(
-                Instr::pickup(
-                    ObjDesc::new(Some(ObjKind::Key), None, Some(Loc::Left)),
-                    false,
-                ),
-                Instr::open(
-                    ObjDesc::new(Some(ObjKind::Door), Some(Color::Red), None),
-                    true,
-                ),
+                Instr::pickup(ObjDesc::new(Some(ObjKind::Key), None, Some(Loc::Left)), false),
+                Instr::open(ObjDesc::new(Some(ObjKind::Door), Some(Color::Red), None), true),
             ),
             Instr::put_next(
                 ObjDesc::new(Some(ObjKind::Ball), Some(Color::Grey), None),

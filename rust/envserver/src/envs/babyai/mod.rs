@@ -15,7 +15,9 @@
 
 pub mod grid;
 pub mod instr;
+pub mod levels;
 pub mod planner;
+pub mod roomgrid;
 pub mod text;
 
 use std::sync::Arc;
@@ -27,7 +29,7 @@ use grid::{Action, World};
 use text::{goal_text, push_actions, Menu, Scene, ViewImage};
 
 /// Levels per seed: AgentGym's 40.
-pub const NUM_LEVELS: u64 = 40;
+pub const NUM_LEVELS: u64 = levels::LEVELS.len() as u64;
 const DEFAULT_NUM_SEEDS: u64 = 1_000_000;
 const OPTION_KEYS: &[&str] = &["layout", "num_seeds", "primitive"];
 
@@ -44,17 +46,9 @@ impl Source {
     fn world(&self, task_id: u64) -> Result<World, EnvError> {
         match self {
             Source::Layout(world) => Ok(World::clone(world)),
-            Source::Levels => generate((task_id % NUM_LEVELS) as usize, task_id / NUM_LEVELS),
+            Source::Levels => levels::generate((task_id % NUM_LEVELS) as usize, task_id / NUM_LEVELS),
         }
     }
-}
-
-/// Level generation lands with `levels.rs`; until then only `layout=` worlds exist.
-fn generate(level: usize, seed: u64) -> Result<World, EnvError> {
-    Err(EnvError::Data(format!(
-        "BabyAI level generators are not available yet (level {level}, seed {seed}); \
-         use the layout option"
-    )))
 }
 
 /// Builds BabyAI-text sessions.
@@ -72,12 +66,7 @@ impl BabyAiFactory {
         let primitive = match options.get("primitive").map(String::as_str) {
             None | Some("false") => false,
             Some("true") => true,
-            Some(other) => {
-                return Err(invalid(
-                    "primitive",
-                    format!("{other:?} is not \"true\" or \"false\""),
-                ))
-            }
+            Some(other) => return Err(invalid("primitive", format!("{other:?} is not \"true\" or \"false\""))),
         };
         let num_seeds = match options.get("num_seeds") {
             None => DEFAULT_NUM_SEEDS,
@@ -87,40 +76,24 @@ impl BabyAiFactory {
             None => Source::Levels,
             Some(json) => Source::Layout(Arc::new(parse_layout(json)?)),
         };
-        Ok(Self {
-            source,
-            num_seeds,
-            primitive,
-        })
+        Ok(Self { source, num_seeds, primitive })
     }
 }
 
 fn invalid(key: &str, message: String) -> EnvError {
-    EnvError::InvalidOption {
-        key: key.to_string(),
-        message,
-    }
+    EnvError::InvalidOption { key: key.to_string(), message }
 }
 
 fn parse_num_seeds(s: &str) -> Result<u64, EnvError> {
-    let n: u64 = s
-        .trim()
-        .parse()
-        .map_err(|_| invalid("num_seeds", format!("{s:?} is not a positive integer")))?;
+    let n: u64 = s.trim().parse().map_err(|_| invalid("num_seeds", format!("{s:?} is not a positive integer")))?;
     if n == 0 || n.checked_mul(NUM_LEVELS).is_none() {
-        return Err(invalid(
-            "num_seeds",
-            format!("{n} is out of range (1..={})", u64::MAX / NUM_LEVELS),
-        ));
+        return Err(invalid("num_seeds", format!("{n} is out of range (1..={})", u64::MAX / NUM_LEVELS)));
     }
     Ok(n)
 }
 
 fn parse_layout(json: &str) -> Result<World, EnvError> {
-    Err(invalid(
-        "layout",
-        format!("layouts are not available yet ({} bytes given)", json.len()),
-    ))
+    Err(invalid("layout", format!("layouts are not available yet ({} bytes given)", json.len())))
 }
 
 impl EnvFactory for BabyAiFactory {
@@ -156,12 +129,7 @@ struct Episode {
 
 impl BabyAiEnv {
     fn new(source: Source, primitive: bool) -> Self {
-        Self {
-            source,
-            primitive,
-            episode: None,
-            observation: String::new(),
-        }
+        Self { source, primitive, episode: None, observation: String::new() }
     }
 
     fn action_names(&self) -> Vec<&str> {
@@ -174,11 +142,7 @@ impl BabyAiEnv {
 
     /// Sets the observation to `text` plus the available-actions suffix.
     fn publish(&mut self, mut text: String) {
-        let names: Vec<String> = self
-            .action_names()
-            .into_iter()
-            .map(str::to_string)
-            .collect();
+        let names: Vec<String> = self.action_names().into_iter().map(str::to_string).collect();
         push_actions(&mut text, names.iter().map(String::as_str));
         self.observation = text;
     }
@@ -219,22 +183,13 @@ impl Episode {
         let reply = |s: &str| (s.to_string(), 0.0, false);
         if action.contains("check") {
             let names: Vec<&str> = self.menu.actions.keys().collect();
-            return (
-                format!("You can take the following actions: {}", names.join(", ")),
-                0.0,
-                false,
-            );
+            return (format!("You can take the following actions: {}", names.join(", ")), 0.0, false);
         }
         if action.is_empty() {
             return reply(text::NO_CHANGE);
         }
         let Some(moves) = self.menu.actions.get(action) else {
-            return reply(
-                self.menu
-                    .errors
-                    .get(action)
-                    .map_or(text::NOT_RECOGNIZED, String::as_str),
-            );
+            return reply(self.menu.errors.get(action).map_or(text::NOT_RECOGNIZED, String::as_str));
         };
         if moves.is_empty() {
             return reply(text::NO_CHANGE);
@@ -255,12 +210,7 @@ impl TextEnv for BabyAiEnv {
     fn reset(&mut self, task_id: u64) -> Result<String, EnvError> {
         let world = self.source.world(task_id)?;
         let image = ViewImage::of(&world);
-        let mut ep = Episode {
-            task_id,
-            world,
-            image,
-            menu: Menu::default(),
-        };
+        let mut ep = Episode { task_id, world, image, menu: Menu::default() };
         let mut text = format!("Your goal: {}\n", goal_text(&ep.world.mission));
         ep.refresh(&mut text);
         self.episode = Some(ep);
@@ -272,24 +222,12 @@ impl TextEnv for BabyAiEnv {
         let primitive = self.primitive;
         let Some(ep) = self.episode.as_mut() else {
             let observation = "The episode has not started: reset first.".to_string();
-            return StepOutcome {
-                observation,
-                reward: 0.0,
-                done: false,
-            };
+            return StepOutcome { observation, reward: 0.0, done: false };
         };
         let action = action.trim().to_lowercase();
-        let (text, reward, done) = if primitive {
-            ep.step_primitive(&action)
-        } else {
-            ep.step_text(&action)
-        };
+        let (text, reward, done) = if primitive { ep.step_primitive(&action) } else { ep.step_text(&action) };
         self.publish(text);
-        StepOutcome {
-            observation: self.observation.clone(),
-            reward,
-            done,
-        }
+        StepOutcome { observation: self.observation.clone(), reward, done }
     }
 
     fn observation(&self) -> String {
@@ -297,12 +235,7 @@ impl TextEnv for BabyAiEnv {
     }
 
     fn available_actions(&self) -> Option<Vec<String>> {
-        Some(
-            self.action_names()
-                .into_iter()
-                .map(str::to_string)
-                .collect(),
-        )
+        Some(self.action_names().into_iter().map(str::to_string).collect())
     }
 
     fn info(&self) -> Value {
@@ -328,27 +261,17 @@ mod tests {
     fn room() -> World {
         let mut grid = Grid::new(8, 8);
         grid.wall_rect(0, 0, 8, 8);
-        for (x, y, kind, color) in [
-            (5, 5, ObjKind::Ball, Color::Red),
-            (5, 2, ObjKind::Key, Color::Grey),
-            (3, 6, ObjKind::Ball, Color::Blue),
-        ] {
+        for (x, y, kind, color) in
+            [(5, 5, ObjKind::Ball, Color::Red), (5, 2, ObjKind::Key, Color::Grey), (3, 6, ObjKind::Ball, Color::Blue)]
+        {
             let obj = grid.make(kind, color);
             grid.set(x, y, Some(obj));
         }
-        let rooms = RoomGeom {
-            room_size: 8,
-            num_rows: 1,
-            num_cols: 1,
-        };
+        let rooms = RoomGeom { room_size: 8, num_rows: 1, num_cols: 1 };
         let mut world = World::new(grid, (2, 3), rooms);
         world.max_steps = 64;
         world.mission = "go to the red ball".into();
-        world.instr = Some(Instr::goto(ObjDesc::new(
-            Some(ObjKind::Ball),
-            Some(Color::Red),
-            None,
-        )));
+        world.instr = Some(Instr::goto(ObjDesc::new(Some(ObjKind::Ball), Some(Color::Red), None)));
         world.reset_verifier();
         world
     }
@@ -363,11 +286,7 @@ mod tests {
         grid.set(4, 3, Some(door));
         let ball = grid.make(ObjKind::Ball, Color::Green);
         grid.set(6, 2, Some(ball));
-        let rooms = RoomGeom {
-            room_size: 5,
-            num_rows: 1,
-            num_cols: 2,
-        };
+        let rooms = RoomGeom { room_size: 5, num_rows: 1, num_cols: 2 };
         let mut world = World::new(grid, (2, 3), rooms);
         world.max_steps = 100;
         world.mission = "pick up the green ball".into();
@@ -413,14 +332,8 @@ mod tests {
         let steps = e.info()["step_count"].as_u64().unwrap();
         assert!(steps >= 4, "a real path was walked: {steps} moves");
         let expected = 1.0 - 0.9 * steps as f32 / 64.0;
-        assert!(
-            (out.reward - expected).abs() < 1e-6,
-            "{} vs {expected}",
-            out.reward
-        );
-        assert!(out
-            .observation
-            .contains("There is a red ball 1 right in front of you 1 steps away."));
+        assert!((out.reward - expected).abs() < 1e-6, "{} vs {expected}", out.reward);
+        assert!(out.observation.contains("There is a red ball 1 right in front of you 1 steps away."));
         assert!(out.observation.contains(text::COMPLETED));
     }
 
@@ -433,24 +346,17 @@ mod tests {
         for (action, reply) in [
             ("fly away", text::NOT_RECOGNIZED),
             ("", text::NO_CHANGE),
-            (
-                "drop",
-                "You cannot drop the object, as you are not carrying anything.",
-            ),
+            ("drop", "You cannot drop the object, as you are not carrying anything."),
             ("pickup red ball 7", text::NOT_RECOGNIZED),
         ] {
             let out = e.step(action);
-            assert_eq!(
-                out.observation,
-                format!("{reply}{menu}"),
-                "action {action:?}"
-            );
+            assert_eq!(out.observation, format!("{reply}{menu}"), "action {action:?}");
             assert_eq!((out.reward, out.done), (0.0, false));
         }
         let out = e.step("check available actions");
-        assert!(out.observation.starts_with(
-            "You can take the following actions: turn left, turn right, move forward, pickup grey key 1"
-        ));
+        assert!(out
+            .observation
+            .starts_with("You can take the following actions: turn left, turn right, move forward, pickup grey key 1"));
         assert_eq!(e.info(), before, "no primitive step was taken");
     }
 
@@ -460,10 +366,7 @@ mod tests {
         e.reset(0).unwrap();
         let out = e.step("pickup grey key 1");
         assert!(out.observation.contains("You are carrying a grey key."));
-        assert!(
-            !out.observation.contains("pickup "),
-            "no pickups while carrying"
-        );
+        assert!(!out.observation.contains("pickup "), "no pickups while carrying");
         assert!(out.observation.contains("\"drop\""));
         let out = e.step("drop");
         assert!(out.observation.contains("You are not carrying anything."));
@@ -479,18 +382,14 @@ mod tests {
         let view = &obs[obs.find('\n').unwrap()..];
         assert!(!view.contains("green ball"), "the closed door hides the east room");
         let out = e.step("go through yellow closed door 1");
-        assert!(out.observation.starts_with(
-            "You cannot go through yellow closed door 1, as it is closed. You should toggle it first."
-        ));
+        assert!(out
+            .observation
+            .starts_with("You cannot go through yellow closed door 1, as it is closed. You should toggle it first."));
         let out = e.step("toggle and go through yellow closed door 1");
         let info = e.info();
         assert_eq!(info["agent_pos"], json!([4, 3]));
         assert_eq!(info["doors"][0]["state"], "open");
-        assert!(
-            out.observation.contains("There is a green ball 1"),
-            "{}",
-            out.observation
-        );
+        assert!(out.observation.contains("There is a green ball 1"), "{}", out.observation);
         let out = e.step("pickup green ball 1");
         assert!(out.done && out.reward > 0.0);
     }
@@ -500,16 +399,10 @@ mod tests {
         let mut e = env(two_rooms(), false);
         e.reset(0).unwrap();
         let out = e.step("move forward");
-        assert!(
-            out.observation.contains("\"toggle\""),
-            "{}",
-            out.observation
-        );
+        assert!(out.observation.contains("\"toggle\""), "{}", out.observation);
         let out = e.step("toggle");
         assert!(out.observation.contains("yellow open door 1"));
-        assert!(out
-            .observation
-            .contains("\"go through yellow open door 1\""));
+        assert!(out.observation.contains("\"go through yellow open door 1\""));
     }
 
     #[test]
@@ -581,14 +474,83 @@ mod tests {
         assert_eq!(rollout(&mut a, 9, 30), rollout(&mut b, 9, 30));
     }
 
+    fn level_env(task_id: u64) -> BabyAiEnv {
+        let mut e = BabyAiEnv::new(Source::Levels, false);
+        e.reset(task_id).unwrap();
+        e
+    }
+
+    #[test]
+    fn same_task_same_episode_on_every_level() {
+        for level in 0..NUM_LEVELS {
+            let task = level + NUM_LEVELS * 3;
+            let (mut a, mut b) = (level_env(task), level_env(task));
+            assert_eq!(rollout(&mut a, level, 25), rollout(&mut b, level, 25), "level {level}");
+            assert_eq!(a.info(), b.info());
+        }
+    }
+
+    #[test]
+    fn different_seeds_give_different_episodes() {
+        for level in 0..NUM_LEVELS {
+            let first: Vec<String> = (0..4).map(|seed| level_env(level + NUM_LEVELS * seed).observation()).collect();
+            let distinct = first.iter().filter(|o| **o != first[0]).count();
+            assert!(distinct >= 1, "level {level}: four seeds, one episode");
+        }
+    }
+
+    #[test]
+    fn level_info_names_the_level_and_goal() {
+        let e = level_env(7 + NUM_LEVELS * 2);
+        let info = e.info();
+        assert_eq!(info["level"], levels::LEVELS[7]);
+        assert_eq!(info["task_id"], json!(7 + NUM_LEVELS * 2));
+        assert!(e.observation().starts_with(&format!("Your goal: {}\n", info["goal"].as_str().unwrap())));
+    }
+
+    #[test]
+    fn go_to_paths_end_facing_their_target() {
+        // Every planned "go to" that runs to completion leaves the agent facing a thing of the
+        // named kind (it may stop early when a move fails, e.g. through an unseen wall).
+        let mut completed = 0;
+        for task in 0..NUM_LEVELS * 3 {
+            let e = level_env(task);
+            let ep = e.episode.as_ref().unwrap();
+            for (name, moves) in &ep.menu.actions.0 {
+                let Some(target) = name.strip_prefix("go to ").and_then(|n| n.rsplit_once(' ')) else { continue };
+                let mut ep2 =
+                    Episode { task_id: task, world: ep.world.clone(), image: ep.image.clone(), menu: Menu::default() };
+                let start = ep2.world.step_count;
+                let (_, _, done) = ep2.run(moves);
+                if done || (ep2.world.step_count - start) as usize != moves.len() {
+                    continue;
+                }
+                let front = ep2.world.front_obj().expect("facing something");
+                let label = text::Label {
+                    kind: front.kind,
+                    color: front.color,
+                    door: (front.kind == grid::ObjKind::Door).then(|| front.door_state()),
+                };
+                assert_eq!(label.to_string(), target.0, "task {task}, action {name:?}");
+                completed += 1;
+            }
+        }
+        assert!(completed > 100, "only {completed} go-to macros ran to completion");
+    }
+
+    #[test]
+    fn random_play_on_every_level_never_panics() {
+        for task in 0..NUM_LEVELS * 2 {
+            let mut e = level_env(task);
+            let seen = rollout(&mut e, task, 40);
+            assert!(seen.iter().all(|o| o.contains("\nAvailable actions: [")));
+        }
+    }
+
     #[test]
     fn options_are_checked() {
-        let opts = |pairs: &[(&str, &str)]| -> Options {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
+        let opts =
+            |pairs: &[(&str, &str)]| -> Options { pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() };
         let f = BabyAiFactory::new(&opts(&[])).unwrap();
         assert_eq!(f.num_tasks(), 40 * DEFAULT_NUM_SEEDS);
         let f = BabyAiFactory::new(&opts(&[("num_seeds", "5"), ("primitive", "true")])).unwrap();
@@ -601,10 +563,7 @@ mod tests {
             opts(&[("num_seeds", "-3")]),
             opts(&[("layout", "{not json")]),
         ] {
-            assert!(matches!(
-                BabyAiFactory::new(&bad),
-                Err(EnvError::InvalidOption { .. })
-            ));
+            assert!(matches!(BabyAiFactory::new(&bad), Err(EnvError::InvalidOption { .. })));
         }
     }
 }
