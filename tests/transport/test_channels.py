@@ -65,7 +65,8 @@ def test_garbage_is_counted_not_fatal(learner):
     raw.setsockopt(zmq.LINGER, 0)
     raw.connect(learner.endpoints.trajectories)
     raw.send(b"not msgpack at all")
-    raw.send(b"\x82\xa1v\x07\xa4kind\xactrajectories")  # {"v": 7, "kind": ...}
+    header = b"\x82\xa1v\x07\xa4kind\xactrajectories"  # {"v": 7, "kind": ...}
+    raw.send_multipart([header, b"", b"", b"", b""])
     with ActorChannels(learner.endpoints) as actor:
         actor.send_trajectories([make_traj(1)])
         got = recv_n(learner, 1)

@@ -32,12 +32,13 @@ def test_empty_batch_and_empty_trajectory_round_trip():
     assert_same(t, wire.decode_trajectories(wire.encode_trajectories([t]))[0])
 
 
-def test_arrays_are_little_endian_raw_bytes():
-    msg = msgpack.unpackb(wire.encode_trajectories([make_traj(1, n=4)]))
+def test_arrays_are_little_endian_raw_frames():
+    header, *frames = wire.encode_trajectories([make_traj(1, n=4)])
+    msg = msgpack.unpackb(header)
     assert msg["v"] == wire.SCHEMA_VERSION and msg["kind"] == "trajectories"
-    tokens = msg["tokens"]
-    assert tokens["dtype"] == "int32" and tokens["shape"] == [4]
-    assert np.array_equal(np.frombuffer(tokens["data"], "<i4"), make_traj(1, n=4).tokens)
+    assert msg["tokens"] == {"dtype": "int32", "shape": [4]}
+    assert np.array_equal(np.frombuffer(frames[0], "<i4"), make_traj(1, n=4).tokens)
+    assert np.array_equal(np.frombuffer(frames[1], "<f4"), make_traj(1, n=4).logprobs)
 
 
 def test_trajectory_rejects_inconsistent_arrays():
@@ -47,6 +48,12 @@ def test_trajectory_rejects_inconsistent_arrays():
         )
     with pytest.raises(WireError, match="dtype"):
         Trajectory(**{**_fields(make_traj()), "tokens": np.zeros(12, np.float32)})
+
+
+def test_numpy_scalars_are_accepted_and_encodable():
+    t = Trajectory(**{**_fields(make_traj()), "episode_id": np.int64(5), "reward": np.float32(1)})
+    out = wire.decode_trajectories(wire.encode_trajectories([t]))[0]
+    assert type(out.episode_id) is int and out.episode_id == 5 and out.reward == 1.0
 
 
 def _fields(t: Trajectory) -> dict:
@@ -59,6 +66,10 @@ def _tamper(buf: bytes, **changes) -> bytes:
     return msgpack.packb(msg)
 
 
+def _tamper_frames(frames, **changes):
+    return [_tamper(frames[0], **changes), *frames[1:]]
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -68,26 +79,40 @@ def _tamper(buf: bytes, **changes) -> bytes:
         {"n": 3},
         {"reward": ["x"]},
         {"success": [1]},
-        {"tokens": {"dtype": "int64", "shape": [12], "data": b"\0" * 96}},
-        {"tokens": {"dtype": "int32", "shape": [11], "data": b"\0" * 44}},
-        {"logprobs": {"dtype": "float32", "shape": [12], "data": b"\0" * 47}},
-        {"turn_versions": {"dtype": "int32", "shape": [0], "data": b""}},
+        {"lengths": [-1]},
+        {"lengths": [13]},
+        {"tokens": {"dtype": "int64", "shape": [6]}},
+        {"tokens": {"dtype": "int32", "shape": [11]}},
+        {"turn_versions": {"dtype": "int32", "shape": [0]}},
         {"group_size": [0]},
     ],
 )
 def test_malformed_trajectories_are_rejected(change):
-    buf = _tamper(wire.encode_trajectories([make_traj(0)]), **change)
+    frames = _tamper_frames(wire.encode_trajectories([make_traj(0)]), **change)
     with pytest.raises(WireError):
-        wire.decode_trajectories(buf)
+        wire.decode_trajectories(frames)
 
 
-@pytest.mark.parametrize(
-    "buf", [b"", b"\xc1", b"garbage", msgpack.packb([1, 2]), msgpack.packb({})]
-)
+def test_wrong_frames_are_rejected():
+    frames = wire.encode_trajectories([make_traj(0)])
+    with pytest.raises(WireError, match="frames"):
+        wire.decode_trajectories(frames[:-1])
+    with pytest.raises(WireError, match="bytes"):
+        wire.decode_trajectories([frames[0], frames[1], b"\0" * 47, *frames[3:]])
+
+
+GARBAGE = [b"", b"\xc1", b"garbage", msgpack.packb([1, 2]), msgpack.packb({})]
+
+
+@pytest.mark.parametrize("buf", GARBAGE)
 def test_garbage_is_rejected(buf):
-    for decode in (wire.decode_trajectories, wire.decode_control, wire.decode_weight_request):
+    for decode in (wire.decode_control, wire.decode_weight_request):
         with pytest.raises(WireError):
             decode(buf)
+    with pytest.raises(WireError):
+        wire.decode_trajectories([buf, b"", b"", b"", b""])
+    with pytest.raises(WireError):
+        wire.decode_trajectories([buf])
 
 
 def test_unknown_version_names_both_versions():

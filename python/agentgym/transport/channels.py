@@ -204,12 +204,12 @@ class LearnerChannels:
             return out
         for _ in range(max_messages):
             try:
-                frame = self._pull.recv(zmq.NOBLOCK, copy=False)
+                frames = self._pull.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 break
-            self.stats.bytes_received += len(frame)
+            self.stats.bytes_received += sum(len(f) for f in frames)
             try:
-                out.extend(decode_trajectories(frame.buffer))
+                out.extend(decode_trajectories([f.buffer for f in frames]))
                 self.stats.received += 1
             except WireError as e:
                 self.stats.reject("trajectories", e)
@@ -418,7 +418,7 @@ class ActorChannels:
         payload = encode_trajectories(trajectories)
         if timeout_s is not None and not self._push.poll(int(timeout_s * 1000), zmq.POLLOUT):
             return False
-        self._push.send(payload, copy=False)
+        self._push.send_multipart(payload, copy=False)
         self.stats.sent += 1
         return True
 
@@ -499,7 +499,7 @@ class AsyncActorChannels:
         payload = encode_trajectories(trajectories)
         if timeout_s is not None and not await self._push.poll(int(timeout_s * 1000), zmq.POLLOUT):
             return False
-        await self._push.send(payload, copy=False)
+        await self._push.send_multipart(payload, copy=False)
         self.stats.sent += 1
         return True
 

@@ -5,14 +5,19 @@ raw little-endian bytes next to their dtype name and shape; nothing on the wire 
 peer can never make the receiver run code. ``decode`` raises ``WireError`` (and only that) for
 anything it cannot trust: wrong version, unknown kind, missing fields, inconsistent lengths.
 
-Trajectories travel in batches (a GRPO group is the natural unit) and column-wise: one buffer
-with the tokens of the whole batch, one with the log-probs, one with the loss mask, plus one list
-per scalar field. That keeps the per-trajectory cost to a few slices on both sides.
+Trajectories travel in batches (a GRPO group is the natural unit) and column-wise, as one
+multipart message: frame 0 is a msgpack header with one list per scalar field and the dtype and
+shape of each array; frames 1.. hold the raw bytes of the concatenated tokens, log-probs, loss
+masks and turn versions of the whole batch. The big arrays are copied once when the batch is
+concatenated and never again: zmq sends the frames as they are, and the receiver slices numpy
+views straight out of the received frames.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +97,15 @@ class Trajectory:
     """Seconds spent per phase, e.g. ``{"generate": 1.2, "env": 0.1}``."""
 
     def __post_init__(self) -> None:
+        # numpy scalars and the like become plain Python values, which msgpack can encode
+        for name in ("episode_id", "group_id", "group_size", "task_id", "prompt_len", "num_turns"):
+            object.__setattr__(self, name, operator.index(getattr(self, name)))
+        if self.horizon_cap is not None:
+            object.__setattr__(self, "horizon_cap", operator.index(self.horizon_cap))
+        object.__setattr__(self, "reward", float(self.reward))
+        object.__setattr__(self, "success", bool(self.success))
+        object.__setattr__(self, "truncated", bool(self.truncated))
+        object.__setattr__(self, "timings", {str(k): float(v) for k, v in self.timings.items()})
         for name, dtype in (("tokens", "int32"), ("logprobs", "float32"), ("loss_mask", "uint8")):
             object.__setattr__(self, name, _as_1d(getattr(self, name), dtype, name))
         object.__setattr__(
@@ -105,6 +119,13 @@ class Trajectory:
             )
         if len(self.turn_versions) == 0:
             raise WireError(f"trajectory {self.episode_id}: turn_versions is empty")
+
+    @classmethod
+    def _trusted(cls, fields: dict[str, Any]) -> Trajectory:
+        """Build from fields the decoder has already validated (skips ``__post_init__``)."""
+        obj = cls.__new__(cls)
+        obj.__dict__.update(fields)
+        return obj
 
     @property
     def min_version(self) -> int:
@@ -214,25 +235,26 @@ def _safe_cast(src: np.dtype, dst: np.dtype) -> bool:
     return bool(np.can_cast(src, dst, casting="same_kind"))
 
 
-def _array(arr: np.ndarray, dtype: str) -> dict[str, Any]:
-    arr = np.ascontiguousarray(arr, dtype=_NUMPY_DTYPES[dtype])
-    return {"dtype": dtype, "shape": list(arr.shape), "data": arr.data}
+def _describe(arr: np.ndarray, dtype: str) -> dict[str, Any]:
+    return {"dtype": dtype, "shape": list(arr.shape)}
 
 
-def _unarray(obj: Any, dtype: str, name: str) -> np.ndarray:
-    if not isinstance(obj, dict):
-        raise WireError(f"{name}: expected an array map, got {type(obj).__name__}")
-    if obj.get("dtype") != dtype:
-        raise WireError(f"{name}: dtype {obj.get('dtype')!r} where {dtype!r} is expected")
-    shape, data = obj.get("shape"), obj.get("data")
+def _view(desc: Any, frame: Any, dtype: str, name: str) -> np.ndarray:
+    if not isinstance(desc, dict):
+        raise WireError(f"{name}: expected an array description, got {type(desc).__name__}")
+    if desc.get("dtype") != dtype:
+        raise WireError(f"{name}: dtype {desc.get('dtype')!r} where {dtype!r} is expected")
+    shape = desc.get("shape")
     if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
         raise WireError(f"{name}: bad shape {shape!r}")
-    if not isinstance(data, bytes):
-        raise WireError(f"{name}: data is not bytes")
     dt = _NUMPY_DTYPES[dtype]
-    if len(data) != dt.itemsize * math.prod(shape):
-        raise WireError(f"{name}: {len(data)} bytes for shape {shape} {dtype}")
-    return np.frombuffer(data, dtype=dt).reshape(shape)
+    try:
+        nbytes = memoryview(frame).nbytes
+    except TypeError:
+        raise WireError(f"{name}: frame is not a buffer") from None
+    if nbytes != dt.itemsize * math.prod(shape):
+        raise WireError(f"{name}: {nbytes} bytes for shape {shape} {dtype}")
+    return np.frombuffer(frame, dtype=dt).reshape(shape)
 
 
 _TRAJ_SCALARS = (
@@ -251,27 +273,30 @@ _TRAJ_SCALARS = (
 )
 
 
-def encode_trajectories(trajectories: Sequence[Trajectory]) -> bytes:
-    """Encode a batch of trajectories column-wise into one msgpack message."""
+_TRAJ_ARRAYS = (
+    ("tokens", "int32"),
+    ("logprobs", "float32"),
+    ("loss_mask", "uint8"),
+    ("turn_versions", "int32"),
+)
+"""The array frames of a trajectory message, in frame order (frame 0 is the header)."""
+
+
+def encode_trajectories(trajectories: Sequence[Trajectory]) -> list[Any]:
+    """Encode a batch of trajectories column-wise: ``[header, *array frames]``."""
     msg: dict[str, Any] = {"v": SCHEMA_VERSION, "kind": "trajectories", "n": len(trajectories)}
     for name in _TRAJ_SCALARS:
         msg[name] = [getattr(t, name) for t in trajectories]
     msg["timings"] = [dict(t) for t in msg["timings"]]
-    msg["lengths"] = _array(np.array([t.num_tokens for t in trajectories], np.int32), "int32")
-    msg["turn_counts"] = _array(
-        np.array([len(t.turn_versions) for t in trajectories], np.int32), "int32"
-    )
-    msg["turn_versions"] = _concat([t.turn_versions for t in trajectories], "int32")
-    msg["tokens"] = _concat([t.tokens for t in trajectories], "int32")
-    msg["logprobs"] = _concat([t.logprobs for t in trajectories], "float32")
-    msg["loss_mask"] = _concat([t.loss_mask for t in trajectories], "uint8")
-    return msgpack.packb(msg, use_bin_type=True)
-
-
-def _concat(arrays: list[np.ndarray], dtype: str) -> dict[str, Any]:
-    if not arrays:
-        return _array(np.zeros(0, _NUMPY_DTYPES[dtype]), dtype)
-    return _array(np.concatenate(arrays), dtype)
+    msg["lengths"] = [t.num_tokens for t in trajectories]
+    msg["turn_counts"] = [len(t.turn_versions) for t in trajectories]
+    frames = []
+    for name, dtype in _TRAJ_ARRAYS:
+        parts = [getattr(t, name) for t in trajectories]
+        arr = np.concatenate(parts) if parts else np.zeros(0, _NUMPY_DTYPES[dtype])
+        msg[name] = _describe(arr, dtype)
+        frames.append(arr.data)
+    return [msgpack.packb(msg, use_bin_type=True), *frames]
 
 
 def encode_control(control: Control) -> bytes:
@@ -358,52 +383,53 @@ def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
     return types if isinstance(types, tuple) else (types,)
 
 
-def decode_trajectories(buf: Any) -> list[Trajectory]:
-    """Decode a trajectory batch; raises WireError if anything is off."""
-    msg = _unpack(buf, "trajectories")
+def decode_trajectories(frames: Sequence[Any]) -> list[Trajectory]:
+    """Decode the frames of a trajectory batch; raises WireError if anything is off.
+
+    The arrays of the returned trajectories are read-only views into ``frames``.
+    """
+    if len(frames) != 1 + len(_TRAJ_ARRAYS):
+        raise WireError(f"trajectories: expected {1 + len(_TRAJ_ARRAYS)} frames, got {len(frames)}")
+    msg = _unpack(frames[0], "trajectories")
     n = _field(msg, "n", int)
     cols = {name: _field(msg, name, list) for name in _TRAJ_SCALARS}
-    if any(len(c) != n for c in cols.values()):
-        raise WireError(f"trajectories: scalar columns do not all have {n} entries")
-    lengths = _unarray(_field(msg, "lengths", dict), "int32", "lengths")
-    turn_counts = _unarray(_field(msg, "turn_counts", dict), "int32", "turn_counts")
-    if len(lengths) != n or len(turn_counts) != n:
-        raise WireError("trajectories: lengths/turn_counts do not match n")
-    if (lengths < 0).any() or (turn_counts < 0).any():
-        raise WireError("trajectories: negative lengths")
+    lengths = _field(msg, "lengths", list)
+    turn_counts = _field(msg, "turn_counts", list)
+    if any(len(c) != n for c in (*cols.values(), lengths, turn_counts)):
+        raise WireError(f"trajectories: columns do not all have {n} entries")
+    if not all(isinstance(x, int) and x >= 0 for x in (*lengths, *turn_counts)):
+        raise WireError("trajectories: lengths must be non-negative integers")
     arrays = {
-        name: _unarray(_field(msg, name, dict), dtype, name)
-        for name, dtype in (("tokens", "int32"), ("logprobs", "float32"), ("loss_mask", "uint8"))
+        name: _view(_field(msg, name, dict), frame, dtype, name)
+        for (name, dtype), frame in zip(_TRAJ_ARRAYS, frames[1:], strict=True)
     }
-    total = int(lengths.sum(dtype=np.int64))
-    if any(len(a) != total for a in arrays.values()):
+    total = sum(lengths)
+    if any(len(arrays[name]) != total for name in ("tokens", "logprobs", "loss_mask")):
         raise WireError(f"trajectories: token buffers do not hold {total} entries")
-    versions = _unarray(_field(msg, "turn_versions", dict), "int32", "turn_versions")
-    if len(versions) != int(turn_counts.sum(dtype=np.int64)):
+    if len(arrays["turn_versions"]) != sum(turn_counts):
         raise WireError("trajectories: turn_versions does not match turn_counts")
-    return _build_trajectories(n, cols, lengths, turn_counts, arrays, versions)
+    return _build_trajectories(n, cols, lengths, turn_counts, arrays)
 
 
-def _build_trajectories(n, cols, lengths, turn_counts, arrays, versions) -> list[Trajectory]:
-    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).tolist()
-    turn_offsets = np.concatenate([[0], np.cumsum(turn_counts, dtype=np.int64)]).tolist()
+def _build_trajectories(n, cols, lengths, turn_counts, arrays) -> list[Trajectory]:
+    _check_columns(cols, turn_counts)
+    offsets = [0, *itertools.accumulate(lengths)]
+    turn_offsets = [0, *itertools.accumulate(turn_counts)]
+    tokens, logprobs, mask = arrays["tokens"], arrays["logprobs"], arrays["loss_mask"]
+    versions = arrays["turn_versions"]
+    rows = zip(*(cols[name] for name in _TRAJ_SCALARS), strict=True)
     out = []
-    for i in range(n):
+    for i, row in enumerate(rows):
         a, b = offsets[i], offsets[i + 1]
-        try:
-            scalars = {name: cols[name][i] for name in _TRAJ_SCALARS}
-            _check_scalars(scalars)
-            out.append(
-                Trajectory(
-                    **scalars,
-                    turn_versions=versions[turn_offsets[i] : turn_offsets[i + 1]],
-                    tokens=arrays["tokens"][a:b],
-                    logprobs=arrays["logprobs"][a:b],
-                    loss_mask=arrays["loss_mask"][a:b],
-                )
-            )
-        except (TypeError, ValueError) as e:
-            raise WireError(f"trajectory {i}: {e}") from None
+        fields = dict(zip(_TRAJ_SCALARS, row, strict=True))
+        fields["reward"] = float(fields["reward"])
+        fields["turn_versions"] = versions[turn_offsets[i] : turn_offsets[i + 1]]
+        fields["tokens"], fields["logprobs"], fields["loss_mask"] = (
+            tokens[a:b],
+            logprobs[a:b],
+            mask[a:b],
+        )
+        out.append(Trajectory._trusted(fields))
     return out
 
 
@@ -423,14 +449,23 @@ _SCALAR_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def _check_scalars(scalars: dict[str, Any]) -> None:
-    for name, value in scalars.items():
-        types = _SCALAR_TYPES[name]
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            raise WireError(f"field {name!r}: got {type(value).__name__}")
-    scalars["reward"] = float(scalars["reward"])
-    if scalars["group_size"] < 1:
+def _check_columns(cols: dict[str, list], turn_counts: list[int]) -> None:
+    """Type-check every scalar column at once (bool never passes for a number)."""
+    for name, types in _SCALAR_TYPES.items():
+        col = cols[name]
+        allowed = set(types)
+        if not all(type(v) in allowed for v in col):
+            bad = next(v for v in col if type(v) not in allowed)
+            raise WireError(f"field {name!r}: got {type(bad).__name__}")
+    if not all(g >= 1 for g in cols["group_size"]):
         raise WireError("field 'group_size' must be >= 1")
+    if not all(c >= 1 for c in turn_counts):
+        raise WireError("every trajectory needs at least one turn version")
+    if not all(
+        all(type(k) is str and type(v) in (int, float) for k, v in t.items())
+        for t in cols["timings"]
+    ):
+        raise WireError("field 'timings' must map names to numbers")
 
 
 def decode_control(buf: Any) -> Control:

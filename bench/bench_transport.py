@@ -1,0 +1,162 @@
+"""Trajectory transport over loopback ZeroMQ: agentgym's msgpack wire format vs pickle.
+
+Both sides run in separate processes and talk over the same kind of socket pair (PUSH ->
+PULL on tcp://127.0.0.1). Each message carries a batch of 2048-token trajectories; the sender
+encodes every message (agentgym: ``encode_trajectories``; pickle: ``pickle.dumps`` of the same
+list of ``Trajectory`` objects, protocol 5) and the receiver decodes every message back into
+``Trajectory`` objects. Timing runs from the first message received to the last.
+
+    python bench/bench_transport.py [--tokens 2048] [--messages 2000]
+
+MB/s counts wire bytes (the encoded messages); payload MB/s counts only the token, log-prob
+and mask bytes, which are the same for both formats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import pickle
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+
+import numpy as np  # noqa: E402
+import zmq  # noqa: E402
+
+from agentgym.transport.wire import (  # noqa: E402
+    Trajectory,
+    decode_trajectories,
+    encode_trajectories,
+)
+
+END = b"END"
+
+
+def make_batch(batch: int, tokens: int, seed: int = 0) -> list[Trajectory]:
+    """``batch`` trajectories of ``tokens`` tokens with a multi-turn-like loss mask."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(batch):
+        mask = (np.arange(tokens) // 64 % 2).astype(np.uint8)
+        out.append(
+            Trajectory(
+                episode_id=i,
+                group_id=i // 8,
+                group_size=8,
+                env="textcraft",
+                task_id=i,
+                horizon_cap=20,
+                turn_versions=np.full(16, 3, np.int32),
+                tokens=rng.integers(0, 150_000, tokens, dtype=np.int32),
+                logprobs=(-rng.random(tokens) * mask).astype(np.float32),
+                loss_mask=mask,
+                prompt_len=128,
+                reward=1.0,
+                success=True,
+                truncated=False,
+                num_turns=16,
+                timings={"generate": 1.0, "env": 0.1},
+            )
+        )
+    return out
+
+
+def encoder(fmt: str):
+    """Batch -> list of frames."""
+    if fmt == "agentgym":
+        return encode_trajectories
+    return lambda trajs: [pickle.dumps(trajs, protocol=5)]
+
+
+def decoder(fmt: str):
+    """List of frame buffers -> list of Trajectory."""
+    if fmt == "agentgym":
+        return decode_trajectories
+    return lambda frames: pickle.loads(frames[0])
+
+
+def sender(endpoint: str, fmt: str, batch: int, tokens: int, messages: int) -> None:
+    """Child process: encode and push ``messages`` batches, then the end marker."""
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    push.setsockopt(zmq.SNDHWM, 64)
+    push.setsockopt(zmq.LINGER, -1)
+    push.connect(endpoint)
+    trajs = make_batch(batch, tokens)
+    encode = encoder(fmt)
+    for _ in range(messages):
+        push.send_multipart(encode(trajs), copy=False)
+    push.send(END)
+    push.close()
+    ctx.term()
+
+
+def receive(fmt: str, batch: int, tokens: int, messages: int) -> dict[str, float]:
+    """Run one sender process against a PULL socket here; returns the measured rates."""
+    ctx = zmq.Context.instance()
+    pull = ctx.socket(zmq.PULL)
+    pull.setsockopt(zmq.RCVHWM, 64)
+    pull.setsockopt(zmq.LINGER, 0)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    proc = mp.get_context("spawn").Process(
+        target=sender, args=(f"tcp://127.0.0.1:{port}", fmt, batch, tokens, messages)
+    )
+    proc.start()
+    decode = decoder(fmt)
+    n_traj = wire_bytes = 0
+    start = None
+    while True:
+        frames = pull.recv_multipart(copy=False)
+        if len(frames) == 1 and frames[0].bytes == END:
+            break
+        if start is None:
+            start = time.perf_counter()
+        wire_bytes += sum(len(f) for f in frames)
+        n_traj += len(decode([f.buffer for f in frames]))
+    elapsed = time.perf_counter() - start
+    proc.join()
+    pull.close()
+    payload = n_traj * tokens * (4 + 4 + 1)
+    return {
+        "traj_s": n_traj / elapsed,
+        "mb_s": wire_bytes / elapsed / 1e6,
+        "payload_mb_s": payload / elapsed / 1e6,
+        "bytes_per_traj": wire_bytes / n_traj,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokens", type=int, default=2048)
+    ap.add_argument("--messages", type=int, default=2000)
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    args = ap.parse_args()
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"python {platform.python_version()}, pyzmq {zmq.__version__}"
+    )
+    print(
+        f"{args.tokens}-token trajectories, tcp loopback, sender and receiver in separate "
+        f"processes\n"
+    )
+    print("| batch/msg | format | traj/s | wire MB/s | payload MB/s | bytes/traj | speed-up |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for batch in args.batches:
+        n = max(20, args.messages // batch)
+        ours = receive("agentgym", batch, args.tokens, n)
+        theirs = receive("pickle", batch, args.tokens, n)
+        for fmt, r in (("agentgym msgpack", ours), ("pickle", theirs)):
+            speedup = r["traj_s"] / theirs["traj_s"]
+            print(
+                f"| {batch} | {fmt} | {r['traj_s']:,.0f} | {r['mb_s']:,.0f} | "
+                f"{r['payload_mb_s']:,.0f} | {r['bytes_per_traj']:,.0f} | {speedup:.2f}x |"
+            )
+
+
+if __name__ == "__main__":
+    main()
