@@ -12,6 +12,7 @@ from agentgym.models import (  # noqa: E402
     MANIFEST,
     TinyModelSpec,
     build_tiny_model,
+    env_corpus,
     load_model,
 )
 
@@ -103,3 +104,16 @@ def test_build_leaves_global_rng_alone(tmp_path) -> None:
     torch.manual_seed(123)
     build_tiny_model(tmp_path / "tiny", CORPUS, SPEC)
     assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize("env", ["babyai", "textcraft"])
+def test_env_corpus_is_env_text_and_deterministic(env) -> None:
+    pytest.importorskip("agentgym._envserver")
+    texts = env_corpus(env, episodes=4, max_steps=3, seed=1)
+    assert texts == env_corpus(env, episodes=4, max_steps=3, seed=1)
+    replies = [t for t in texts if t.startswith("Thought: ")]
+    assert 4 <= len(replies) <= 12
+    assert len(texts) > len(replies) + 4  # first observations plus step observations
+    if env == "textcraft":
+        assert any(t.startswith("Crafting commands:") for t in texts)
+        assert any(t.startswith(("Got ", "Crafted ", "Could not", "Inventory")) for t in texts)

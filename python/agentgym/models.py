@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
@@ -164,6 +166,54 @@ def load_tokenizer(path: str | Path) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(path)
+
+
+def env_corpus(
+    env: str, *, episodes: int = 64, max_steps: int = 20, seed: int = 0, **options: Any
+) -> list[str]:
+    """Text of `episodes` random-action episodes of native env `env` (a tokenizer corpus).
+
+    Actions come from the env's menu of available actions when it has one (BabyAI), otherwise
+    from the commands its first observation lists (TextCraft: each "craft ..." line and a "get"
+    of each ingredient) plus "inventory". Each action is also written as an agent reply
+    ("Thought: ...\nAction: <action>") so the reply format gets its own merges.
+    Deterministic for a given (env, episodes, max_steps, seed).
+    """
+    from agentgym.envs import EnvPool
+
+    rng = random.Random(seed)
+    pool = EnvPool(env, seed=seed, **options)
+    ids = pool.create(episodes)
+    texts = pool.reset(ids, pool.sample_task_ids(episodes))
+    fallback = {i: _commands_in(obs) for i, obs in zip(ids, texts, strict=True)}
+    live = list(ids)
+    for _ in range(max_steps):
+        menus = pool.available_actions(live)
+        actions = [rng.choice(m or fallback[i]) for i, m in zip(live, menus, strict=True)]
+        batch = pool.step(live, actions)
+        texts += [o for o in batch.observations if o]
+        texts += [f"Thought: I will {a}.\nAction: {a}" for a in actions]
+        ended = batch.dones | batch.truncated
+        live = [i for k, i in enumerate(live) if not ended[k] and batch.errors[k] is None]
+        if not live:
+            break
+    pool.close(ids)
+    return texts
+
+
+_CRAFT_LINE = re.compile(r"^craft .+$", re.MULTILINE)
+_INGREDIENT = re.compile(r"(\d+) ([a-z][a-z ]*?)(?:,|$)")
+
+
+def _commands_in(observation: str) -> list[str]:
+    """Actions a random TextCraft-like player can try: listed crafts, gets of their inputs."""
+    crafts = _CRAFT_LINE.findall(observation)
+    gets = [
+        f"get {n} {item}"
+        for line in crafts
+        for n, item in _INGREDIENT.findall(line.partition(" using ")[2])
+    ]
+    return ["inventory", *crafts, *gets]
 
 
 def builtin_corpus() -> list[str]:
