@@ -374,10 +374,10 @@ class Learner:
                 self.publish(channels, weights=self.version % self.cfg.publish_weights_every == 0)
                 if self._checkpoint_due():
                     self.save_checkpoint()
+            if self.cfg.checkpoint_dir is not None:  # a clean end; never after a failed update
+                self.save_checkpoint()
         finally:
             writer.close()
-            if self.cfg.checkpoint_dir is not None:
-                self.save_checkpoint()
             channels.publish_control(Control(self.version, self.horizon.cap, stop=True), wait_s=2.0)
 
     def publish(self, channels: LearnerChannels, *, weights: bool) -> None:
