@@ -1,0 +1,121 @@
+"""``agentgym-envserver``: serve a native env over HTTP in AgentGym's wire format.
+
+    agentgym-envserver --env textcraft --port 36001
+
+The server is Rust (``agentgym._envserver.Server``: axum on tokio, sessions in an EnvPool); this
+script only parses arguments, fills in TextCraft's default recipe folder, and waits with the GIL
+released until Ctrl-C (or SIGTERM), which stops it cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+TOKEN_ENV = "AGENTGYM_ENVSERVER_TOKEN"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: one flag per server option."""
+    p = argparse.ArgumentParser(
+        prog="agentgym-envserver",
+        description="Serve a native agentgym env over HTTP, wire-compatible with AgentGym.",
+    )
+    p.add_argument("--env", required=True, help="native env name (babyai, textcraft)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=36001, help="port (0: pick a free one)")
+    p.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env option, repeatable (e.g. -o recipes_dir=/path for textcraft)",
+    )
+    p.add_argument("--max-sessions", type=int, default=65536, help="open sessions allowed")
+    p.add_argument("--max-body-bytes", type=int, default=8 << 20, help="request body limit")
+    p.add_argument("--max-action-bytes", type=int, default=None, help="action length limit")
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=3600.0,
+        help="close sessions unused for this many seconds (0: never)",
+    )
+    p.add_argument(
+        "--token",
+        default=None,
+        help=f"bearer token every request must carry (default: ${TOKEN_ENV} if set)",
+    )
+    p.add_argument("--workers", type=int, default=None, help="HTTP worker threads (default: cores)")
+    p.add_argument("--env-threads", type=int, default=None, help="env threads (default: cores)")
+    p.add_argument(
+        "--step-latency-ms",
+        type=float,
+        default=0.0,
+        help="add this much latency to each step request (benchmarks only)",
+    )
+    return p
+
+
+def parse_options(env: str, pairs: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs as env options, plus TextCraft's default ``recipes_dir``."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"agentgym-envserver: --option expects KEY=VALUE, got {pair!r}")
+        options[key] = value
+    if env == "textcraft" and "recipes_dir" not in options:
+        from agentgym.envs.textcraft import default_recipes_dir
+
+        options["recipes_dir"] = default_recipes_dir()
+    return options
+
+
+def start(args: argparse.Namespace):
+    """Starts the native server described by ``args`` (returns ``agentgym._envserver.Server``)."""
+    from agentgym import _envserver
+
+    return _envserver.Server(
+        args.env,
+        host=args.host,
+        port=args.port,
+        options=parse_options(args.env, args.option),
+        max_sessions=args.max_sessions,
+        max_body_bytes=args.max_body_bytes,
+        max_action_bytes=args.max_action_bytes,
+        idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
+        token=args.token or os.environ.get(TOKEN_ENV) or None,
+        workers=args.workers,
+        env_threads=args.env_threads,
+        step_latency=args.step_latency_ms / 1000.0,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the server until Ctrl-C or SIGTERM."""
+    args = build_parser().parse_args(argv)
+    try:
+        server = start(args)
+    except (OSError, ValueError, KeyError, RuntimeError, ImportError) as e:
+        print(f"agentgym-envserver: {e}", file=sys.stderr)
+        return 2
+    # SIGTERM ends the process like Ctrl-C does: through KeyboardInterrupt and server.stop().
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    print(f"agentgym-envserver: {args.env} on http://{server.host}:{server.port}", flush=True)
+    try:
+        # Short waits with the GIL released, so Python sees Ctrl-C between them.
+        while not server.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        print("agentgym-envserver: stopping", flush=True)
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

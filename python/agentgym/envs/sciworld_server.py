@@ -1,0 +1,280 @@
+"""``agentgym-sciworld-server``: ScienceWorld over HTTP in AgentGym's SciWorld wire format.
+
+    pip install 'agentgym[sciworld]'      # scienceworld (needs Java 11+), fastapi, uvicorn
+    agentgym-sciworld-server --port 36002 --max-sessions 16
+
+Drive it with ``EnvPool.remote("http://127.0.0.1:36002", "sciworld")``. Routes, as AgentGym's
+``agentenv-sciworld``: ``GET /``, ``POST /create -> {"id"}``, ``POST /reset {"id", "data_idx"} ->
+{"task_name", "var_num", "task_description", "observation", "reward", "score", "deleted",
+"done"}``, ``POST /step {"id", "action"} -> {"observation", "reward", "score", "done"}``,
+``GET /observation?id=N -> str``, ``POST /close {"id"} -> true|false``; plus ``GET /health``.
+
+Task ``data_idx`` enumerates (task, variation) pairs in the simulator's task order, leaving out
+the tasks AgentGym leaves out. Each session owns a JVM (about 0.2-0.5 GB), so sessions are capped
+(``--max-sessions``; over it ``/create`` answers 503) and ``/close`` shuts the JVM down. Errors
+are ``{"error": "..."}`` with 404 (unknown id), 409 (episode finished), 422 (bad fields or
+``data_idx``), 503 (over capacity); AgentGym's server answers 200 for those.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Tasks AgentGym's SciWorld server leaves out of its task list.
+EXCLUDED_TASKS = frozenset({"5-1", "5-2", "9-1", "9-2", "9-3", "10-1", "10-2"})
+
+
+class HttpError(Exception):
+    """An error reply: status code and message."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class Session:
+    """One ScienceWorld simulator (one JVM) and what the wire reports about it."""
+
+    env: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    observation: str = ""
+    done: bool = False
+    started: bool = False
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class SciWorldSessions:
+    """The session table: JVM-backed simulators, capped in number, freed on close."""
+
+    def __init__(self, max_sessions: int = 16, make_env: Any = None):
+        if make_env is None:
+            from scienceworld import ScienceWorldEnv
+
+            make_env = ScienceWorldEnv
+        self._make_env = make_env
+        self.max_sessions = max_sessions
+        self._sessions: dict[int, Session] = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(0)
+        self._reserved = 0
+        self.games = self._list_games()
+
+    def _list_games(self) -> list[tuple[str, int]]:
+        """(task name, variation) pairs, AgentGym's ``data_idx`` order."""
+        env = self._make_env()
+        try:
+            return [
+                (name, variation)
+                for key, name in env.tasks.items()
+                if key not in EXCLUDED_TASKS
+                for variation in range(env.get_max_variations(name))
+            ]
+        finally:
+            env.close()
+
+    def create(self) -> dict[str, Any]:
+        with self._lock:
+            if len(self._sessions) + self._reserved >= self.max_sessions:
+                raise HttpError(
+                    503, f"too many sessions: {self.max_sessions} open (--max-sessions)"
+                )
+            self._reserved += 1
+        try:
+            env = self._make_env()  # starts a JVM: seconds, outside the table lock
+        finally:
+            with self._lock:
+                self._reserved -= 1
+        with self._lock:
+            session_id = next(self._ids)
+            self._sessions[session_id] = Session(env)
+        return {"id": session_id}
+
+    def reset(self, session_id: int, data_idx: int) -> dict[str, Any]:
+        if not 0 <= data_idx < len(self.games):
+            raise HttpError(422, f"data_idx {data_idx} is out of range 0..{len(self.games)}")
+        s = self._get(session_id)
+        task_name, variation = self.games[data_idx]
+        with s.lock:
+            s.env.load(task_name, variation)
+            description = s.env.get_task_description()
+            observation, reward, done, info = s.env.step("look around")
+            s.observation, s.done, s.started = observation, bool(done), True
+        return {
+            "task_name": task_name,
+            "var_num": variation,
+            "task_description": description,
+            "observation": observation,
+            "reward": reward,
+            "score": info["score"],
+            "deleted": False,
+            "done": bool(done),
+        }
+
+    def step(self, session_id: int, action: str) -> dict[str, Any]:
+        s = self._get(session_id)
+        with s.lock:
+            if not s.started:
+                raise HttpError(409, f"session {session_id} has not been reset")
+            if s.done:
+                raise HttpError(409, f"the episode of session {session_id} has finished; reset it")
+            observation, reward, done, info = s.env.step(action)
+            s.observation, s.done = observation, bool(done)
+        return {
+            "observation": observation,
+            "reward": reward,
+            "score": info["score"],
+            "done": s.done,
+        }
+
+    def observation(self, session_id: int) -> str:
+        return self._get(session_id).observation
+
+    def close(self, session_id: int) -> bool:
+        with self._lock:
+            s = self._sessions.pop(session_id, None)
+        if s is None:
+            return False
+        with s.lock:
+            s.env.close()
+        return True
+
+    def close_idle(self, idle_seconds: float) -> int:
+        """Closes sessions unused for ``idle_seconds``; returns how many."""
+        now = time.monotonic()
+        with self._lock:
+            idle = [i for i, s in self._sessions.items() if now - s.last_used > idle_seconds]
+        return sum(self.close(i) for i in idle)
+
+    def close_all(self) -> None:
+        with self._lock:
+            ids = list(self._sessions)
+        for i in ids:
+            self.close(i)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def _get(self, session_id: int) -> Session:
+        with self._lock:
+            s = self._sessions.get(session_id)
+        if s is None:
+            raise HttpError(404, f"unknown session id {session_id} (never created or closed)")
+        s.last_used = time.monotonic()
+        return s
+
+
+def build_app(sessions: SciWorldSessions) -> Any:
+    """The FastAPI app over ``sessions``."""
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from pydantic import BaseModel
+
+    class StepBody(BaseModel):
+        id: int
+        action: str
+
+    class ResetBody(BaseModel):
+        id: int
+        data_idx: int
+
+    class IdBody(BaseModel):
+        id: int
+
+    app = FastAPI()
+
+    @app.exception_handler(HttpError)
+    async def _http_error(_: Request, e: HttpError) -> JSONResponse:
+        return JSONResponse({"error": e.message}, status_code=e.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
+        status = 400 if any(err.get("type") == "json_invalid" for err in e.errors()) else 422
+        return JSONResponse({"error": f"wrong fields in request: {e.errors()}"}, status_code=status)
+
+    @app.get("/")
+    def hello() -> str:
+        return "This is environment ScienceWorld."
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "server": "agentgym-sciworld-server",
+            "env": "sciworld",
+            "num_tasks": len(sessions.games),
+            "sessions": len(sessions),
+            "max_sessions": sessions.max_sessions,
+            "batch": False,
+        }
+
+    @app.post("/create")
+    def create() -> dict[str, Any]:
+        return sessions.create()
+
+    @app.post("/reset")
+    def reset(body: ResetBody) -> dict[str, Any]:
+        return sessions.reset(body.id, body.data_idx)
+
+    @app.post("/step")
+    def step(body: StepBody) -> dict[str, Any]:
+        return sessions.step(body.id, body.action)
+
+    @app.get("/observation")
+    def observation(id: int) -> str:  # noqa: A002 - AgentGym's query parameter name
+        return sessions.observation(id)
+
+    @app.post("/close")
+    def close(body: IdBody) -> bool:
+        return sessions.close(body.id)
+
+    return app
+
+
+def _reap(sessions: SciWorldSessions, idle_seconds: float, stop: threading.Event) -> None:
+    while not stop.wait(min(60.0, max(1.0, idle_seconds / 4))):
+        sessions.close_idle(idle_seconds)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the server until Ctrl-C; every JVM is shut down on the way out."""
+    p = argparse.ArgumentParser(prog="agentgym-sciworld-server", description=__doc__.split("\n")[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=36002)
+    p.add_argument("--max-sessions", type=int, default=16, help="JVM-backed sessions at once")
+    p.add_argument("--idle-timeout", type=float, default=3600.0, help="seconds; 0: never")
+    args = p.parse_args(argv)
+    import socket
+
+    import uvicorn
+
+    sessions = SciWorldSessions(max_sessions=args.max_sessions)
+    stop = threading.Event()
+    if args.idle_timeout > 0:
+        threading.Thread(
+            target=_reap, args=(sessions, args.idle_timeout, stop), daemon=True
+        ).start()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    server = uvicorn.Server(uvicorn.Config(build_app(sessions), log_level="warning"))
+    host, port = sock.getsockname()[:2]
+    print(f"agentgym-sciworld-server: sciworld on http://{host}:{port}", flush=True)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        stop.set()
+        sessions.close_all()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

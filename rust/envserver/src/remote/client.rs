@@ -1,0 +1,157 @@
+//! One HTTP client per server: keep-alive connections, a cap on requests in flight, timeouts,
+//! and errors that say whether the request can have reached the server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+/// Why a call failed. Only [`CallError::NotSent`] guarantees the server never saw the request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallError {
+    /// The connection could not be made (refused, unreachable, connect timeout).
+    NotSent(String),
+    /// Sent, but no complete reply within the timeout: the server may have acted on it.
+    Timeout(String),
+    /// The connection broke after sending (the server died mid-request, reset...).
+    Broken(String),
+    /// A reply with a non-2xx status; `message` is the server's `error` field when it has one.
+    Status { code: u16, message: String },
+    /// A 2xx reply that is not JSON, or JSON of the wrong shape.
+    Garbage(String),
+    /// A 200 JSON reply `{"error": ...}` (AgentGym servers report failures this way).
+    Server(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::NotSent(e) => write!(f, "could not connect: {e}"),
+            CallError::Timeout(e) => write!(f, "no reply within the timeout ({e})"),
+            CallError::Broken(e) => write!(f, "connection failed during the request: {e}"),
+            CallError::Status { code, message } => write!(f, "HTTP {code}: {message}"),
+            CallError::Garbage(e) => write!(f, "unusable reply: {e}"),
+            CallError::Server(e) => write!(f, "server error: {e}"),
+        }
+    }
+}
+
+impl CallError {
+    /// Whether the server may have received (and acted on) the request.
+    pub fn may_have_reached(&self) -> bool {
+        !matches!(self, CallError::NotSent(_))
+    }
+}
+
+/// Client settings shared by all servers of a pool.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub max_in_flight: usize,
+    pub connect_timeout: Duration,
+    pub timeout: Duration,
+    pub token: Option<String>,
+}
+
+pub struct ServerClient {
+    pub base: String,
+    http: reqwest::Client,
+    slots: Arc<Semaphore>,
+}
+
+impl ServerClient {
+    pub fn new(base: &str, options: &ClientOptions) -> Result<Self, String> {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(token) = &options.token {
+            let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| "the token is not a valid header value".to_string())?;
+            headers.insert(AUTHORIZATION, value);
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .connect_timeout(options.connect_timeout)
+            .timeout(options.timeout)
+            .pool_max_idle_per_host(options.max_in_flight)
+            .pool_idle_timeout(Duration::from_secs(50))
+            .tcp_nodelay(true)
+            .no_proxy()
+            .build()
+            .map_err(|e| format!("cannot build an HTTP client for {base}: {e}"))?;
+        let slots = Arc::new(Semaphore::new(options.max_in_flight.max(1)));
+        Ok(Self { base: base.trim_end_matches('/').to_string(), http, slots })
+    }
+
+    /// `POST path` with a JSON body; the reply parsed as JSON.
+    pub async fn post(&self, path: &str, body: &Value) -> Result<Value, CallError> {
+        let bytes = serde_json::to_vec(body).map_err(|e| CallError::NotSent(e.to_string()))?;
+        self.send(self.http.post(format!("{}{path}", self.base)).body(bytes)).await
+    }
+
+    /// `GET path`; the reply parsed as JSON.
+    pub async fn get(&self, path: &str) -> Result<Value, CallError> {
+        self.send(self.http.get(format!("{}{path}", self.base))).await
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, CallError> {
+        let _slot = self.slots.acquire().await.map_err(|e| CallError::NotSent(e.to_string()))?;
+        let response = request.send().await.map_err(classify)?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(classify)?;
+        let parsed: Result<Value, _> = serde_json::from_slice(&body);
+        if !status.is_success() {
+            let message = match &parsed {
+                Ok(Value::Object(m)) if m.contains_key("error") => error_text(&m["error"]),
+                Ok(Value::Object(m)) if m.contains_key("detail") => error_text(&m["detail"]),
+                _ => snippet(&body),
+            };
+            return Err(CallError::Status { code: status.as_u16(), message });
+        }
+        match parsed {
+            Ok(Value::Object(m)) if m.len() == 1 && m.contains_key("error") => Err(CallError::Server(error_text(&m["error"]))),
+            Ok(v) => Ok(v),
+            Err(e) => Err(CallError::Garbage(format!("not JSON ({e}): {}", snippet(&body)))),
+        }
+    }
+}
+
+fn classify(e: reqwest::Error) -> CallError {
+    let text = full_message(&e);
+    if e.is_connect() {
+        CallError::NotSent(text)
+    } else if e.is_timeout() {
+        CallError::Timeout(text)
+    } else if e.is_builder() {
+        CallError::NotSent(text)
+    } else {
+        CallError::Broken(text)
+    }
+}
+
+fn full_message(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn error_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The start of a reply body, for error messages.
+fn snippet(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+    if body.len() > 200 {
+        format!("{text:?}...")
+    } else {
+        format!("{text:?}")
+    }
+}

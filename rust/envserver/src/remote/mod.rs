@@ -1,0 +1,654 @@
+//! RemotePool: sessions living on AgentGym-compatible HTTP servers, behind the same batched API
+//! as [`crate::pool::EnvPool`] (create / reset / step / close, horizon cap, per-session errors).
+//!
+//! - One batched call puts all its HTTP requests in flight at once on a tokio runtime (keep-alive
+//!   connection pool per server, at most `max_in_flight` requests per server, connect and
+//!   request timeouts). With an `agentgym-envserver` (detected through `GET /health`) a batch is
+//!   one `/batch/*` request per server.
+//! - New sessions go to the servers holding the fewest; a server that cannot be reached gets none.
+//! - A server that dies, hangs or answers garbage fails only its own sessions, each with an error
+//!   naming the server and the cause. A step whose request may have reached the server is never
+//!   retried (the env may have moved); the session is then marked failed until it is reset.
+//! - The runtime and connections are built per process id, so a forked child gets fresh ones.
+//! - Observations are the last ones the servers returned, kept here; `info` adds the reset
+//!   reply's other fields (e.g. ScienceWorld's `task_name`, `var_num`, `task_description`).
+
+mod client;
+mod wire;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use parking_lot::Mutex;
+use serde_json::{Map, Value};
+
+pub use client::{CallError, ClientOptions, ServerClient};
+pub use wire::WireDialect;
+
+use crate::pool::{PoolError, StepResult, DEFAULT_MAX_ACTION_BYTES};
+
+/// How a RemotePool reaches its servers.
+#[derive(Debug, Clone)]
+pub struct RemoteConfig {
+    /// Base URLs, e.g. `http://127.0.0.1:36001`.
+    pub urls: Vec<String>,
+    /// Env name, for messages and `info`.
+    pub env: String,
+    pub dialect: WireDialect,
+    /// Use the `/batch/*` routes: `None` detects them through `GET /health`.
+    pub batch: Option<bool>,
+    pub client: ClientOptions,
+    pub max_action_bytes: usize,
+    /// Valid task ids are `0..num_tasks`; `None` takes it from an agentgym server's `/health`.
+    pub num_tasks: Option<u64>,
+}
+
+impl RemoteConfig {
+    pub fn new(urls: Vec<String>, env: &str) -> Self {
+        Self {
+            urls,
+            env: env.to_string(),
+            dialect: WireDialect::Id,
+            batch: None,
+            client: ClientOptions {
+                max_in_flight: 64,
+                connect_timeout: Duration::from_secs(5),
+                timeout: Duration::from_secs(60),
+                token: None,
+            },
+            max_action_bytes: DEFAULT_MAX_ACTION_BYTES,
+            num_tasks: None,
+        }
+    }
+}
+
+/// Whole-call failures of a RemotePool (per-session failures are in the results).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RemoteError {
+    /// Bad arguments, as for a local pool: nothing was sent.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    #[error("{0}")]
+    Config(String),
+    /// No server could take the request.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    Fresh,
+    Running,
+    Finished { truncated: bool },
+    Failed(String),
+}
+
+#[derive(Debug, Clone)]
+struct Session {
+    server: usize,
+    remote_id: u64,
+    phase: Phase,
+    steps: u32,
+    task_id: Option<u64>,
+    observation: String,
+    extra: Map<String, Value>,
+}
+
+/// Counters since the pool was built.
+#[derive(Debug, Default)]
+pub struct RemoteStats {
+    pub steps: AtomicU64,
+    pub resets: AtomicU64,
+    pub step_errors: AtomicU64,
+    /// Requests that failed in transport or got an unusable reply.
+    pub transport_errors: AtomicU64,
+    /// Close requests that failed (the session is forgotten here anyway).
+    pub close_errors: AtomicU64,
+}
+
+/// What a server said about itself (`None` fields: not an agentgym server).
+#[derive(Debug, Clone, Default)]
+struct Probe {
+    batch: bool,
+    num_tasks: Option<u64>,
+}
+
+/// The runtime and clients of one process.
+struct Io {
+    pid: u32,
+    runtime: tokio::runtime::Runtime,
+    clients: Vec<Arc<ServerClient>>,
+}
+
+pub struct RemotePool {
+    config: RemoteConfig,
+    io: Mutex<Option<Arc<Io>>>,
+    probes: Mutex<Vec<Option<Probe>>>,
+    sessions: Mutex<HashMap<u64, Session>>,
+    next_id: AtomicU64,
+    horizon: AtomicU32,
+    pub stats: RemoteStats,
+}
+
+impl RemotePool {
+    /// Checks the URLs and builds the pool; servers are contacted on first use.
+    pub fn new(config: RemoteConfig) -> Result<Self, RemoteError> {
+        if config.urls.is_empty() {
+            return Err(RemoteError::Config("RemotePool needs at least one server URL".into()));
+        }
+        for url in &config.urls {
+            if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 8 {
+                return Err(RemoteError::Config(format!("server URL {url:?} must start with http://")));
+            }
+            if url.starts_with("https://") {
+                return Err(RemoteError::Config(format!("server URL {url:?}: https is not supported by this build; use http://")));
+            }
+        }
+        let forced = config.batch.map(|batch| Probe { batch, num_tasks: None });
+        let probes = Mutex::new(vec![forced; config.urls.len()]);
+        let pool = Self {
+            config,
+            io: Mutex::new(None),
+            probes,
+            sessions: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            horizon: AtomicU32::new(0),
+            stats: RemoteStats::default(),
+        };
+        pool.io()?;
+        Ok(pool)
+    }
+
+    pub fn env_name(&self) -> &str {
+        &self.config.env
+    }
+
+    pub fn urls(&self) -> &[String] {
+        &self.config.urls
+    }
+
+    /// Task ids are `0..num_tasks`, from the config or an agentgym server's `/health`.
+    pub fn num_tasks(&self) -> Result<u64, RemoteError> {
+        if let Some(n) = self.known_num_tasks() {
+            return Ok(n);
+        }
+        self.probe_all()?;
+        self.probes.lock().iter().flatten().find_map(|p| p.num_tasks).ok_or_else(|| {
+            RemoteError::Config("the servers do not report their number of tasks; pass num_tasks=".into())
+        })
+    }
+
+    /// `num_tasks` if already known, without contacting a server.
+    fn known_num_tasks(&self) -> Option<u64> {
+        self.config.num_tasks.or_else(|| self.probes.lock().iter().flatten().find_map(|p| p.num_tasks))
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.sessions.lock().keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    pub fn set_horizon(&self, cap: Option<u32>) {
+        self.horizon.store(cap.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    pub fn horizon(&self) -> Option<u32> {
+        match self.horizon.load(Ordering::Relaxed) {
+            0 => None,
+            cap => Some(cap),
+        }
+    }
+
+    /// Opens `n` sessions spread over the reachable servers (fewest sessions first). Shares that
+    /// fail on one server are moved once to servers that succeeded; if sessions are still
+    /// missing, those created are closed again and the call fails naming each server's error.
+    pub fn create(&self, n: usize) -> Result<Vec<u64>, RemoteError> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let io = self.io()?;
+        let mut errors: BTreeMap<usize, String> = BTreeMap::new();
+        for (i, e) in self.probe_all()? {
+            errors.insert(i, e);
+        }
+        let mut created: Vec<(usize, u64)> = Vec::with_capacity(n);
+        for _round in 0..2 {
+            let usable: Vec<usize> = (0..io.clients.len()).filter(|i| !errors.contains_key(i)).collect();
+            if usable.is_empty() || created.len() == n {
+                break;
+            }
+            let shares = self.shares(n - created.len(), &usable, &created);
+            let jobs = shares.iter().map(|&(server, k)| self.create_on(&io, server, k));
+            for (&(server, _), (ids, err)) in shares.iter().zip(io.runtime.block_on(join_all(jobs))) {
+                created.extend(ids.into_iter().map(|id| (server, id)));
+                if let Some(e) = err {
+                    errors.insert(server, e);
+                }
+            }
+        }
+        if created.len() < n {
+            self.close_remote(&io, &created);
+            let detail: Vec<String> = errors.iter().map(|(i, e)| format!("{}: {e}", self.config.urls[*i])).collect();
+            return Err(RemoteError::Unavailable(format!(
+                "could create only {} of {n} sessions; {}",
+                created.len(),
+                detail.join("; ")
+            )));
+        }
+        let first = self.next_id.fetch_add(n as u64, Ordering::Relaxed);
+        let mut table = self.sessions.lock();
+        let ids: Vec<u64> = (first..first + n as u64).collect();
+        for (&id, &(server, remote_id)) in ids.iter().zip(&created) {
+            let session = Session { server, remote_id, phase: Phase::Fresh, steps: 0, task_id: None, observation: String::new(), extra: Map::new() };
+            table.insert(id, session);
+        }
+        Ok(ids)
+    }
+
+    /// Starts episode `task_ids[i]` in session `ids[i]`; a failure is that slot's `Err`.
+    pub fn reset(&self, ids: &[u64], task_ids: &[i64]) -> Result<Vec<Result<String, String>>, RemoteError> {
+        check_lengths(ids.len(), task_ids.len(), "task_ids")?;
+        let num_tasks = self.known_num_tasks();
+        for &t in task_ids {
+            if t < 0 || num_tasks.is_some_and(|n| t as u64 >= n) {
+                let num_tasks = num_tasks.unwrap_or(0);
+                return Err(PoolError::TaskOutOfRange { env: self.config.env.clone(), task_id: t, num_tasks }.into());
+            }
+        }
+        let sessions = self.lookup(ids)?;
+        let io = self.io()?;
+        let groups = group_by_server(&sessions, (0..ids.len()).collect());
+        let jobs = groups.iter().map(|(server, items)| {
+            let remote: Vec<u64> = items.iter().map(|&i| sessions[i].remote_id).collect();
+            let tasks: Vec<u64> = items.iter().map(|&i| task_ids[i] as u64).collect();
+            self.reset_on(&io, *server, remote, tasks)
+        });
+        let replies = io.runtime.block_on(join_all(jobs));
+        let mut out: Vec<Result<String, String>> = vec![Err(String::new()); ids.len()];
+        let mut table = self.sessions.lock();
+        for ((server, items), results) in groups.iter().zip(replies) {
+            for (&i, result) in items.iter().zip(results) {
+                let (id, s) = (ids[i], &sessions[i]);
+                let entry = table.get_mut(&id);
+                out[i] = match result {
+                    Ok(reply) => {
+                        if let Some(e) = entry {
+                            e.phase = Phase::Running;
+                            e.steps = 0;
+                            e.task_id = Some(task_ids[i] as u64);
+                            e.observation.clone_from(&reply.observation);
+                            e.extra = reply.extra;
+                        }
+                        Ok(reply.observation)
+                    }
+                    Err(e) => {
+                        let msg = self.session_error(id, *server, s.remote_id, &format!("reset to task {} failed: {e}", task_ids[i]));
+                        if let Some(entry) = entry {
+                            entry.phase = Phase::Failed(msg.clone());
+                        }
+                        Err(msg)
+                    }
+                };
+            }
+        }
+        self.stats.resets.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// Applies `actions[i]` to session `ids[i]`; `Err(reason)` actions are refused per session.
+    pub fn step(&self, ids: &[u64], actions: &[Result<String, String>]) -> Result<Vec<StepResult>, RemoteError> {
+        check_lengths(ids.len(), actions.len(), "actions")?;
+        let sessions = self.lookup(ids)?;
+        let cap = self.horizon();
+        let mut out: Vec<Option<StepResult>> = vec![None; ids.len()];
+        let mut ready = Vec::with_capacity(ids.len());
+        for (i, (s, action)) in sessions.iter().zip(actions).enumerate() {
+            match self.refuse_step(ids[i], s, action) {
+                Some(reason) => out[i] = Some(failed(reason)),
+                None => ready.push(i),
+            }
+        }
+        let io = self.io()?;
+        let groups = group_by_server(&sessions, ready);
+        let jobs = groups.iter().map(|(server, items)| {
+            let remote: Vec<u64> = items.iter().map(|&i| sessions[i].remote_id).collect();
+            let acts: Vec<&str> = items.iter().map(|&i| actions[i].as_deref().unwrap_or_default()).collect();
+            self.step_on(&io, *server, remote, acts)
+        });
+        let replies = io.runtime.block_on(join_all(jobs));
+        let mut table = self.sessions.lock();
+        for ((server, items), results) in groups.iter().zip(replies) {
+            for (&i, result) in items.iter().zip(results) {
+                let (id, remote_id) = (ids[i], sessions[i].remote_id);
+                out[i] = Some(match (result, table.get_mut(&id)) {
+                    (Ok(reply), Some(entry)) => apply_step(entry, reply, cap),
+                    (Ok(reply), None) => StepResult { observation: reply.observation, reward: reply.reward, done: reply.done, truncated: false, error: None },
+                    (Err(e), entry) => {
+                        let msg = self.session_error(id, *server, remote_id, &e);
+                        if let Some(entry) = entry {
+                            entry.phase = Phase::Failed(msg.clone());
+                        }
+                        failed(msg)
+                    }
+                });
+            }
+        }
+        drop(table);
+        let out: Vec<StepResult> = out.into_iter().map(|r| r.unwrap_or_else(|| failed("not processed".into()))).collect();
+        self.stats.steps.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        let errors = out.iter().filter(|r| r.error.is_some()).count();
+        self.stats.step_errors.fetch_add(errors as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// Forgets the sessions here and asks their servers to close them; a server that fails to
+    /// answer is counted in `close_errors`, never an error of this call. Returns how many closed.
+    pub fn close(&self, ids: &[u64]) -> Result<usize, RemoteError> {
+        let removed: Vec<(usize, u64)> = {
+            let mut table = self.sessions.lock();
+            check_ids(ids, |id| table.contains_key(&id))?;
+            ids.iter().filter_map(|id| table.remove(id)).map(|s| (s.server, s.remote_id)).collect()
+        };
+        let io = self.io()?;
+        self.close_remote(&io, &removed);
+        Ok(removed.len())
+    }
+
+    /// The last observation each server returned (empty before the first reset).
+    pub fn observations(&self, ids: &[u64]) -> Result<Vec<String>, RemoteError> {
+        Ok(self.lookup(ids)?.into_iter().map(|s| s.observation).collect())
+    }
+
+    /// Per-session facts: the reset reply's extra fields plus `server`, `remote_id`, `phase`,
+    /// `task_id`, `pool_steps` (and `error` for a failed session).
+    pub fn info(&self, ids: &[u64]) -> Result<Vec<Value>, RemoteError> {
+        let sessions = self.lookup(ids)?;
+        Ok(sessions
+            .into_iter()
+            .map(|s| {
+                let mut info = s.extra;
+                info.insert("server".into(), self.config.urls[s.server].clone().into());
+                info.insert("remote_id".into(), s.remote_id.into());
+                info.insert("pool_steps".into(), s.steps.into());
+                info.insert("task_id".into(), s.task_id.map_or(Value::Null, Value::from));
+                info.insert("phase".into(), phase_name(&s.phase).into());
+                if let Phase::Failed(msg) = &s.phase {
+                    info.insert("error".into(), msg.clone().into());
+                }
+                Value::Object(info)
+            })
+            .collect())
+    }
+
+    // --- per-server work -------------------------------------------------------------------------
+
+    fn create_on<'a>(&'a self, io: &'a Io, server: usize, k: usize) -> impl Future<Output = (Vec<u64>, Option<String>)> + 'a {
+        let c = &io.clients[server];
+        let d = self.config.dialect;
+        let batch = self.uses_batch(server);
+        async move {
+            if batch {
+                return match wire::batch_create(c, k).await {
+                    Ok(ids) => (ids, None),
+                    Err(e) => (Vec::new(), Some(self.count_failure(e))),
+                };
+            }
+            let results = join_all((0..k).map(|_| wire::create(c, d))).await;
+            let mut ids = Vec::with_capacity(k);
+            let mut error = None;
+            for r in results {
+                match r {
+                    Ok(id) => ids.push(id),
+                    Err(e) => error = Some(self.count_failure(e)),
+                }
+            }
+            (ids, error)
+        }
+    }
+
+    async fn reset_on(&self, io: &Io, server: usize, remote: Vec<u64>, tasks: Vec<u64>) -> Vec<Result<wire::ResetReply, String>> {
+        let c = &io.clients[server];
+        if self.uses_batch(server) {
+            return match wire::batch_reset(c, &remote, &tasks).await {
+                Ok(slots) => slots
+                    .into_iter()
+                    .map(|r| r.map(|observation| wire::ResetReply { observation, extra: Map::new() }))
+                    .collect(),
+                Err(e) => vec![Err(self.count_failure(e)); remote.len()],
+            };
+        }
+        let d = self.config.dialect;
+        let calls = remote.iter().zip(&tasks).map(|(&r, &t)| wire::reset(c, d, r, t));
+        join_all(calls).await.into_iter().map(|r| r.map_err(|e| self.count_failure(e))).collect()
+    }
+
+    async fn step_on(&self, io: &Io, server: usize, remote: Vec<u64>, actions: Vec<&str>) -> Vec<Result<wire::StepReply, String>> {
+        let c = &io.clients[server];
+        if self.uses_batch(server) {
+            return match wire::batch_step(c, &remote, &actions).await {
+                Ok(slots) => slots,
+                Err(e) => vec![Err(self.step_failure(e)); remote.len()],
+            };
+        }
+        let d = self.config.dialect;
+        let calls = remote.iter().zip(&actions).map(|(&r, a)| wire::step(c, d, r, a));
+        join_all(calls).await.into_iter().map(|r| r.map_err(|e| self.step_failure(e))).collect()
+    }
+
+    fn close_remote(&self, io: &Io, sessions: &[(usize, u64)]) {
+        let mut by_server: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+        for &(server, remote_id) in sessions {
+            by_server.entry(server).or_default().push(remote_id);
+        }
+        let d = self.config.dialect;
+        let jobs = by_server.iter().map(|(&server, remote)| {
+            let c = &io.clients[server];
+            let batch = self.uses_batch(server);
+            async move {
+                if batch {
+                    return usize::from(wire::batch_close(c, remote).await.is_err()) * remote.len();
+                }
+                let results = join_all(remote.iter().map(|&r| wire::close(c, d, r))).await;
+                results.iter().filter(|r| r.is_err()).count()
+            }
+        });
+        let failures: usize = io.runtime.block_on(join_all(jobs)).into_iter().sum();
+        self.stats.close_errors.fetch_add(failures as u64, Ordering::Relaxed);
+    }
+
+    // --- helpers -----------------------------------------------------------------------------
+
+    /// This process's runtime and clients, rebuilt after a fork (a child must not touch the
+    /// parent's runtime threads or connections; the parent's copies are leaked, not dropped).
+    fn io(&self) -> Result<Arc<Io>, RemoteError> {
+        let pid = std::process::id();
+        let mut slot = self.io.lock();
+        if let Some(io) = slot.as_ref() {
+            if io.pid == pid {
+                return Ok(Arc::clone(io));
+            }
+        }
+        if let Some(stale) = slot.take() {
+            std::mem::forget(stale);
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| RemoteError::Config(format!("cannot start the HTTP client runtime: {e}")))?;
+        let clients = self
+            .config
+            .urls
+            .iter()
+            .map(|url| ServerClient::new(url, &self.config.client).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(RemoteError::Config)?;
+        let io = Arc::new(Io { pid, runtime, clients });
+        *slot = Some(Arc::clone(&io));
+        Ok(io)
+    }
+
+    /// Asks each not-yet-probed server what it is. Returns the servers that could not be
+    /// reached, with why; they are probed again next time.
+    fn probe_all(&self) -> Result<Vec<(usize, String)>, RemoteError> {
+        let pending: Vec<usize> = self.probes.lock().iter().enumerate().filter(|(_, p)| p.is_none()).map(|(i, _)| i).collect();
+        if pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let io = self.io()?;
+        let jobs = pending.iter().map(|&i| wire::health(&io.clients[i]));
+        let results = io.runtime.block_on(join_all(jobs));
+        let mut probes = self.probes.lock();
+        let mut unreachable = Vec::new();
+        for (&i, r) in pending.iter().zip(results) {
+            match r {
+                Ok(Some(h)) => {
+                    let batch = h.get("batch").and_then(Value::as_bool).unwrap_or(false);
+                    probes[i] = Some(Probe { batch, num_tasks: h.get("num_tasks").and_then(Value::as_u64) });
+                }
+                Ok(None) => probes[i] = Some(Probe::default()),
+                Err(e) => unreachable.push((i, self.count_failure(e))),
+            }
+        }
+        Ok(unreachable)
+    }
+
+    fn uses_batch(&self, server: usize) -> bool {
+        self.probes.lock()[server].as_ref().is_some_and(|p| p.batch)
+    }
+
+    /// How many of `n` new sessions each usable server gets: fewest open sessions first.
+    fn shares(&self, n: usize, usable: &[usize], pending: &[(usize, u64)]) -> Vec<(usize, usize)> {
+        let mut load: BTreeMap<usize, usize> = usable.iter().map(|&i| (i, 0)).collect();
+        for s in self.sessions.lock().values() {
+            if let Some(l) = load.get_mut(&s.server) {
+                *l += 1;
+            }
+        }
+        for (server, _) in pending {
+            if let Some(l) = load.get_mut(server) {
+                *l += 1;
+            }
+        }
+        let mut share: BTreeMap<usize, usize> = BTreeMap::new();
+        for _ in 0..n {
+            let (&server, _) = load.iter().min_by_key(|(i, l)| (**l, **i)).expect("usable is not empty");
+            *load.get_mut(&server).expect("present") += 1;
+            *share.entry(server).or_default() += 1;
+        }
+        share.into_iter().collect()
+    }
+
+    fn lookup(&self, ids: &[u64]) -> Result<Vec<Session>, RemoteError> {
+        let table = self.sessions.lock();
+        check_ids(ids, |id| table.contains_key(&id))?;
+        Ok(ids.iter().map(|id| table[id].clone()).collect())
+    }
+
+    /// Why session `id` cannot step now, if it cannot; checked before anything is sent.
+    fn refuse_step(&self, id: u64, s: &Session, action: &Result<String, String>) -> Option<String> {
+        match &s.phase {
+            Phase::Fresh => return Some(format!("session {id} has not been reset; call reset first")),
+            Phase::Finished { truncated } => {
+                let why = if *truncated { "was truncated at the horizon cap" } else { "is done" };
+                return Some(format!("session {id}: the episode {why}; call reset before stepping"));
+            }
+            Phase::Failed(msg) => return Some(format!("session {id} failed earlier ({msg}); reset or close it")),
+            Phase::Running => {}
+        }
+        match action {
+            Err(reason) => Some(format!("session {id}: {reason}; not sent to the server")),
+            Ok(a) if a.len() > self.config.max_action_bytes => Some(format!(
+                "session {id}: action is {} bytes, over the {}-byte cap; not sent to the server",
+                a.len(),
+                self.config.max_action_bytes
+            )),
+            Ok(_) => None,
+        }
+    }
+
+    fn session_error(&self, id: u64, server: usize, remote_id: u64, what: &str) -> String {
+        format!("session {id} (server {}, remote id {remote_id}): {what}", self.config.urls[server])
+    }
+
+    fn count_failure(&self, e: CallError) -> String {
+        if !matches!(e, CallError::Server(_)) {
+            self.stats.transport_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        e.to_string()
+    }
+
+    fn step_failure(&self, e: CallError) -> String {
+        let retry_note = if e.may_have_reached() && !matches!(e, CallError::Server(_) | CallError::Status { .. }) {
+            "; the step may have reached the server and was not retried: reset or close the session"
+        } else {
+            ""
+        };
+        format!("step failed: {}{retry_note}", self.count_failure(e))
+    }
+}
+
+fn apply_step(entry: &mut Session, reply: wire::StepReply, cap: Option<u32>) -> StepResult {
+    entry.steps += 1;
+    let truncated = !reply.done && cap.is_some_and(|c| entry.steps >= c);
+    if reply.done || truncated {
+        entry.phase = Phase::Finished { truncated };
+    }
+    entry.observation.clone_from(&reply.observation);
+    StepResult { observation: reply.observation, reward: reply.reward, done: reply.done, truncated, error: None }
+}
+
+fn failed(message: String) -> StepResult {
+    StepResult { observation: String::new(), reward: 0.0, done: false, truncated: false, error: Some(message) }
+}
+
+/// Positions `items` grouped by server, servers in ascending order.
+fn group_by_server(sessions: &[Session], items: Vec<usize>) -> Vec<(usize, Vec<usize>)> {
+    let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for i in items {
+        groups.entry(sessions[i].server).or_default().push(i);
+    }
+    groups.into_iter().collect()
+}
+
+fn phase_name(phase: &Phase) -> &'static str {
+    match phase {
+        Phase::Fresh => "fresh",
+        Phase::Running => "running",
+        Phase::Finished { truncated: false } => "done",
+        Phase::Finished { truncated: true } => "truncated",
+        Phase::Failed(_) => "failed",
+    }
+}
+
+fn check_lengths(ids: usize, other: usize, what: &str) -> Result<(), PoolError> {
+    if ids == other {
+        return Ok(());
+    }
+    Err(PoolError::LengthMismatch { what: format!("{ids} ids but {other} {what}") })
+}
+
+fn check_ids(ids: &[u64], exists: impl Fn(u64) -> bool) -> Result<(), PoolError> {
+    let mut seen = HashSet::with_capacity(ids.len());
+    for &id in ids {
+        if !exists(id) {
+            return Err(PoolError::UnknownSession(id));
+        }
+        if !seen.insert(id) {
+            return Err(PoolError::DuplicateSession(id));
+        }
+    }
+    Ok(())
+}

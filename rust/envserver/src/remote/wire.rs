@@ -1,0 +1,218 @@
+//! The request bodies and reply shapes of AgentGym-style servers, per dialect, and of the batch
+//! routes of `agentgym-envserver`. Every parse failure is a [`CallError::Garbage`] naming what
+//! was expected.
+
+use serde_json::{json, Map, Value};
+
+use super::client::{CallError, ServerClient};
+
+/// How a server names sessions on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireDialect {
+    /// `{"id": N}` (TextCraft, BabyAI, SciWorld): `/create` answers an object with `id`,
+    /// `/reset {id, data_idx}` and `/step {id, action}` answer objects with `observation`.
+    Id,
+    /// `{"env_idx": N}` (SearchQA, WebShop): `/create` answers a bare integer, `/reset
+    /// {env_idx, id}` answers the observation string (WebShop: `[observation, null]`),
+    /// `/step {env_idx, action}` answers `{observation | state, reward, done}`.
+    EnvIdx,
+}
+
+impl WireDialect {
+    pub fn parse(name: &str) -> Result<Self, String> {
+        match name {
+            "id" => Ok(WireDialect::Id),
+            "env_idx" => Ok(WireDialect::EnvIdx),
+            other => Err(format!("unknown wire dialect {other:?}: expected \"id\" or \"env_idx\"")),
+        }
+    }
+
+    /// `{<id key>: remote_id, field: value}`.
+    fn body(self, remote_id: u64, field: &str, value: Value) -> Value {
+        let mut body = json!({ field: value });
+        body[self.key()] = remote_id.into();
+        body
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            WireDialect::Id => "id",
+            WireDialect::EnvIdx => "env_idx",
+        }
+    }
+}
+
+/// What a reset reply carries: the observation and any other fields (task name, score...).
+#[derive(Debug, Clone)]
+pub struct ResetReply {
+    pub observation: String,
+    pub extra: Map<String, Value>,
+}
+
+/// One step's reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepReply {
+    pub observation: String,
+    pub reward: f32,
+    pub done: bool,
+}
+
+pub async fn create(c: &ServerClient, d: WireDialect) -> Result<u64, CallError> {
+    match d {
+        WireDialect::Id => {
+            let reply = c.post("/create", &json!({})).await?;
+            uint(&reply["id"]).ok_or_else(|| garbage("/create", "an object with an integer `id`", &reply))
+        }
+        WireDialect::EnvIdx => {
+            // SearchQA's /create requires a body `{"id": item}`; WebShop's ignores it.
+            let reply = c.post("/create", &json!({"id": 0})).await?;
+            uint(&reply).ok_or_else(|| garbage("/create", "an integer", &reply))
+        }
+    }
+}
+
+pub async fn reset(c: &ServerClient, d: WireDialect, remote_id: u64, task_id: u64) -> Result<ResetReply, CallError> {
+    match d {
+        WireDialect::Id => {
+            let reply = c.post("/reset", &json!({"id": remote_id, "data_idx": task_id})).await?;
+            let mut extra = match reply {
+                Value::Object(m) => m,
+                other => return Err(garbage("/reset", "an object with `observation`", &other)),
+            };
+            match extra.remove("observation") {
+                Some(Value::String(observation)) => Ok(ResetReply { observation, extra }),
+                _ => Err(garbage("/reset", "an object with a string `observation`", &Value::Object(extra))),
+            }
+        }
+        WireDialect::EnvIdx => {
+            let body = json!({"env_idx": remote_id, "id": task_id, "session_id": task_id});
+            let reply = c.post("/reset", &body).await?;
+            let observation = match &reply {
+                Value::String(s) => Some(s.clone()),
+                Value::Array(items) => items.first().and_then(Value::as_str).map(str::to_string),
+                _ => None,
+            };
+            observation
+                .map(|observation| ResetReply { observation, extra: Map::new() })
+                .ok_or_else(|| garbage("/reset", "a string (or [string, null])", &reply))
+        }
+    }
+}
+
+pub async fn step(c: &ServerClient, d: WireDialect, remote_id: u64, action: &str) -> Result<StepReply, CallError> {
+    let reply = c.post("/step", &d.body(remote_id, "action", action.into())).await?;
+    parse_step(&reply).ok_or_else(|| garbage("/step", "an object with `observation`, `reward`, `done`", &reply))
+}
+
+pub async fn close(c: &ServerClient, d: WireDialect, remote_id: u64) -> Result<(), CallError> {
+    let mut body = json!({});
+    body[d.key()] = remote_id.into();
+    c.post("/close", &body).await.map(|_| ())
+}
+
+// --- agentgym-envserver batch routes ---------------------------------------------------------
+
+pub async fn batch_create(c: &ServerClient, n: usize) -> Result<Vec<u64>, CallError> {
+    let reply = c.post("/batch/create", &json!({"n": n})).await?;
+    let ids: Option<Vec<u64>> = reply["ids"].as_array().and_then(|a| a.iter().map(uint).collect());
+    match ids {
+        Some(ids) if ids.len() == n => Ok(ids),
+        _ => Err(garbage("/batch/create", &format!("{{\"ids\": [{n} integers]}}"), &reply)),
+    }
+}
+
+pub async fn batch_reset(c: &ServerClient, ids: &[u64], tasks: &[u64]) -> Result<Vec<Result<String, String>>, CallError> {
+    let reply = c.post("/batch/reset", &json!({"ids": ids, "data_idxs": tasks})).await?;
+    let expected = "{\"observations\": [...], \"errors\": [...]} of the batch's length";
+    let (obs, errors) = (column(&reply, "observations", ids.len()), column(&reply, "errors", ids.len()));
+    let (Some(obs), Some(errors)) = (obs, errors) else { return Err(garbage("/batch/reset", expected, &reply)) };
+    Ok(obs
+        .iter()
+        .zip(errors)
+        .map(|(o, e)| match (o.as_str(), e.as_str()) {
+            (_, Some(e)) => Err(e.to_string()),
+            (Some(o), None) => Ok(o.to_string()),
+            (None, None) => Err("reply slot has neither an observation nor an error".to_string()),
+        })
+        .collect())
+}
+
+pub async fn batch_step(c: &ServerClient, ids: &[u64], actions: &[&str]) -> Result<Vec<Result<StepReply, String>>, CallError> {
+    let reply = c.post("/batch/step", &json!({"ids": ids, "actions": actions})).await?;
+    let n = ids.len();
+    let cols = ["observations", "rewards", "dones", "errors"].map(|k| column(&reply, k, n));
+    let [Some(obs), Some(rewards), Some(dones), Some(errors)] = cols else {
+        return Err(garbage("/batch/step", "{observations, rewards, dones, errors} of the batch's length", &reply));
+    };
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        out.push(match (errors[i].as_str(), obs[i].as_str(), rewards[i].as_f64(), flag(&dones[i])) {
+            (Some(e), ..) => Err(e.to_string()),
+            (None, Some(o), Some(r), Some(d)) => Ok(StepReply { observation: o.to_string(), reward: r as f32, done: d }),
+            _ => Err(format!("reply slot {i} of /batch/step is malformed")),
+        });
+    }
+    Ok(out)
+}
+
+pub async fn batch_close(c: &ServerClient, ids: &[u64]) -> Result<(), CallError> {
+    c.post("/batch/close", &json!({"ids": ids})).await.map(|_| ())
+}
+
+/// `GET /health` of an agentgym-envserver; `None` for other servers (no such route).
+pub async fn health(c: &ServerClient) -> Result<Option<Map<String, Value>>, CallError> {
+    match c.get("/health").await {
+        Ok(Value::Object(m)) if m.get("server").and_then(Value::as_str).is_some_and(|s| s.starts_with("agentgym")) => Ok(Some(m)),
+        Ok(_) => Ok(None),
+        Err(CallError::Status { .. }) | Err(CallError::Garbage(_)) | Err(CallError::Server(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn parse_step(reply: &Value) -> Option<StepReply> {
+    let observation = reply.get("observation").or_else(|| reply.get("state"))?.as_str()?.to_string();
+    let reward = reply.get("reward")?.as_f64()? as f32;
+    let done = flag(reply.get("done")?)?;
+    Some(StepReply { observation, reward, done })
+}
+
+fn column<'a>(reply: &'a Value, key: &str, n: usize) -> Option<&'a Vec<Value>> {
+    reply.get(key)?.as_array().filter(|a| a.len() == n)
+}
+
+fn uint(v: &Value) -> Option<u64> {
+    v.as_u64()
+}
+
+fn flag(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::Number(n) => n.as_f64().map(|x| x != 0.0),
+        _ => None,
+    }
+}
+
+fn garbage(route: &str, expected: &str, got: &Value) -> CallError {
+    let mut text = got.to_string();
+    if text.len() > 200 {
+        let cut = (0..=200).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+        text.truncate(cut);
+        text.push_str("...");
+    }
+    CallError::Garbage(format!("{route} should answer {expected}, got {text}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_replies_of_both_dialects() {
+        let textcraft = json!({"observation": "Got 1 coal", "reward": 0, "done": false});
+        assert_eq!(parse_step(&textcraft), Some(StepReply { observation: "Got 1 coal".into(), reward: 0.0, done: false }));
+        let webshop = json!({"state": "page", "reward": 0.5, "done": true, "info": null});
+        assert_eq!(parse_step(&webshop).unwrap().reward, 0.5);
+        assert_eq!(parse_step(&json!({"observation": 3, "reward": 0, "done": false})), None);
+        assert_eq!(parse_step(&json!("ok")), None);
+    }
+}

@@ -1,0 +1,145 @@
+//! Per-env reply shapes of AgentGym's servers (`agentenv-textcraft`, `agentenv-babyai`), so that
+//! AgentGym's own clients read our replies unchanged. Requests are the same for every env
+//! (`{"id"}`, `{"id", "data_idx"}`, `{"id", "action"}`); only what comes back differs.
+
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use super::sessions::Meta;
+
+/// Which AgentGym server the replies imitate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// `agentenv-textcraft`: `/create` starts an episode and returns its observation;
+    /// `/observation` is a bare string.
+    TextCraft,
+    /// `agentenv-babyai`: `/create` returns only `{"id"}`; replies carry `score` (the running sum
+    /// of `reward` since the reset); `/observation` is an object whose text starts with the goal.
+    BabyAi,
+}
+
+impl Dialect {
+    /// The dialect of a native env, by its registry name.
+    pub fn for_env(env: &str) -> Self {
+        match env {
+            "babyai" => Dialect::BabyAi,
+            _ => Dialect::TextCraft,
+        }
+    }
+
+    /// What `GET /` answers.
+    pub fn hello(self) -> &'static str {
+        match self {
+            Dialect::TextCraft => "This is environment TextCraft.",
+            Dialect::BabyAi => "This is environment BabyAI.",
+        }
+    }
+
+    /// Whether `/create` also resets the new session (TextCraft starts task `id - 1`, as
+    /// AgentGym's server starts task `id` with ids counted from 0).
+    pub fn create_resets(self) -> bool {
+        self == Dialect::TextCraft
+    }
+
+    /// `/reset` without `data_idx`: TextCraft's server defaults it to 0, BabyAI's requires it.
+    pub fn default_data_idx(self) -> Result<i64, ApiError> {
+        match self {
+            Dialect::TextCraft => Ok(0),
+            Dialect::BabyAi => Err(ApiError::unprocessable("wrong fields in request body: missing field `data_idx`")),
+        }
+    }
+
+    /// TextCraft's `/create` may name custom `commands` or a `goal`; the native env plays only its
+    /// numbered tasks, so those are refused rather than silently ignored.
+    pub fn check_create(self, commands: &Option<String>, goal: &Option<String>) -> Result<(), ApiError> {
+        for (name, value) in [("commands", commands), ("goal", goal)] {
+            if value.is_some() {
+                return Err(ApiError::unprocessable(format!(
+                    "`{name}` is not supported by agentgym-envserver: episodes are the env's numbered \
+                     tasks; create without it and reset with `data_idx`"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn create_reply(self, id: u64, observation: Option<String>) -> Value {
+        match self {
+            Dialect::TextCraft => json!({"id": id, "observation": observation.unwrap_or_default(), "done": false, "reward": 0}),
+            Dialect::BabyAi => json!({"id": id}),
+        }
+    }
+
+    pub fn reset_reply(self, id: u64, observation: String) -> Value {
+        match self {
+            Dialect::TextCraft => json!({"id": id, "observation": observation, "done": false, "reward": 0}),
+            Dialect::BabyAi => json!({"observation": observation, "reward": 0, "score": 0, "deleted": false, "done": false}),
+        }
+    }
+
+    pub fn step_reply(self, observation: String, reward: f32, done: bool, meta: &Meta) -> Value {
+        match self {
+            Dialect::TextCraft => json!({"observation": observation, "reward": reward_json(reward), "done": done}),
+            Dialect::BabyAi => json!({
+                "observation": observation,
+                "reward": reward_json(reward),
+                "score": score_json(meta.score),
+                "done": done,
+            }),
+        }
+    }
+
+    /// `GET /observation`. `goal` is the episode's goal line (BabyAI), `None` before a reset.
+    pub fn observation_reply(self, observation: String, goal: Option<&str>, meta: &Meta) -> Value {
+        match self {
+            Dialect::TextCraft => Value::String(observation),
+            Dialect::BabyAi => {
+                let Some(goal) = goal else {
+                    return json!({"observation": "Environment not initialized", "reward": 0, "score": 0, "done": false, "deleted": false});
+                };
+                let prefix = format!("Your goal: {goal}\n");
+                let text = if observation.starts_with(&prefix) { observation } else { prefix + &observation };
+                json!({
+                    "observation": text,
+                    "reward": reward_json(meta.last_reward),
+                    "score": score_json(meta.score),
+                    "done": meta.done,
+                    "deleted": false,
+                })
+            }
+        }
+    }
+}
+
+/// An `f32` reward as the JSON number a reader expects (`0.82`, not `0.8199999928474426`).
+pub fn reward_json(reward: f32) -> Value {
+    score_json(reward.to_string().parse::<f64>().unwrap_or(0.0))
+}
+
+fn score_json(score: f64) -> Value {
+    let rounded = (score * 1e9).round() / 1e9;
+    serde_json::Number::from_f64(rounded).map_or(Value::Null, Value::Number)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewards_print_short() {
+        assert_eq!(reward_json(0.82).to_string(), "0.82");
+        assert_eq!(reward_json(1.0).to_string(), "1.0");
+        assert_eq!(reward_json(f32::NAN), Value::Null);
+    }
+
+    #[test]
+    fn babyai_observation_has_the_goal_line_once() {
+        let meta = Meta::new();
+        let reply = Dialect::BabyAi.observation_reply("You see a wall.".into(), Some("go to the red ball"), &meta);
+        assert_eq!(reply["observation"], "Your goal: go to the red ball\nYou see a wall.");
+        let again = Dialect::BabyAi.observation_reply("Your goal: go to the red ball\nx".into(), Some("go to the red ball"), &meta);
+        assert_eq!(again["observation"], "Your goal: go to the red ball\nx");
+        let fresh = Dialect::BabyAi.observation_reply(String::new(), None, &meta);
+        assert_eq!(fresh["observation"], "Environment not initialized");
+    }
+}

@@ -1,0 +1,191 @@
+//! The HTTP endpoints: AgentGym's single-session routes, the batch routes, health and metrics.
+//! Each handler parses its request on the async thread and runs the env work on a blocking
+//! thread ([`blocking`]), so slow envs never stall the event loop.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::body::{query_id, read_json};
+use super::error::{ok, ApiError, ApiResult};
+use super::metrics::Metrics;
+use super::sessions::AppState;
+
+type AppRef = State<Arc<AppState>>;
+
+#[derive(Deserialize)]
+struct CreateBody {
+    #[serde(default)]
+    commands: Option<String>,
+    #[serde(default)]
+    goal: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ResetBody {
+    id: u64,
+    #[serde(default)]
+    data_idx: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct StepBody {
+    id: u64,
+    action: String,
+}
+
+#[derive(Deserialize)]
+struct IdBody {
+    id: u64,
+}
+
+#[derive(Deserialize)]
+struct BatchCreateBody {
+    n: usize,
+}
+
+#[derive(Deserialize)]
+struct BatchResetBody {
+    ids: Vec<u64>,
+    data_idxs: Vec<i64>,
+}
+
+#[derive(Deserialize)]
+struct BatchStepBody {
+    ids: Vec<u64>,
+    actions: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct BatchIdsBody {
+    ids: Vec<u64>,
+}
+
+/// Runs `f` on tokio's blocking pool; a panic there becomes a 500, never a dead server.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("request handler failed: {e}")))?
+}
+
+async fn body<T: serde::de::DeserializeOwned>(state: &AppState, req: Request) -> Result<T, ApiError> {
+    let (parts, body) = req.into_parts();
+    read_json(&parts.headers, body, state.limits.max_body_bytes).await
+}
+
+pub async fn hello(State(s): AppRef) -> ApiResult {
+    ok(Value::String(s.dialect.hello().to_string()))
+}
+
+pub async fn create(State(s): AppRef, req: Request) -> ApiResult {
+    let b: CreateBody = body(&s, req).await?;
+    s.dialect.check_create(&b.commands, &b.goal)?;
+    ok(blocking(move || s.create_one()).await?)
+}
+
+pub async fn reset(State(s): AppRef, req: Request) -> ApiResult {
+    let b: ResetBody = body(&s, req).await?;
+    let data_idx = match b.data_idx {
+        Some(t) => t,
+        None => s.dialect.default_data_idx()?,
+    };
+    ok(blocking(move || s.reset_one(b.id, data_idx)).await?)
+}
+
+pub async fn step(State(s): AppRef, req: Request) -> ApiResult {
+    let b: StepBody = body(&s, req).await?;
+    simulated_latency(&s).await;
+    ok(blocking(move || s.step_one(b.id, &b.action)).await?)
+}
+
+pub async fn observation(State(s): AppRef, req: Request) -> ApiResult {
+    let id = query_id(req.uri().query())?;
+    ok(blocking(move || s.observation_one(id)).await?)
+}
+
+pub async fn close(State(s): AppRef, req: Request) -> ApiResult {
+    let b: IdBody = body(&s, req).await?;
+    ok(Value::Bool(blocking(move || Ok(s.close_one(b.id))).await?))
+}
+
+pub async fn batch_create(State(s): AppRef, req: Request) -> ApiResult {
+    let b: BatchCreateBody = body(&s, req).await?;
+    let ids = blocking(move || s.create(b.n)).await?;
+    ok(json!({ "ids": ids }))
+}
+
+pub async fn batch_reset(State(s): AppRef, req: Request) -> ApiResult {
+    let b: BatchResetBody = body(&s, req).await?;
+    ok(blocking(move || s.batch_reset(&b.ids, &b.data_idxs)).await?)
+}
+
+pub async fn batch_step(State(s): AppRef, req: Request) -> ApiResult {
+    let b: BatchStepBody = body(&s, req).await?;
+    simulated_latency(&s).await;
+    ok(blocking(move || s.batch_step(&b.ids, b.actions)).await?)
+}
+
+pub async fn batch_close(State(s): AppRef, req: Request) -> ApiResult {
+    let b: BatchIdsBody = body(&s, req).await?;
+    let closed = blocking(move || Ok(s.close_ids(&b.ids))).await?;
+    ok(json!({ "closed": closed }))
+}
+
+pub async fn health(State(s): AppRef) -> ApiResult {
+    ok(s.health())
+}
+
+pub async fn metrics(State(s): AppRef) -> Response {
+    let text = s.metrics.render(&s.pool);
+    let mut response = (StatusCode::OK, text).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+    response
+}
+
+pub async fn not_found(req: Request<Body>) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, format!("no endpoint {} {}", req.method(), req.uri().path()))
+}
+
+pub async fn method_not_allowed(req: Request<Body>) -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("{} is not allowed on {}", req.method(), req.uri().path()))
+}
+
+/// Wraps every request: the bearer-token check, then metrics (route, status, latency).
+pub async fn guard(State(s): AppRef, req: Request, next: Next) -> Response {
+    let start = std::time::Instant::now();
+    let route = Metrics::route_index(req.uri().path());
+    let response = match authorize(&s, &req) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    };
+    s.metrics.record(route, response.status().as_u16(), start.elapsed());
+    response
+}
+
+fn authorize(s: &AppState, req: &Request) -> Result<(), ApiError> {
+    let Some(token) = &s.limits.token else { return Ok(()) };
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing bearer token (header `Authorization: Bearer <token>`)"))?;
+    if constant_time_eq(given, token.as_bytes()) {
+        Ok(())
+    } else {
+        Err(ApiError::new(StatusCode::UNAUTHORIZED, "wrong bearer token"))
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn simulated_latency(s: &AppState) {
+    if !s.limits.step_latency.is_zero() {
+        tokio::time::sleep(s.limits.step_latency).await;
+    }
+}

@@ -1,0 +1,247 @@
+//! `agentgym-envserver`: an [`EnvPool`] served over HTTP in AgentGym's wire format.
+//!
+//! Routes (field names and shapes as AgentGym's server for the env; see [`dialect`]):
+//! `GET /`, `POST /create`, `POST /reset {id, data_idx}`, `POST /step {id, action}`,
+//! `GET /observation?id=N`, `POST /close {id}` (`true`, or `false` when the id was not open);
+//! added: `POST /batch/create {n} -> {ids}`, `POST /batch/reset {ids, data_idxs} ->
+//! {observations, errors}`, `POST /batch/step {ids, actions} -> {observations, rewards, dones,
+//! truncated, errors}`, `POST /batch/close {ids} -> {closed}`, `GET /health`, `GET /metrics`.
+//!
+//! Errors are `{"error": "..."}` with 400 (not JSON / not UTF-8), 401 (missing or wrong bearer
+//! token), 404 (unknown session id or route), 405, 409 (a step the session cannot take now:
+//! never reset, episode finished), 413 (body over the limit), 422 (wrong fields or types, bad
+//! task id, over-long action), 503 (over `max_sessions`). Batch routes report per-item errors
+//! in `errors[i]` and answer 200. Env work runs on tokio's blocking threads (and the pool's
+//! rayon threads for large batches), never on the event loop.
+
+mod body;
+mod dialect;
+mod error;
+mod handlers;
+mod metrics;
+mod sessions;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::{get, post};
+use axum::Router;
+use parking_lot::{Condvar, Mutex};
+use tokio::sync::oneshot;
+
+use crate::env::Options;
+use crate::pool::{EnvPool, PoolError, DEFAULT_MAX_ACTION_BYTES};
+
+pub use dialect::Dialect;
+pub use sessions::{AppState, Limits};
+
+/// Everything `agentgym-envserver` can be told.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Native env name (`babyai`, `textcraft`).
+    pub env: String,
+    /// Env options (e.g. `recipes_dir` for TextCraft).
+    pub options: Options,
+    /// Address to bind; `127.0.0.1` unless told otherwise.
+    pub host: String,
+    /// 0 picks a free port (see [`Server::addr`]).
+    pub port: u16,
+    pub max_sessions: usize,
+    pub max_body_bytes: usize,
+    pub max_action_bytes: usize,
+    /// Sessions unused for this long are closed and counted (`None`: never).
+    pub idle_timeout: Option<Duration>,
+    /// When set, every request must carry `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// Tokio worker threads (HTTP parsing); `None`: one per core.
+    pub workers: Option<usize>,
+    /// Rayon threads for batched env work; `None`: one per core.
+    pub env_threads: Option<usize>,
+    /// Extra latency added to every step request, to stand in for a slow env or network in
+    /// benchmarks; zero in normal use.
+    pub step_latency: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            env: String::new(),
+            options: Options::new(),
+            host: "127.0.0.1".into(),
+            port: 36001,
+            max_sessions: 65_536,
+            max_body_bytes: 8 << 20,
+            max_action_bytes: DEFAULT_MAX_ACTION_BYTES,
+            idle_timeout: Some(Duration::from_secs(3600)),
+            token: None,
+            workers: None,
+            env_threads: None,
+            step_latency: Duration::ZERO,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    #[error("cannot listen on {host}:{port}: {source}")]
+    Bind { host: String, port: u16, source: std::io::Error },
+    #[error("cannot start the server runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// A running server. Dropping it stops it.
+pub struct Server {
+    addr: SocketAddr,
+    state: Arc<AppState>,
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    shutdown: Mutex<Option<oneshot::Sender<()>>>,
+    done: Arc<Done>,
+}
+
+/// Set once when the serving task ends: `Ok` after a shutdown, `Err` if serving failed.
+#[derive(Default)]
+struct Done {
+    result: Mutex<Option<Result<(), String>>>,
+    cond: Condvar,
+}
+
+impl Done {
+    fn finish(&self, result: Result<(), String>) {
+        *self.result.lock() = Some(result);
+        self.cond.notify_all();
+    }
+}
+
+impl Server {
+    /// Builds the pool, binds the address and starts serving on a runtime of its own.
+    pub fn start(config: ServerConfig) -> Result<Self, ServerError> {
+        let mut pool = EnvPool::new(&config.env, &config.options, config.env_threads)?;
+        pool.set_max_action_bytes(config.max_action_bytes);
+        pool.set_max_sessions(config.max_sessions);
+        let limits = Limits {
+            max_sessions: config.max_sessions,
+            max_body_bytes: config.max_body_bytes,
+            max_action_bytes: config.max_action_bytes,
+            token: config.token.clone(),
+            idle_timeout: config.idle_timeout,
+            step_latency: config.step_latency,
+        };
+        let state = Arc::new(AppState::new(pool, limits));
+        let bind_err = |source| ServerError::Bind { host: config.host.clone(), port: config.port, source };
+        let listener = std::net::TcpListener::bind((config.host.as_str(), config.port)).map_err(bind_err)?;
+        listener.set_nonblocking(true).map_err(bind_err)?;
+        let addr = listener.local_addr().map_err(bind_err)?;
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        if let Some(n) = config.workers {
+            builder.worker_threads(n.max(1));
+        }
+        let runtime = builder.enable_all().thread_name("envserver-http").build().map_err(ServerError::Runtime)?;
+        let (tx, rx) = oneshot::channel();
+        let done = Arc::new(Done::default());
+        runtime.spawn(serve(listener, Arc::clone(&state), rx, Arc::clone(&done)));
+        if config.idle_timeout.is_some() {
+            runtime.spawn(reap_idle(Arc::clone(&state)));
+        }
+        Ok(Self { addr, state, runtime: Mutex::new(Some(runtime)), shutdown: Mutex::new(Some(tx)), done })
+    }
+
+    /// The bound address (useful with port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The shared state (pool, metrics), for in-process inspection.
+    pub fn state(&self) -> &Arc<AppState> {
+        &self.state
+    }
+
+    /// Waits until the server has stopped, at most `timeout` (`None`: forever). Returns the
+    /// serving result once stopped, `None` if still running.
+    pub fn wait(&self, timeout: Option<Duration>) -> Option<Result<(), String>> {
+        let mut result = self.done.result.lock();
+        match timeout {
+            None => {
+                while result.is_none() {
+                    self.done.cond.wait(&mut result);
+                }
+            }
+            Some(t) => {
+                if result.is_none() {
+                    self.done.cond.wait_for(&mut result, t);
+                }
+            }
+        }
+        result.clone()
+    }
+
+    /// Stops accepting, lets requests in flight finish (up to a few seconds), then shuts down.
+    pub fn stop(&self) {
+        if let Some(tx) = self.shutdown.lock().take() {
+            let _ = tx.send(());
+        }
+        let _ = self.wait(Some(Duration::from_secs(5)));
+        if let Some(runtime) = self.runtime.lock().take() {
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The routes, over `state`.
+pub fn router(state: Arc<AppState>) -> Router {
+    use handlers::*;
+    Router::new()
+        .route("/", get(hello))
+        .route("/create", post(create))
+        .route("/reset", post(reset))
+        .route("/step", post(step))
+        .route("/observation", get(observation))
+        .route("/close", post(close))
+        .route("/batch/create", post(batch_create))
+        .route("/batch/reset", post(batch_reset))
+        .route("/batch/step", post(batch_step))
+        .route("/batch/close", post(batch_close))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), guard))
+        .with_state(state)
+}
+
+async fn serve(listener: std::net::TcpListener, state: Arc<AppState>, stop: oneshot::Receiver<()>, done: Arc<Done>) {
+    use axum::serve::ListenerExt;
+    let result = match tokio::net::TcpListener::from_std(listener) {
+        Ok(listener) => {
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            axum::serve(listener, router(state))
+                .with_graceful_shutdown(async {
+                    let _ = stop.await;
+                })
+                .await
+                .map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    done.finish(result);
+}
+
+async fn reap_idle(state: Arc<AppState>) {
+    let Some(timeout) = state.limits.idle_timeout else { return };
+    let period = (timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(5));
+    loop {
+        tokio::time::sleep(period).await;
+        let s = Arc::clone(&state);
+        let _ = tokio::task::spawn_blocking(move || s.reclaim_idle()).await;
+    }
+}

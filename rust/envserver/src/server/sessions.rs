@@ -1,0 +1,329 @@
+//! The server's state: the EnvPool, what the wire needs per session beyond it (last use for the
+//! idle reaper, BabyAI's running score), and the synchronous operations the handlers run on
+//! blocking threads. Every method here may block on env work; none is called on an async thread.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+use super::dialect::{reward_json, Dialect};
+use super::error::ApiError;
+use super::metrics::Metrics;
+use crate::pool::{EnvPool, PoolError, StepResult};
+
+/// Per-session facts the pool does not keep.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    pub last_used: Instant,
+    /// Sum of step rewards since the last reset (BabyAI's `score`).
+    pub score: f64,
+    pub last_reward: f32,
+    pub done: bool,
+}
+
+impl Meta {
+    pub fn new() -> Self {
+        Self { last_used: Instant::now(), score: 0.0, last_reward: 0.0, done: false }
+    }
+}
+
+impl Default for Meta {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Limits and options fixed when the server starts.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_sessions: usize,
+    pub max_body_bytes: usize,
+    pub max_action_bytes: usize,
+    pub token: Option<String>,
+    pub idle_timeout: Option<Duration>,
+    pub step_latency: Duration,
+}
+
+pub struct AppState {
+    pub pool: EnvPool,
+    pub dialect: Dialect,
+    pub limits: Limits,
+    pub metrics: Metrics,
+    sessions: Mutex<HashMap<u64, Meta>>,
+}
+
+/// One slot of a batch reply: what the pool said, or why the item was not sent to it.
+type Slot<T> = Result<T, String>;
+
+impl AppState {
+    pub fn new(pool: EnvPool, limits: Limits) -> Self {
+        let dialect = Dialect::for_env(pool.env_name());
+        Self { pool, dialect, limits, metrics: Metrics::default(), sessions: Mutex::new(HashMap::new()) }
+    }
+
+    // --- AgentGym's single-session endpoints -------------------------------------------------
+
+    pub fn create_one(&self) -> Result<Value, ApiError> {
+        let id = self.create(1)?[0];
+        let observation = if self.dialect.create_resets() {
+            let task = (id - 1) % self.pool.num_tasks().max(1);
+            Some(self.reset_checked(id, task as i64)?)
+        } else {
+            None
+        };
+        Ok(self.dialect.create_reply(id, observation))
+    }
+
+    pub fn reset_one(&self, id: u64, data_idx: i64) -> Result<Value, ApiError> {
+        self.touch(id)?;
+        let observation = self.reset_checked(id, data_idx)?;
+        Ok(self.dialect.reset_reply(id, observation))
+    }
+
+    pub fn step_one(&self, id: u64, action: &str) -> Result<Value, ApiError> {
+        self.touch(id)?;
+        if action.len() > self.limits.max_action_bytes {
+            return Err(ApiError::unprocessable(format!(
+                "action is {} bytes, over the {}-byte cap; not sent to the env",
+                action.len(),
+                self.limits.max_action_bytes
+            )));
+        }
+        let r = self.pool.step(&[id], &[action])?.remove(0);
+        if let Some(error) = &r.error {
+            return Err(ApiError::new(StatusCode::CONFLICT, error.clone()));
+        }
+        let meta = self.record_step(id, &r);
+        Ok(self.dialect.step_reply(r.observation, r.reward, r.done || r.truncated, &meta))
+    }
+
+    pub fn observation_one(&self, id: u64) -> Result<Value, ApiError> {
+        let meta = self.touch(id)?;
+        let observation = self.pool.observations(&[id])?.remove(0);
+        let info = self.pool.info(&[id])?.remove(0);
+        let goal = (info["phase"] != "fresh").then(|| info["goal"].as_str().unwrap_or_default());
+        Ok(self.dialect.observation_reply(observation, goal, &meta))
+    }
+
+    /// `true` if the session was open and is now closed; `false` if it was not open (as AgentGym).
+    pub fn close_one(&self, id: u64) -> bool {
+        self.close_ids(&[id])[0]
+    }
+
+    // --- batch endpoints -----------------------------------------------------------------------
+
+    /// Opens `n` sessions, refusing (503) when that would pass `max_sessions`.
+    pub fn create(&self, n: usize) -> Result<Vec<u64>, ApiError> {
+        let open = self.pool.len();
+        if open.saturating_add(n) > self.limits.max_sessions {
+            let err = PoolError::TooManySessions { open, requested: n, max: self.limits.max_sessions };
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string()));
+        }
+        let ids = self.pool.create(n)?;
+        let mut table = self.sessions.lock();
+        for &id in &ids {
+            table.insert(id, Meta::new());
+        }
+        Ok(ids)
+    }
+
+    pub fn batch_reset(&self, ids: &[u64], data_idxs: &[i64]) -> Result<Value, ApiError> {
+        check_len(ids.len(), data_idxs.len(), "data_idxs")?;
+        let num_tasks = self.pool.num_tasks();
+        let slots = self.run_batch(ids, |i| {
+            let t = data_idxs[i];
+            if t < 0 || t as u64 >= num_tasks {
+                return Err(format!("data_idx {t} is out of range: env {:?} has task ids 0..{num_tasks}", self.pool.env_name()));
+            }
+            Ok(t)
+        }, |ok_ids, tasks| {
+            let out = self.pool.reset(ok_ids, tasks)?;
+            for (id, r) in ok_ids.iter().zip(&out) {
+                if r.is_ok() {
+                    self.record_reset(*id);
+                }
+            }
+            Ok(out.into_iter().map(|r| r.map_err(|e| e.to_string())).collect())
+        })?;
+        let (observations, errors): (Vec<Value>, Vec<Value>) = slots.into_iter().map(split_slot).unzip();
+        Ok(json!({"observations": observations, "errors": errors}))
+    }
+
+    pub fn batch_step(&self, ids: &[u64], actions: Vec<String>) -> Result<Value, ApiError> {
+        check_len(ids.len(), actions.len(), "actions")?;
+        let slots = self.run_batch(ids, |i| Ok(actions[i].as_str()), |ok_ids, acts| {
+            let out = self.pool.step(ok_ids, acts)?;
+            for (id, r) in ok_ids.iter().zip(&out) {
+                if r.error.is_none() {
+                    self.record_step(*id, r);
+                }
+            }
+            Ok(out.into_iter().map(|r| match r.error {
+                Some(e) => Err(e),
+                None => Ok(r),
+            }).collect())
+        })?;
+        let n = slots.len();
+        let (mut obs, mut rewards, mut dones, mut truncated, mut errors) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for slot in slots {
+            let (o, r, d, t, e) = match slot {
+                Ok(r) => (Value::String(r.observation), reward_json(r.reward), r.done, r.truncated, Value::Null),
+                Err(e) => (Value::String(String::new()), json!(0), false, false, Value::String(e)),
+            };
+            obs.push(o);
+            rewards.push(r);
+            dones.push(d);
+            truncated.push(t);
+            errors.push(e);
+        }
+        Ok(json!({"observations": obs, "rewards": rewards, "dones": dones, "truncated": truncated, "errors": errors}))
+    }
+
+    /// Closes each open id; `closed[i]` says whether `ids[i]` was open.
+    pub fn close_ids(&self, ids: &[u64]) -> Vec<bool> {
+        let removed: Vec<bool> = {
+            let mut table = self.sessions.lock();
+            ids.iter().map(|id| table.remove(id).is_some()).collect()
+        };
+        let mut seen = HashSet::new();
+        let to_close: Vec<u64> = ids.iter().zip(&removed).filter(|(id, r)| **r && seen.insert(**id)).map(|(id, _)| *id).collect();
+        for id in &to_close {
+            // Only ids we just removed from the table reach here, so each is open in the pool.
+            let _ = self.pool.close(&[*id]);
+        }
+        removed
+    }
+
+    /// Closes sessions unused for longer than the idle timeout; returns how many.
+    pub fn reclaim_idle(&self) -> usize {
+        let Some(timeout) = self.limits.idle_timeout else { return 0 };
+        let now = Instant::now();
+        let idle: Vec<u64> = {
+            let mut table = self.sessions.lock();
+            let idle: Vec<u64> = table.iter().filter(|(_, m)| now.duration_since(m.last_used) > timeout).map(|(id, _)| *id).collect();
+            for id in &idle {
+                table.remove(id);
+            }
+            idle
+        };
+        for id in &idle {
+            let _ = self.pool.close(&[*id]);
+        }
+        self.metrics.reclaimed.fetch_add(idle.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        idle.len()
+    }
+
+    pub fn health(&self) -> Value {
+        json!({
+            "status": "ok",
+            "server": "agentgym-envserver",
+            "version": env!("CARGO_PKG_VERSION"),
+            "env": self.pool.env_name(),
+            "num_tasks": self.pool.num_tasks(),
+            "sessions": self.pool.len(),
+            "max_sessions": self.limits.max_sessions,
+            "max_action_bytes": self.limits.max_action_bytes,
+            "batch": true,
+        })
+    }
+
+    // --- helpers -------------------------------------------------------------------------------
+
+    /// Marks `id` used now and returns its meta; 404 if it is not open.
+    fn touch(&self, id: u64) -> Result<Meta, ApiError> {
+        let mut table = self.sessions.lock();
+        let meta = table.get_mut(&id).ok_or_else(|| ApiError::unknown_session(id))?;
+        meta.last_used = Instant::now();
+        Ok(meta.clone())
+    }
+
+    fn reset_checked(&self, id: u64, data_idx: i64) -> Result<String, ApiError> {
+        match self.pool.reset(&[id], &[data_idx])?.remove(0) {
+            Ok(observation) => {
+                self.record_reset(id);
+                Ok(observation)
+            }
+            Err(message) => Err(ApiError::internal(message)),
+        }
+    }
+
+    fn record_reset(&self, id: u64) {
+        if let Some(meta) = self.sessions.lock().get_mut(&id) {
+            *meta = Meta::new();
+        }
+    }
+
+    fn record_step(&self, id: u64, r: &StepResult) -> Meta {
+        let mut table = self.sessions.lock();
+        let meta = table.entry(id).or_default();
+        meta.last_used = Instant::now();
+        meta.score += f64::from(r.reward);
+        meta.last_reward = r.reward;
+        meta.done = r.done || r.truncated;
+        meta.clone()
+    }
+
+    /// Runs a batch where each item may be refused before the pool sees it (unknown or repeated
+    /// id, bad argument). The pool call gets only the accepted items; a session closed between
+    /// the check and the call (the reaper, a concurrent close) becomes that item's error.
+    fn run_batch<A: Clone, T>(
+        &self,
+        ids: &[u64],
+        check: impl Fn(usize) -> Result<A, String>,
+        call: impl Fn(&[u64], &[A]) -> Result<Vec<Slot<T>>, PoolError>,
+    ) -> Result<Vec<Slot<T>>, ApiError> {
+        let mut slots: Vec<Option<Slot<T>>> = (0..ids.len()).map(|_| None).collect();
+        let mut accepted: Vec<(usize, A)> = Vec::with_capacity(ids.len());
+        let mut seen = HashSet::with_capacity(ids.len());
+        for (i, &id) in ids.iter().enumerate() {
+            let verdict = if self.touch(id).is_err() {
+                Err(format!("unknown session id {id} (never created, already closed, or reclaimed after idling)"))
+            } else if !seen.insert(id) {
+                Err(format!("session id {id} appears more than once in one batch"))
+            } else {
+                check(i)
+            };
+            match verdict {
+                Ok(arg) => accepted.push((i, arg)),
+                Err(e) => slots[i] = Some(Err(e)),
+            }
+        }
+        loop {
+            let ok_ids: Vec<u64> = accepted.iter().map(|(i, _)| ids[*i]).collect();
+            let args: Vec<A> = accepted.iter().map(|(_, a)| a.clone()).collect();
+            match call(&ok_ids, &args) {
+                Ok(out) => {
+                    for ((i, _), r) in accepted.iter().zip(out) {
+                        slots[*i] = Some(r);
+                    }
+                    break;
+                }
+                Err(PoolError::UnknownSession(gone)) => {
+                    let pos = accepted.iter().position(|(i, _)| ids[*i] == gone).ok_or_else(|| ApiError::from(PoolError::UnknownSession(gone)))?;
+                    let (i, _) = accepted.remove(pos);
+                    slots[i] = Some(Err(format!("session {gone} was closed while this batch ran")));
+                }
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Ok(slots.into_iter().map(|s| s.unwrap_or_else(|| Err("not processed".to_string()))).collect())
+    }
+}
+
+fn split_slot(slot: Slot<String>) -> (Value, Value) {
+    match slot {
+        Ok(obs) => (Value::String(obs), Value::Null),
+        Err(e) => (Value::Null, Value::String(e)),
+    }
+}
+
+fn check_len(ids: usize, other: usize, what: &str) -> Result<(), ApiError> {
+    if ids == other {
+        return Ok(());
+    }
+    Err(ApiError::unprocessable(format!("length mismatch: {ids} ids but {other} {what}")))
+}
