@@ -1,0 +1,38 @@
+"""The learner config schema: nested YAML overrides, unknown keys named with their file."""
+
+import pytest
+
+pytest.importorskip("torch")
+
+from agentgym.configtools import ConfigError, from_dict, load_yaml, merge  # noqa: E402
+from agentgym.learner.config import LearnerConfig  # noqa: E402
+
+
+def test_nested_overrides(tmp_path):
+    path = tmp_path / "learner.yaml"
+    path.write_text(
+        "groups_per_step: 8\n"
+        "loss: {clip_eps_high: 0.28, behaviour_weight: sequence}\n"
+        "optim: {lr: 1, betas: [0.9, 0.95]}\n"
+        "horizon: {schedule: stepwise, rounds: [6, 13, 20], every: 100}\n"
+    )
+    cfg = load_yaml(LearnerConfig, path)
+    assert cfg.groups_per_step == 8 and cfg.loss.clip_eps_high == 0.28
+    assert cfg.loss.clip_eps == 0.2  # untouched default
+    assert cfg.optim.lr == 1.0 and isinstance(cfg.optim.lr, float)
+    assert cfg.optim.betas == (0.9, 0.95) and cfg.horizon.rounds == (6, 13, 20)
+    again = merge(cfg, {"loss": {"kl_coef": 0.1}}, "cli")
+    assert again.loss.kl_coef == 0.1 and again.loss.clip_eps_high == 0.28
+
+
+def test_unknown_and_ill_typed_keys_are_errors(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("loss:\n  clip_epss: 0.3\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: unknown key 'loss\.clip_epss'"):
+        load_yaml(LearnerConfig, path)
+    with pytest.raises(ConfigError, match="aggregation must be one of"):
+        from_dict(LearnerConfig, {"loss": {"aggregation": "mean"}})
+    with pytest.raises(ConfigError, match="bf16 must be bool"):
+        from_dict(LearnerConfig, {"bf16": "yes"})
+    with pytest.raises(ConfigError, match="micro_batch_size must be >= 1"):
+        from_dict(LearnerConfig, {"micro_batch_size": 0})
