@@ -130,6 +130,26 @@ def receive(fmt: str, batch: int, tokens: int, messages: int) -> dict[str, float
     }
 
 
+def codec_cost(fmt: str, batch: int, tokens: int, seconds: float = 2.0) -> dict[str, float]:
+    """CPU time (this process, not wall time) to encode and decode one trajectory, no sockets.
+
+    CPU time is what a loaded machine distorts least: it excludes time spent waiting for a core.
+    """
+    trajs = make_batch(batch, tokens)
+    encode, decode = encoder(fmt), decoder(fmt)
+    frames = [bytes(f) for f in encode(trajs)]
+    size = sum(len(f) for f in frames)
+    out = {}
+    for name, fn in (("encode", lambda: encode(trajs)), ("decode", lambda: decode(frames))):
+        n, start = 0, time.process_time()
+        while time.process_time() - start < seconds / 2:
+            fn()
+            n += 1
+        out[name] = (time.process_time() - start) / n / batch * 1e6
+    out["mb_s_per_core"] = size / batch / (out["encode"] + out["decode"])  # bytes/us = MB/s
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=2048)
@@ -140,10 +160,20 @@ def main() -> None:
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"python {platform.python_version()}, pyzmq {zmq.__version__}"
     )
-    print(
-        f"{args.tokens}-token trajectories, tcp loopback, sender and receiver in separate "
-        f"processes\n"
-    )
+    print(f"{args.tokens}-token trajectories; load average {os.getloadavg()[0]:.1f} at start")
+    print("\nCodec CPU cost per trajectory (encode + decode in one process, no sockets):\n")
+    print("| batch/msg | format | encode us | decode us | MB/s per core | speed-up |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for batch in args.batches:
+        ours = codec_cost("agentgym", batch, args.tokens)
+        theirs = codec_cost("pickle", batch, args.tokens)
+        base = theirs["encode"] + theirs["decode"]
+        for fmt, r in (("agentgym msgpack", ours), ("pickle", theirs)):
+            print(
+                f"| {batch} | {fmt} | {r['encode']:.1f} | {r['decode']:.1f} | "
+                f"{r['mb_s_per_core']:,.0f} | {base / (r['encode'] + r['decode']):.2f}x |"
+            )
+    print("\nEnd to end over tcp loopback, sender and receiver in separate processes (wall):\n")
     print("| batch/msg | format | traj/s | wire MB/s | payload MB/s | bytes/traj | speed-up |")
     print("|---:|---|---:|---:|---:|---:|---:|")
     for batch in args.batches:
