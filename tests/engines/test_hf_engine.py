@@ -190,3 +190,19 @@ def test_sampling_params_are_validated() -> None:
         SamplingParams(top_p=0.0)
     with pytest.raises(ValueError):
         SamplingParams(max_new_tokens=0)
+
+
+def test_rows_that_stop_early_leave_the_batch_without_disturbing_others(tiny) -> None:
+    model, _ = tiny
+    engine = make_engine(tiny)
+    free = SamplingParams(max_new_tokens=10, temperature=1.0, seed=21)
+    baseline = run(engine.generate(PROMPTS, free))
+    stop = baseline[0].token_ids[1]
+    params = SamplingParams(max_new_tokens=10, temperature=1.0, seed=21, stop_token_ids=(stop,))
+    gens = run(engine.generate(PROMPTS, params))
+    assert gens[0].finish_reason == "stop" and len(gens[0].token_ids) <= 2
+    assert any(len(g.token_ids) > len(gens[0].token_ids) for g in gens[1:])
+    for prompt, gen, base in zip(PROMPTS, gens, baseline, strict=True):
+        assert gen.token_ids == base.token_ids[: len(gen.token_ids)]
+        want = separate_forward_logprobs(model, prompt, gen, params)
+        assert gen.logprobs == pytest.approx(want, abs=2e-4)

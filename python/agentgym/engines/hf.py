@@ -170,7 +170,8 @@ class HFEngine:
 
     def _load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
         with self._lock, torch.no_grad():
-            missing, unexpected = self.model.load_state_dict(dict(state_dict), strict=False)
+            tensors = {k: torch.as_tensor(v) for k, v in state_dict.items()}  # numpy is fine too
+            missing, unexpected = self.model.load_state_dict(tensors, strict=False)
             if unexpected:
                 raise KeyError(f"unexpected weight names: {sorted(unexpected)[:5]}")
             self._version = version
