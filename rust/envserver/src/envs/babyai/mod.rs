@@ -15,6 +15,7 @@
 
 pub mod grid;
 pub mod instr;
+pub mod layout;
 pub mod levels;
 pub mod planner;
 pub mod roomgrid;
@@ -93,7 +94,7 @@ fn parse_num_seeds(s: &str) -> Result<u64, EnvError> {
 }
 
 fn parse_layout(json: &str) -> Result<World, EnvError> {
-    Err(invalid("layout", format!("layouts are not available yet ({} bytes given)", json.len())))
+    World::from_layout_json(json).map_err(|e| invalid("layout", e.to_string()))
 }
 
 impl EnvFactory for BabyAiFactory {

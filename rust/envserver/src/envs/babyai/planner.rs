@@ -28,10 +28,7 @@ impl SearchWindow {
     pub fn around(pos: (i32, i32), dir: u8, size: i32) -> Self {
         let f = DIR_TO_VEC[dir as usize % 4];
         let r = DIR_TO_VEC[(dir as usize + 1) % 4];
-        let c = (
-            pos.0 + f.0 * (size - 1) - r.0 * (size / 2),
-            pos.1 + f.1 * (size - 1) - r.1 * (size / 2),
-        );
+        let c = (pos.0 + f.0 * (size - 1) - r.0 * (size / 2), pos.1 + f.1 * (size - 1) - r.1 * (size / 2));
         let o = (c.0 + size * (r.0 - f.0), c.1 + size * (r.1 - f.1));
         let span = |c: i32, o: i32| if o < c { (o, c + 1) } else { (c, o) };
         let (x0, x1) = span(c.0, o.0);
@@ -87,10 +84,7 @@ pub fn find_path(
     window: &SearchWindow,
     blocked: impl Fn((i32, i32)) -> bool,
 ) -> Option<Vec<Action>> {
-    debug_assert!(
-        window.contains(start),
-        "the agent lies outside its search window"
-    );
+    debug_assert!(window.contains(start), "the agent lies outside its search window");
     let mut blocked_cell = [false; MAX_CELLS];
     for (k, b) in blocked_cell.iter_mut().enumerate().take(window.cells()) {
         *b = blocked(window.cell_at(k));
@@ -109,11 +103,7 @@ pub fn find_path(
         let pos = window.cell_at(state as usize / 4);
         let d = (state % 4) as u8;
         let v = DIR_TO_VEC[d as usize];
-        let reached = if arrive {
-            pos == target
-        } else {
-            (pos.0 + v.0, pos.1 + v.1) == target
-        };
+        let reached = if arrive { pos == target } else { (pos.0 + v.0, pos.1 + v.1) == target };
         if reached {
             return Some(trace(&parent, start_state, state));
         }
@@ -159,42 +149,10 @@ mod tests {
     fn window_matches_agentgym_for_each_heading() {
         let p = (10, 10);
         // (x range, y range) as AgentGym computes them; some include a cell behind.
-        assert_eq!(
-            SearchWindow::around(p, 0, 7),
-            SearchWindow {
-                x0: 9,
-                x1: 17,
-                y0: 7,
-                y1: 14
-            }
-        );
-        assert_eq!(
-            SearchWindow::around(p, 1, 7),
-            SearchWindow {
-                x0: 6,
-                x1: 14,
-                y0: 9,
-                y1: 17
-            }
-        );
-        assert_eq!(
-            SearchWindow::around(p, 2, 7),
-            SearchWindow {
-                x0: 4,
-                x1: 11,
-                y0: 6,
-                y1: 14
-            }
-        );
-        assert_eq!(
-            SearchWindow::around(p, 3, 7),
-            SearchWindow {
-                x0: 7,
-                x1: 14,
-                y0: 4,
-                y1: 11
-            }
-        );
+        assert_eq!(SearchWindow::around(p, 0, 7), SearchWindow { x0: 9, x1: 17, y0: 7, y1: 14 });
+        assert_eq!(SearchWindow::around(p, 1, 7), SearchWindow { x0: 6, x1: 14, y0: 9, y1: 17 });
+        assert_eq!(SearchWindow::around(p, 2, 7), SearchWindow { x0: 4, x1: 11, y0: 6, y1: 14 });
+        assert_eq!(SearchWindow::around(p, 3, 7), SearchWindow { x0: 7, x1: 14, y0: 4, y1: 11 });
     }
 
     #[test]
@@ -211,14 +169,8 @@ mod tests {
         assert_eq!(walk(start, 0, &path).0, (13, 12));
         assert_eq!(path.len(), 6);
         // Already facing: nothing to do.
-        assert_eq!(
-            find_path(start, 0, (11, 10), false, &w, |_| false),
-            Some(vec![])
-        );
-        assert_eq!(
-            find_path(start, 0, (10, 10), true, &w, |_| false),
-            Some(vec![])
-        );
+        assert_eq!(find_path(start, 0, (11, 10), false, &w, |_| false), Some(vec![]));
+        assert_eq!(find_path(start, 0, (10, 10), true, &w, |_| false), Some(vec![]));
     }
 
     #[test]
@@ -248,10 +200,7 @@ mod tests {
         use Action::{Forward as F, Left as L, Right as R};
         let start = (10, 10);
         let w = SearchWindow::around(start, 0, 7);
-        assert_eq!(
-            find_path(start, 0, (9, 10), true, &w, |_| false),
-            Some(vec![R, R, F])
-        );
+        assert_eq!(find_path(start, 0, (9, 10), true, &w, |_| false), Some(vec![R, R, F]));
         let wall = |p: (i32, i32)| p == (12, 10);
         let path = find_path(start, 0, (13, 10), true, &w, wall);
         assert_eq!(path, Some(vec![L, F, R, F, F, F, R, F]));

@@ -58,11 +58,7 @@ fn encode(obj: Option<&Obj>) -> [u8; 3] {
     match obj {
         None => [EMPTY, 0, 0],
         Some(o) => {
-            let state = if o.kind == ObjKind::Door {
-                door_state_code(o.door_state())
-            } else {
-                0
-            };
+            let state = if o.kind == ObjKind::Door { door_state_code(o.door_state()) } else { 0 };
             [kind_code(o.kind), color_code(o.color), state]
         }
     }
@@ -74,10 +70,7 @@ fn add(a: (i32, i32), b: (i32, i32), k: i32) -> (i32, i32) {
 
 /// The agent's forward and right unit vectors.
 fn axes(dir: u8) -> ((i32, i32), (i32, i32)) {
-    (
-        DIR_TO_VEC[dir as usize % 4],
-        DIR_TO_VEC[(dir as usize + 1) % 4],
-    )
+    (DIR_TO_VEC[dir as usize % 4], DIR_TO_VEC[(dir as usize + 1) % 4])
 }
 
 /// World cell of view cell `(i, j)`: `j` counts rows from the far edge, `i` columns from
@@ -186,10 +179,7 @@ impl fmt::Display for Label {
 
 /// Whether the planner routes around this kind and `drop` refuses to drop onto it.
 fn blocks(kind: ObjKind) -> bool {
-    matches!(
-        kind,
-        ObjKind::Wall | ObjKind::Box | ObjKind::Lava | ObjKind::Ball | ObjKind::Key
-    )
+    matches!(kind, ObjKind::Wall | ObjKind::Box | ObjKind::Lava | ObjKind::Ball | ObjKind::Key)
 }
 
 /// A named cell in view.
@@ -241,11 +231,7 @@ impl Scene {
                     color: Color::ALL[color as usize % 6],
                     door: (kind == ObjKind::Door).then(|| DOOR_STATES[state as usize % 3]),
                 };
-                things.push(Thing {
-                    label,
-                    pos: cell,
-                    dist: rel.0.abs() + rel.1.abs(),
-                });
+                things.push(Thing { label, pos: cell, dist: rel.0.abs() + rel.1.abs() });
                 let in_line = f.0 * rel.1 - f.1 * rel.0 == 0;
                 if matches!(kind, ObjKind::Box | ObjKind::Wall) && in_line {
                     let steps = f.0 * rel.0 + f.1 * rel.1;
@@ -258,20 +244,12 @@ impl Scene {
         // Stable: equal distances keep view order, as Python's sort does.
         things.sort_by_key(|t| t.dist);
         let window = SearchWindow::around(pos, world.agent_dir, VIEW_SIZE);
-        Self {
-            things,
-            ahead,
-            window,
-            pos,
-            dir: world.agent_dir,
-        }
+        Self { things, ahead, window, pos, dir: world.agent_dir }
     }
 
     /// Whether a blocking thing occupies `pos`.
     pub fn blocked(&self, pos: (i32, i32)) -> bool {
-        self.things
-            .iter()
-            .any(|t| t.pos == pos && blocks(t.label.kind))
+        self.things.iter().any(|t| t.pos == pos && blocks(t.label.kind))
     }
 
     fn offset(&self, thing: &Thing, out: &mut String) {
@@ -282,17 +260,10 @@ impl Scene {
         let _ = match right.cmp(&0) {
             std::cmp::Ordering::Equal => write!(out, "right in front of you {front} steps away. "),
             std::cmp::Ordering::Greater => {
-                write!(
-                    out,
-                    "{front} steps in front of you and {right} steps to your right. "
-                )
+                write!(out, "{front} steps in front of you and {right} steps to your right. ")
             }
             std::cmp::Ordering::Less => {
-                write!(
-                    out,
-                    "{front} steps in front of you and {} steps to your left. ",
-                    -right
-                )
+                write!(out, "{front} steps in front of you and {} steps to your left. ", -right)
             }
         };
     }
@@ -318,12 +289,7 @@ impl Scene {
         match carrying {
             None => out.push_str("You are not carrying anything."),
             Some(o) => {
-                let _ = write!(
-                    out,
-                    "You are carrying a {} {}.",
-                    o.color.name(),
-                    o.kind.name()
-                );
+                let _ = write!(out, "You are carrying a {} {}.", o.color.name(), o.kind.name());
             }
         }
     }
@@ -335,10 +301,7 @@ struct Counts(Vec<(Label, u32)>);
 
 impl Counts {
     fn get(&self, label: Label) -> u32 {
-        self.0
-            .iter()
-            .find(|(l, _)| *l == label)
-            .map_or(0, |(_, n)| *n)
+        self.0.iter().find(|(l, _)| *l == label).map_or(0, |(_, n)| *n)
     }
 
     fn set(&mut self, label: Label, n: u32) {
@@ -402,17 +365,11 @@ struct Planner<'a> {
 
 impl Planner<'_> {
     fn path(&mut self, target: (i32, i32), arrive: bool) -> Option<Vec<Action>> {
-        if let Some((_, _, p)) = self
-            .memo
-            .iter()
-            .find(|(t, a, _)| *t == target && *a == arrive)
-        {
+        if let Some((_, _, p)) = self.memo.iter().find(|(t, a, _)| *t == target && *a == arrive) {
             return p.clone();
         }
         let scene = self.scene;
-        let p = find_path(scene.pos, scene.dir, target, arrive, &scene.window, |c| {
-            scene.blocked(c)
-        });
+        let p = find_path(scene.pos, scene.dir, target, arrive, &scene.window, |c| scene.blocked(c));
         self.memo.push((target, arrive, p.clone()));
         p
     }
@@ -423,21 +380,14 @@ impl Menu {
     /// actions, go to goal, go to objects, check available actions.
     pub fn build(scene: &Scene, carrying: Option<&Obj>) -> Self {
         let mut menu = Menu::default();
-        let mut plan = Planner {
-            scene,
-            memo: Vec::new(),
-        };
+        let mut plan = Planner { scene, memo: Vec::new() };
         menu.actions.insert("turn left".into(), vec![Action::Left]);
-        menu.actions
-            .insert("turn right".into(), vec![Action::Right]);
+        menu.actions.insert("turn right".into(), vec![Action::Right]);
         match scene.ahead {
-            Some((_, steps)) if steps <= 1 => menu.errors.insert(
-                "move forward".into(),
-                "There is a barrier in front of you, you can't move forward.".into(),
-            ),
-            _ => menu
-                .actions
-                .insert("move forward".into(), vec![Action::Forward]),
+            Some((_, steps)) if steps <= 1 => menu
+                .errors
+                .insert("move forward".into(), "There is a barrier in front of you, you can't move forward.".into()),
+            _ => menu.actions.insert("move forward".into(), vec![Action::Forward]),
         }
         if carrying.is_none() {
             menu.pickups(scene, &mut plan);
@@ -452,13 +402,7 @@ impl Menu {
 
     /// "<verb> <name> <n>", n counting the reachable things of that name so far; an
     /// unreachable thing leaves an error under the next number instead.
-    fn numbered(
-        &mut self,
-        counts: &mut Counts,
-        verb: &str,
-        label: Label,
-        path: Option<Vec<Action>>,
-    ) {
+    fn numbered(&mut self, counts: &mut Counts, verb: &str, label: Label, path: Option<Vec<Action>>) {
         let n = counts.get(label) + 1;
         let key = format!("{verb} {label} {n}");
         match path {
@@ -502,11 +446,7 @@ impl Menu {
 
     fn doors(&mut self, scene: &Scene, plan: &mut Planner, carrying: Option<&Obj>) {
         let mut counts = Counts::default();
-        for t in scene
-            .things
-            .iter()
-            .filter(|t| t.label.kind == ObjKind::Door)
-        {
+        for t in scene.things.iter().filter(|t| t.label.kind == ObjKind::Door) {
             let label = t.label;
             let n = counts.bump(label);
             let state = label.door.unwrap_or(DoorState::Closed);
@@ -525,9 +465,9 @@ impl Menu {
             if state == DoorState::Locked {
                 let reason = match carrying {
                     Some(o) if o.kind == ObjKind::Key && o.color == label.color => None,
-                    Some(o) if o.kind == ObjKind::Key => Some(
-                        "the color of the key you are carrying does not match the color of door",
-                    ),
+                    Some(o) if o.kind == ObjKind::Key => {
+                        Some("the color of the key you are carrying does not match the color of door")
+                    }
                     _ => Some("you are not carrying a key"),
                 };
                 if let Some(reason) = reason {
@@ -565,11 +505,7 @@ impl Menu {
     }
 
     fn goals(&mut self, scene: &Scene, plan: &mut Planner) {
-        for t in scene
-            .things
-            .iter()
-            .filter(|t| t.label.kind == ObjKind::Goal)
-        {
+        for t in scene.things.iter().filter(|t| t.label.kind == ObjKind::Goal) {
             match plan.path(t.pos, true) {
                 Some(path) => self.actions.insert("go to goal".into(), path),
                 None => self.errors.insert(
