@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The test command: installs agentgym with its test extras from this checkout, then runs the
+# Rust tests and the Python suite. Usage: bash tests/run.sh [extra pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m pip install --quiet --upgrade "pip>=23" "maturin>=1.5,<2"
+# [train] pulls torch (large, CUDA wheels from PyPI): installed once per machine, then cached.
+python3 -m pip install --quiet ".[dev,train]"
+
+echo "== cargo test"
+cargo test --quiet -p agentgym-envserver
+
+echo "== pytest"
+# Run from a neutral directory so the installed package (with its native module) is imported.
+python3 -m pytest -c pyproject.toml --rootdir . tests "$@"
