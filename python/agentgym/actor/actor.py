@@ -1,0 +1,321 @@
+"""The actor loop: admit groups, run them concurrently, push them, follow the learner.
+
+Three things run on one asyncio loop:
+
+- the control listener: the learner's version and horizon cap; a newer version triggers one
+  weight fetch at a time (episodes in flight keep going; each turn records the version that
+  generated it);
+- the admission loop: starts a new group (a task drawn from the actor's task list, the cap in
+  force now) whenever all of these hold:
+    * fewer than ``groups_in_flight`` groups are running;
+    * the engine's weights are at most ``max_staleness`` versions behind the learner;
+    * the actor has started fewer than ``(learner_version - first_version + max_staleness + 1)
+      * share`` groups, ``share`` being its part of the learner's ``groups_per_step``. This
+      bounds how far sampling runs ahead of training. With ``max_staleness = 0`` (``--sync``)
+      it is the synchronous loop: each actor samples its share with the newest weights, then
+      waits for the update;
+- the groups themselves (``run_group``), each pushed as one message when it finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgym.actor.episodes import Clocks, EpisodeSpec, GroupResult, next_ids, run_group
+from agentgym.agent.turns import ChatCodec
+from agentgym.engines.base import Engine, SamplingParams
+from agentgym.envs import EnvPool
+from agentgym.transport.channels import AsyncActorChannels, Endpoints, WeightFetchError
+from agentgym.transport.wire import Control, Trajectory
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ActorSettings:
+    """Everything one actor process needs besides its engine, pool and codec."""
+
+    env: str
+    task_ids: tuple[int, ...]
+    group_size: int = 8
+    groups_in_flight: int = 4
+    max_staleness: int = 4
+    share: int = 1
+    """Groups this actor contributes to each learner step."""
+    index: int = 0
+    reply_format: str = "action_line"
+    system_prompt: bool = True
+    max_context_tokens: int = 4096
+    seed: int = 0
+    push_timeout_s: float = 2.0
+    sample_every: int = 0
+    sample_path: str | None = None
+    stats_path: str | None = None
+    stats_every_s: float = 2.0
+
+
+@dataclass
+class ActorStats:
+    """Counters an actor reports (and writes to its stats file)."""
+
+    groups_started: int = 0
+    groups_pushed: int = 0
+    trajectories_pushed: int = 0
+    dropped_env_errors: int = 0
+    last_errors: list[str] = field(default_factory=list)
+    generated_tokens: int = 0
+    pushed_tokens: int = 0
+    weight_loads: int = 0
+    engine_version: int = 0
+    learner_version: int = 0
+    generate_busy_s: float = 0.0
+    env_busy_s: float = 0.0
+    push_s: float = 0.0
+    weights_s: float = 0.0
+    wall_s: float = 0.0
+    waiting_admission_s: float = 0.0
+
+
+class Actor:
+    """One actor: an engine, an env pool and the channels to a learner (module docstring)."""
+
+    def __init__(
+        self,
+        settings: ActorSettings,
+        engine: Engine,
+        pool: EnvPool,
+        codec: ChatCodec,
+        params: SamplingParams,
+        endpoints: Endpoints,
+        *,
+        load_state_dict=None,
+    ):
+        if not settings.task_ids:
+            raise ValueError("the actor has no task ids")
+        self.s = settings
+        self.engine, self.pool, self.codec, self.params = engine, pool, codec, params
+        self.endpoints = endpoints
+        self.stats = ActorStats()
+        self.clocks = Clocks()
+        self._to_state_dict = load_state_dict
+        self._rng = random.Random(settings.seed)
+        self._group_ids = next_ids(settings.index)
+        self._episode_ids = next_ids(settings.index)
+        self._control: Control | None = None
+        self._first_version: int | None = None
+        self._stop = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._groups: set[asyncio.Task[None]] = set()
+        self._fetching: asyncio.Task[None] | None = None
+        self._samples = 0
+
+    # --- entry point ------------------------------------------------------------------------
+
+    async def run(
+        self, *, max_groups: int | None = None, timeout_s: float | None = None
+    ) -> ActorStats:
+        """Run until the learner says stop (or ``max_groups`` groups were pushed, or timeout)."""
+        start = time.perf_counter()
+        self._channels = AsyncActorChannels(self.endpoints)
+        tasks = [asyncio.create_task(self._listen()), asyncio.create_task(self._report())]
+        try:
+            await asyncio.wait_for(self._admit(max_groups), timeout_s)
+        except TimeoutError:
+            log.warning("actor %d: timed out after %.0f s", self.s.index, timeout_s)
+        finally:
+            self._stop.set()
+            for t in [*tasks, *self._groups, *([self._fetching] if self._fetching else [])]:
+                t.cancel()
+            await asyncio.gather(*tasks, *self._groups, return_exceptions=True)
+            self.stats.wall_s = time.perf_counter() - start
+            self._write_stats()
+            self._channels.close()
+            await self.engine.close()
+        return self.stats
+
+    def stop(self) -> None:
+        """Ask the loop to finish (groups in flight are abandoned)."""
+        self._stop.set()
+        self._changed.set()
+
+    # --- admission --------------------------------------------------------------------------
+
+    async def _admit(self, max_groups: int | None) -> None:
+        while not self._stop.is_set():
+            if max_groups is not None and self.stats.groups_pushed >= max_groups:
+                return
+            started = max_groups is None or self.stats.groups_started < max_groups
+            if started and self._may_admit():
+                self._start_group()
+                continue
+            waited = time.perf_counter()
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), 0.5)
+            except TimeoutError:
+                pass
+            self.stats.waiting_admission_s += time.perf_counter() - waited
+
+    def _may_admit(self) -> bool:
+        c = self._control
+        if c is None or c.stop or self._first_version is None:
+            return False
+        if len(self._groups) >= self.s.groups_in_flight:
+            return False
+        if c.policy_version - self.engine.version > self.s.max_staleness:
+            return False
+        budget = (c.policy_version - self._first_version + self.s.max_staleness + 1) * self.s.share
+        return self.stats.groups_started < budget
+
+    def _start_group(self) -> None:
+        assert self._control is not None
+        spec = EpisodeSpec(
+            env=self.s.env,
+            task_id=self._rng.choice(self.s.task_ids),
+            group_id=next(self._group_ids),
+            group_size=self.s.group_size,
+            horizon_cap=self._control.horizon_cap,
+            reply_format=self.s.reply_format,  # type: ignore[arg-type]
+            system_prompt=self.s.system_prompt,
+            max_context_tokens=self.s.max_context_tokens,
+        )
+        self.stats.groups_started += 1
+        task = asyncio.create_task(self._run_group(spec))
+        self._groups.add(task)
+        task.add_done_callback(self._group_done)
+
+    def _group_done(self, task: asyncio.Task[None]) -> None:
+        self._groups.discard(task)
+        self._changed.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("actor %d: group failed: %r", self.s.index, task.exception())
+            self._stop.set()
+
+    async def _run_group(self, spec: EpisodeSpec) -> None:
+        result = await run_group(
+            spec, self.engine, self.pool, self.codec, self.params, self._episode_ids, self.clocks
+        )
+        self._count(result)
+        if result.trajectories:
+            await self._push(result.trajectories)
+
+    def _count(self, result: GroupResult) -> None:
+        self.stats.generated_tokens += result.generated_tokens
+        if result.errors:
+            self.stats.dropped_env_errors += len(result.errors)
+            self.stats.last_errors = (self.stats.last_errors + result.errors)[-5:]
+            log.warning(
+                "actor %d: dropped %d episode(s): %s",
+                self.s.index,
+                len(result.errors),
+                result.errors[0],
+            )
+
+    async def _push(self, trajectories: Sequence[Trajectory]) -> None:
+        start = time.perf_counter()
+        while not self._stop.is_set():
+            if await self._channels.send_trajectories(trajectories, self.s.push_timeout_s):
+                self.stats.groups_pushed += 1
+                self.stats.trajectories_pushed += len(trajectories)
+                self.stats.pushed_tokens += sum(t.num_tokens for t in trajectories)
+                self._maybe_sample(trajectories)
+                break
+        self.stats.push_s += time.perf_counter() - start
+        self._changed.set()
+
+    # --- control and weights ----------------------------------------------------------------
+
+    async def _listen(self) -> None:
+        while not self._stop.is_set():
+            control = await self._channels.poll_control(0.1)
+            if control is None:
+                continue
+            if self._first_version is None:
+                self._first_version = control.policy_version
+            self._control = control
+            self.stats.learner_version = control.policy_version
+            if control.stop:
+                self.stop()
+                return
+            if control.policy_version > self.engine.version and self._fetching is None:
+                self._fetching = asyncio.create_task(self._fetch())
+            self._changed.set()
+
+    async def _fetch(self) -> None:
+        start = time.perf_counter()
+        try:
+            snapshot = await self._channels.fetch_weights(self.engine.version)
+            if snapshot is not None and snapshot.version > self.engine.version:
+                state = self._to_state_dict(snapshot.tensors)
+                await self.engine.load_weights(state, snapshot.version)
+                self.stats.weight_loads += 1
+                self.stats.engine_version = snapshot.version
+        except WeightFetchError as e:
+            log.warning("actor %d: %s", self.s.index, e)
+        finally:
+            self.stats.weights_s += time.perf_counter() - start
+            self._fetching = None
+            self._changed.set()
+        c = self._control
+        if c is not None and c.policy_version > self.engine.version and not self._stop.is_set():
+            self._fetching = asyncio.create_task(self._fetch())
+
+    # --- reporting --------------------------------------------------------------------------
+
+    async def _report(self) -> None:
+        start = time.perf_counter()
+        while not self._stop.is_set():
+            await asyncio.sleep(self.s.stats_every_s)
+            self.stats.wall_s = time.perf_counter() - start
+            self._write_stats()
+
+    def _write_stats(self) -> None:
+        self.stats.generate_busy_s = self.clocks.generate.seconds
+        self.stats.env_busy_s = self.clocks.env.seconds
+        self.stats.engine_version = self.engine.version
+        if self.s.stats_path is None:
+            return
+        path = Path(self.s.stats_path)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self.stats)))
+        tmp.replace(path)
+
+    def _maybe_sample(self, trajectories: Sequence[Trajectory]) -> None:
+        every, path = self.s.sample_every, self.s.sample_path
+        self._samples += 1
+        if not every or path is None or (self._samples - 1) % every:
+            return
+        with open(path, "a") as f:
+            for t in trajectories:
+                f.write(json.dumps(trajectory_record(t, self.codec)) + "\n")
+
+
+def trajectory_record(t: Trajectory, codec: ChatCodec) -> dict[str, Any]:
+    """A readable JSON record of one trajectory (the text as the model saw it)."""
+    return {
+        "episode_id": t.episode_id,
+        "group_id": t.group_id,
+        "env": t.env,
+        "task_id": t.task_id,
+        "horizon_cap": t.horizon_cap,
+        "reward": t.reward,
+        "success": t.success,
+        "truncated": t.truncated,
+        "num_turns": t.num_turns,
+        "versions": t.turn_versions.tolist(),
+        "num_tokens": t.num_tokens,
+        "text": codec.tokenizer.decode(t.tokens.tolist()),
+        "generated": [
+            codec.tokenizer.decode(t.tokens[i : i + 1].tolist())
+            for i in range(t.num_tokens)
+            if t.loss_mask[i]
+        ][:64],
+    }

@@ -1,0 +1,39 @@
+"""The actor's config schema (frozen dataclasses, one docstring per field)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class ActorConfig:
+    """How an actor runs episodes and feeds the learner."""
+
+    num_actors: int = 1
+    """Actor processes ``agentgym train`` starts (each with its own engine and env pool)."""
+    group_size: int = 8
+    """Episodes per task, sent together as one GRPO group (same task, same horizon cap)."""
+    groups_in_flight: int = 4
+    """Groups an actor runs at once; their turns share engine batches."""
+    reply_format: Literal["action_line", "bare"] = "action_line"
+    """action_line: AgentGym's "Thought: ... Action: <action>" replies (parsed with its rules);
+    bare: the whole reply is the action (for the menu policy's one-token replies)."""
+    system_prompt: bool = True
+    """Open each episode with the env's instruction as a system message (False: the first
+    observation is the whole prompt, for tiny models with short contexts)."""
+    max_context_tokens: int = 4096
+    """An episode whose conversation would exceed this many tokens ends (counted as truncated)."""
+    seed: int = 0
+    """Seeds task sampling (actor i uses seed + i) and the engine's sampling stream."""
+    sample_every: int = 20
+    """Write every n-th pushed group of actor 0 to the run's trajectory sample (0: none)."""
+    torch_threads: int = 1
+    """Torch threads per actor process (CPU engines)."""
+    push_timeout_s: float = 2.0
+    """How long one push waits on a full learner queue before re-checking for stop."""
+
+    def __post_init__(self) -> None:
+        for name in ("num_actors", "group_size", "groups_in_flight", "torch_threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")

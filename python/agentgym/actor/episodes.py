@@ -1,0 +1,230 @@
+"""One GRPO group: n episodes of one task, stepped turn by turn through an engine and an EnvPool.
+
+All episodes of a group take one engine call and one batched env step per turn; groups run as
+concurrent coroutines, so the engine batches the turns of every group in flight (continuous
+batching over turns). A session whose env fails drops only its own trajectory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentgym.agent.parsing import EMPTY_ACTION_MESSAGE, ParsedAction, parse_action, sanitize_action
+from agentgym.agent.prompts import initial_messages
+from agentgym.agent.turns import ChatCodec, Conversation
+from agentgym.engines.base import Engine, SamplingParams
+from agentgym.envs import EnvPool, SessionError
+from agentgym.transport.wire import Trajectory
+
+
+def parse_reply(reply: str, env: str, reply_format: Literal["action_line", "bare"]) -> ParsedAction:
+    """The action in ``reply``: AgentGym's ``Action:`` line rules, or the bare reply text."""
+    if reply_format == "action_line":
+        return parse_action(reply, env)
+    action = sanitize_action(reply, env)
+    return ParsedAction(action) if action else ParsedAction(None, EMPTY_ACTION_MESSAGE)
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """What a group runs: which task, how many episodes, under which cap and prompt rules."""
+
+    env: str
+    task_id: int
+    group_id: int
+    group_size: int
+    horizon_cap: int | None
+    reply_format: Literal["action_line", "bare"] = "action_line"
+    system_prompt: bool = True
+    max_context_tokens: int = 4096
+
+
+@dataclass
+class Busy:
+    """Wall time during which at least one call of a kind was running (overlaps counted once)."""
+
+    seconds: float = 0.0
+    _active: int = 0
+    _since: float = 0.0
+
+    def enter(self) -> None:
+        if self._active == 0:
+            self._since = time.perf_counter()
+        self._active += 1
+
+    def exit(self) -> None:
+        self._active -= 1
+        if self._active == 0:
+            self.seconds += time.perf_counter() - self._since
+
+
+@dataclass
+class Clocks:
+    """Busy time of the engine and the envs, shared by all groups of one actor."""
+
+    generate: Busy = field(default_factory=Busy)
+    env: Busy = field(default_factory=Busy)
+
+
+@dataclass
+class GroupResult:
+    """The finished trajectories of a group and what went wrong with the others."""
+
+    trajectories: list[Trajectory]
+    errors: list[str]
+    """One message per dropped episode (its env session failed)."""
+    generated_tokens: int = 0
+
+
+@dataclass
+class _Episode:
+    session: int
+    conversation: Conversation
+    reward: float = 0.0
+    success: bool = False
+    truncated: bool = False
+    done: bool = False
+    error: str | None = None
+    gen_s: float = 0.0
+    env_s: float = 0.0
+
+
+def next_ids(prefix: int) -> Iterator[int]:
+    """Ids unique across actors: the actor index in the high bits, a counter below."""
+    return (prefix << 40 | i for i in itertools.count())
+
+
+async def run_group(
+    spec: EpisodeSpec,
+    engine: Engine,
+    pool: EnvPool,
+    codec: ChatCodec,
+    params: SamplingParams,
+    episode_ids: Iterator[int],
+    clocks: Clocks | None = None,
+) -> GroupResult:
+    """Run ``spec.group_size`` episodes of ``spec.task_id`` to the end; never raises for env
+    failures (the failed episodes are listed in ``GroupResult.errors``)."""
+    clocks = clocks or Clocks()
+    sessions = pool.create(spec.group_size)
+    try:
+        episodes = await _start(spec, pool, codec, sessions, clocks)
+        turns = 0
+        generated = 0
+        while live := [e for e in episodes if not (e.done or e.error)]:
+            generated += await _turn(spec, engine, pool, params, live, clocks)
+            turns += 1
+            _apply_limits(spec, live, turns)
+    finally:
+        pool.close(sessions)
+    return _result(spec, episodes, episode_ids, generated)
+
+
+async def _start(spec, pool, codec, sessions, clocks) -> list[_Episode]:
+    start = time.perf_counter()
+    clocks.env.enter()
+    try:
+        observations: list[str | None] = list(
+            await pool.areset(sessions, [spec.task_id] * len(sessions))
+        )
+        errors: dict[int, str] = {}
+    except SessionError as e:
+        observations, errors = e.observations, e.errors
+    finally:
+        clocks.env.exit()
+    elapsed = time.perf_counter() - start
+    episodes = []
+    for i, (sid, obs) in enumerate(zip(sessions, observations, strict=True)):
+        messages = _opening(spec, obs or "")
+        ep = _Episode(sid, Conversation(codec, messages), env_s=elapsed)
+        if i in errors:
+            ep.error = f"reset: {errors[i]}"
+        episodes.append(ep)
+    return episodes
+
+
+def _opening(spec: EpisodeSpec, observation: str) -> list[dict[str, str]]:
+    if spec.system_prompt:
+        return initial_messages(spec.env, observation)
+    return [{"role": "user", "content": observation}]
+
+
+async def _turn(spec, engine, pool, params, live: list[_Episode], clocks: Clocks) -> int:
+    """One policy turn for every live episode of the group; returns tokens generated."""
+    start = time.perf_counter()
+    clocks.generate.enter()
+    try:
+        gens = await engine.generate([e.conversation.tokens for e in live], params)
+    finally:
+        clocks.generate.exit()
+    gen_s = time.perf_counter() - start
+    acting: list[tuple[_Episode, str]] = []
+    for ep, gen in zip(live, gens, strict=True):
+        ep.gen_s += gen_s
+        text = ep.conversation.add_reply(gen.token_ids, gen.logprobs, gen.policy_version)
+        parsed = parse_reply(text, spec.env, spec.reply_format)
+        if parsed.ok:
+            acting.append((ep, parsed.action))
+        else:
+            ep.conversation.add_observation(parsed.error)
+    if acting:
+        await _step(pool, acting, clocks)
+    return sum(len(g.token_ids) for g in gens)
+
+
+async def _step(pool: EnvPool, acting: list[tuple[_Episode, str]], clocks: Clocks) -> None:
+    start = time.perf_counter()
+    clocks.env.enter()
+    try:
+        batch = await pool.astep([e.session for e, _ in acting], [a for _, a in acting])
+    finally:
+        clocks.env.exit()
+    env_s = time.perf_counter() - start
+    for k, (ep, _) in enumerate(acting):
+        ep.env_s += env_s
+        if batch.errors[k] is not None:
+            ep.error = f"step: {batch.errors[k]}"
+            continue
+        ep.reward += float(batch.rewards[k])
+        if batch.dones[k] or batch.truncated[k]:
+            ep.done = True
+            ep.truncated = bool(batch.truncated[k]) and not batch.dones[k]
+            ep.success = bool(batch.dones[k]) and ep.reward > 0
+        else:
+            ep.conversation.add_observation(batch.observations[k])
+
+
+def _apply_limits(spec: EpisodeSpec, live: list[_Episode], turns: int) -> None:
+    for ep in live:
+        if ep.done or ep.error:
+            continue
+        over_cap = spec.horizon_cap is not None and turns >= spec.horizon_cap
+        too_long = len(ep.conversation.tokens) >= spec.max_context_tokens
+        if over_cap or too_long:
+            ep.done = ep.truncated = True
+
+
+def _result(spec, episodes: list[_Episode], episode_ids, generated: int) -> GroupResult:
+    kept = [e for e in episodes if e.error is None and e.conversation.trace.num_turns > 0]
+    errors = [e.error for e in episodes if e.error is not None]
+    trajectories = [
+        Trajectory(
+            episode_id=next(episode_ids),
+            group_id=spec.group_id,
+            group_size=len(kept),
+            env=spec.env,
+            task_id=spec.task_id,
+            horizon_cap=spec.horizon_cap,
+            reward=e.reward,
+            success=e.success,
+            truncated=e.truncated,
+            timings={"generate": e.gen_s, "env": e.env_s},
+            **e.conversation.trace.trajectory_fields(),
+        )
+        for e in kept
+    ]
+    return GroupResult(trajectories, errors, generated)

@@ -1,0 +1,110 @@
+"""Building the policy model, its tokenizer and an engine from a ``RunConfig``.
+
+The learner, every actor and ``agentgym eval`` build the policy the same way, from the same
+directory, so they start from identical weights and exchange state dicts unchanged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentgym.config import RunConfig
+
+
+def model_dir(config: RunConfig) -> Path:
+    """The checkpoint directory the policy is loaded from (the tiny model lives in the run dir)."""
+    if config.model.path is not None:
+        return Path(config.model.path)
+    return Path(config.run_dir) / "model"
+
+
+def prepare_model(config: RunConfig) -> Path:
+    """Make sure the policy's directory exists (build the tiny model once); returns it."""
+    directory = model_dir(config)
+    if config.model.path is not None:
+        return directory
+    if config.model.menu_policy:
+        from agentgym.actor.menu import build_menu_model
+
+        return build_menu_model(
+            directory,
+            config.env.name,
+            config.model.tiny,
+            corpus_episodes=config.model.corpus_episodes,
+            seed=config.actor.seed,
+        )
+    from agentgym.models import build_tiny_model, env_corpus
+
+    env, n = config.env.name, config.model.corpus_episodes
+    corpus = lambda: env_corpus(env, episodes=n, seed=config.actor.seed)  # noqa: E731
+    return build_tiny_model(directory, corpus, config.model.tiny)
+
+
+def load_policy(config: RunConfig, device: str = "cpu") -> tuple[Any, Any]:
+    """(model, tokenizer) in eval mode; the model is wrapped in ``MenuPolicy`` if configured."""
+    from agentgym.models import load_model
+
+    model, tokenizer = load_model(model_dir(config), device=device)
+    if config.model.menu_policy:
+        from agentgym.actor.menu import MenuPolicy
+
+        model = MenuPolicy.from_tokenizer(model, tokenizer, config.env.name).to(device).eval()
+    return model, tokenizer
+
+
+def pad_token_id(tokenizer: Any) -> int:
+    """The tokenizer's pad id (its EOS when it has none)."""
+    pad = tokenizer.pad_token_id
+    return int(pad if pad is not None else tokenizer.eos_token_id)
+
+
+def make_engine(config: RunConfig, model: Any, tokenizer: Any, *, seed: int = 0) -> Any:
+    """The configured engine around ``model`` (hf) or its directory (vllm)."""
+    if config.engine.backend == "vllm":
+        if config.model.menu_policy:
+            raise ValueError("the menu policy runs on the hf engine only")
+        from agentgym.engines.vllm import VLLMEngine
+
+        return VLLMEngine.from_pretrained(model_dir(config), seed=seed)
+    from agentgym.engines.hf import HFEngine, stop_ids_for
+
+    inner = getattr(model, "lm", model)
+    return HFEngine(
+        model,
+        stop_token_ids=stop_ids_for(inner, tokenizer),
+        pad_token_id=pad_token_id(tokenizer),
+        max_batch_size=config.engine.max_batch_size,
+        gather_s=config.engine.gather_s,
+        seed=seed,
+    )
+
+
+def sampling_params(config: RunConfig, *, temperature: float | None = None) -> Any:
+    """The engine's ``SamplingParams`` from the config."""
+    from agentgym.engines.base import SamplingParams
+
+    e = config.engine
+    return SamplingParams(
+        max_new_tokens=e.max_new_tokens,
+        temperature=e.temperature if temperature is None else temperature,
+        top_k=e.top_k,
+        top_p=e.top_p,
+    )
+
+
+def load_weights_file(model: Any, path: str | Path) -> None:
+    """Load ``model.safetensors`` of a learner checkpoint (or of a model directory, whose names
+    lack the ``MenuPolicy`` prefix) into ``model``; raises if the names do not fit."""
+    from safetensors import safe_open
+    from safetensors.torch import load_model
+
+    file = Path(path) / "model.safetensors"
+    with safe_open(str(file), "pt") as f:
+        names = list(f.keys())
+    target = model
+    if hasattr(model, "lm") and not any(n.startswith("lm.") for n in names):
+        target = model.lm
+    missing, unexpected = load_model(target, str(file), strict=False)
+    if missing or unexpected:
+        raise ValueError(f"{file}: weights do not fit the model ({missing=}, {unexpected=})")

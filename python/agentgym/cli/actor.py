@@ -1,0 +1,129 @@
+"""``agentgym-actor CONFIG``: one actor process (engine + env pool) feeding a learner."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from agentgym.cli.common import (
+    ENDPOINTS_FILE,
+    add_config_args,
+    config_from_args,
+    learner_endpoints,
+    on_terminate,
+    read_endpoints,
+    set_torch_threads,
+)
+from agentgym.config import RunConfig
+from agentgym.transport.channels import Endpoints
+
+log = logging.getLogger("agentgym.actor")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentgym-actor", description=__doc__)
+    add_config_args(parser)
+    parser.add_argument("--index", type=int, default=0, help="this actor's index (0-based)")
+    parser.add_argument(
+        "--endpoints",
+        default=None,
+        help="JSON file with the learner's endpoints (default: the run dir's "
+        "endpoints.json, else the configured transport)",
+    )
+    parser.add_argument(
+        "--sync",
+        action="store_true",
+        help="wait for every update before sampling again (no staleness)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``agentgym-actor``."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s actor{args.index} %(message)s")
+    config = config_from_args(args)
+    endpoints = _endpoints(config, args.endpoints)
+    stats = run_actor(config, endpoints, index=args.index, sync=args.sync)
+    log.info(
+        "done: %d groups pushed, %d episodes dropped", stats.groups_pushed, stats.dropped_env_errors
+    )
+    return 0
+
+
+def _endpoints(config: RunConfig, path: str | None) -> Endpoints:
+    if path is not None:
+        return read_endpoints(path)
+    recorded = Path(config.run_dir) / ENDPOINTS_FILE
+    if config.transport.kind == "ipc" and recorded.exists():
+        return read_endpoints(recorded)
+    return learner_endpoints(config)
+
+
+def actor_share(config: RunConfig, index: int) -> int:
+    """Groups actor ``index`` contributes to each learner step (the shares sum to the step)."""
+    g, n = config.learner.groups_per_step, config.actor.num_actors
+    return g // n + (index < g % n)
+
+
+def run_actor(config: RunConfig, endpoints: Endpoints, *, index: int = 0, sync: bool = False):
+    """Build the engine and env pool and run one actor until the learner stops."""
+    a = config.actor
+    set_torch_threads(a.torch_threads)
+    from agentgym.actor.actor import Actor, ActorSettings
+    from agentgym.actor.policy import load_policy, make_engine, prepare_model, sampling_params
+    from agentgym.agent.turns import ChatCodec
+    from agentgym.envs import EnvPool
+    from agentgym.learner.weights import blobs_to_state_dict
+
+    prepare_model(config)
+    model, tokenizer = load_policy(config, device=config.engine.device)
+    engine = make_engine(config, model, tokenizer, seed=a.seed + 1000 * index)
+    pool = EnvPool(
+        config.env.name, seed=a.seed + index, threads=config.env.threads, **config.env.options
+    )
+    run_dir = Path(config.run_dir)
+    (run_dir / "actors").mkdir(parents=True, exist_ok=True)
+    settings = ActorSettings(
+        env=config.env.name,
+        task_ids=config.tasks.train.ids(),
+        group_size=a.group_size,
+        groups_in_flight=a.groups_in_flight,
+        max_staleness=0 if sync else config.learner.max_staleness,
+        share=actor_share(config, index),
+        index=index,
+        reply_format=a.reply_format,
+        system_prompt=a.system_prompt,
+        max_context_tokens=a.max_context_tokens,
+        seed=a.seed + index,
+        push_timeout_s=a.push_timeout_s,
+        sample_every=a.sample_every if index == 0 else 0,
+        sample_path=str(run_dir / "trajectories.jsonl"),
+        stats_path=str(run_dir / "actors" / f"actor_{index}.json"),
+    )
+    actor = Actor(
+        settings,
+        engine,
+        pool,
+        ChatCodec(tokenizer),
+        sampling_params(config),
+        endpoints,
+        load_state_dict=blobs_to_state_dict,
+    )
+    on_terminate(actor.stop)
+    return _run_loop(actor)
+
+
+def _run_loop(actor):
+    try:
+        import uvloop
+    except ImportError:  # uvloop is optional on platforms without it
+        return asyncio.run(actor.run())
+    return uvloop.run(actor.run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Pieces the agentgym commands share: config arguments, endpoints, signals, torch threads."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import signal
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from agentgym.config import RunConfig, load_config
+from agentgym.transport.channels import Endpoints
+
+ENDPOINTS_FILE = "endpoints.json"
+RESOLVED_CONFIG = "config.yaml"
+
+
+def add_config_args(parser: argparse.ArgumentParser) -> None:
+    """CONFIG and repeated ``--set key=value``."""
+    parser.add_argument("config", help="YAML config file (overrides the built-in defaults)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config field, e.g. --set learner.optim.lr=1e-4 (repeatable)",
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The config named by ``args.config`` with ``args.overrides`` applied."""
+    return load_config(args.config, args.overrides)
+
+
+def learner_endpoints(config: RunConfig) -> Endpoints:
+    """Where the learner binds: Unix sockets for the run (ipc) or the configured tcp ports."""
+    t = config.transport
+    if t.kind == "tcp":
+        return Endpoints.tcp(t.host, t.base_port or None)
+    # socket paths are limited to ~100 bytes: keep them short, one directory per run dir
+    key = hashlib.sha256(str(Path(config.run_dir).resolve()).encode()).hexdigest()[:12]
+    directory = Path(tempfile.gettempdir()) / f"agentgym-{key}"
+    directory.mkdir(parents=True, exist_ok=True)
+    return Endpoints.ipc(directory)
+
+
+def write_endpoints(run_dir: str | Path, endpoints: Endpoints) -> None:
+    """Record the bound endpoints for actors started later (atomically)."""
+    path = Path(run_dir) / ENDPOINTS_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(endpoints.__dict__))
+    tmp.replace(path)
+
+
+def read_endpoints(path: str | Path) -> Endpoints:
+    """Endpoints written by ``write_endpoints``."""
+    return Endpoints(**json.loads(Path(path).read_text()))
+
+
+def on_terminate(callback: Callable[[], None]) -> None:
+    """Call ``callback`` on SIGINT or SIGTERM (main thread only; a no-op elsewhere)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: callback())
+
+
+def set_torch_threads(n: int) -> None:
+    """Limit torch's CPU threads (a small machine runs several processes)."""
+    import torch
+
+    torch.set_num_threads(n)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set in this process
+        pass

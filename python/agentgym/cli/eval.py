@@ -1,0 +1,203 @@
+"""``agentgym eval CONFIG --checkpoint PATH``: success and score on held-out tasks.
+
+Runs ``eval.samples`` (k) episodes of every task in ``tasks.eval`` and reports, per env and per
+level (BabyAI: ``task_id % 40``; TextCraft: goal depth), Avg@k (mean success over all episodes),
+Pass@k (share of tasks solved at least once) and the mean score (episode reward). PATH is a
+learner checkpoint (``.../checkpoints/step_N`` or the ``checkpoints`` folder for the newest) or a
+model directory (``RUN_DIR/model``: the untrained policy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from agentgym.cli.common import set_torch_threads
+from agentgym.config import RunConfig, load_config
+from agentgym.horizon import HorizonConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="YAML config of the run")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field (repeatable)",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        help="learner checkpoint dir, a checkpoints folder, or a model dir",
+    )
+    parser.add_argument("--out", default=None, help="JSON output (default: next to PATH)")
+    parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``agentgym eval``: prints the table, writes the JSON; returns the exit code."""
+    config = load_config(args.config, args.overrides)
+    result = evaluate(config, args.checkpoint, limit=args.limit)
+    out = Path(args.out) if args.out else _default_out(Path(args.checkpoint))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(format_table(result))
+    print(f"written to {out}")
+    return 0
+
+
+def _default_out(checkpoint: Path) -> Path:
+    return checkpoint / "eval.json" if checkpoint.is_dir() else Path("eval.json")
+
+
+def final_cap(h: HorizonConfig) -> int | None:
+    """The cap a schedule ends at (what a trained policy is evaluated under)."""
+    if h.schedule == "fixed":
+        return h.cap
+    if h.schedule == "stepwise":
+        return h.rounds[-1]
+    return h.max_cap
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoints folder resolves to its newest checkpoint."""
+    path = Path(path)
+    if (path / "latest").exists():
+        return path / (path / "latest").read_text().strip()
+    if not (path / "model.safetensors").exists():
+        raise SystemExit(f"--checkpoint: no model.safetensors in {path}")
+    return path
+
+
+def evaluate(config: RunConfig, checkpoint: str | Path, *, limit: int | None = None) -> dict:
+    """Run the held-out episodes; returns the JSON-able result (see ``summarize``)."""
+    set_torch_threads(max(config.torch_threads, config.actor.torch_threads))
+    from agentgym.actor.policy import load_policy, load_weights_file, prepare_model
+
+    prepare_model(config)
+    ckpt = resolve_checkpoint(checkpoint)
+    model, tokenizer = load_policy(config, device=config.engine.device)
+    load_weights_file(model, ckpt)
+    tasks = config.tasks.eval.ids()[:limit]
+    cap = (
+        config.eval.horizon_cap
+        if config.eval.horizon_cap is not None
+        else final_cap(config.learner.horizon)
+    )
+    episodes = asyncio.run(_episodes(config, model, tokenizer, tasks, cap))
+    result = summarize(config.env.name, episodes, config.eval.samples)
+    result.update(checkpoint=str(ckpt), horizon_cap=cap, num_tasks=len(tasks))
+    return result
+
+
+async def _episodes(config, model, tokenizer, tasks, cap) -> list[dict[str, Any]]:
+    from agentgym.actor.episodes import EpisodeSpec, next_ids, run_group
+    from agentgym.actor.policy import make_engine, sampling_params
+    from agentgym.agent.turns import ChatCodec
+    from agentgym.envs import EnvPool
+
+    engine = make_engine(config, model, tokenizer, seed=config.actor.seed)
+    pool = EnvPool(config.env.name, threads=config.env.threads, **config.env.options)
+    codec = ChatCodec(tokenizer)
+    params = sampling_params(config, temperature=config.eval.temperature)
+    ids = next_ids(0)
+    levels = _levels(config.env.name, pool, tasks)
+    semaphore = asyncio.Semaphore(config.eval.groups_in_flight)
+    a = config.actor
+
+    async def one(task_id: int) -> list[dict[str, Any]]:
+        spec = EpisodeSpec(
+            config.env.name,
+            task_id,
+            task_id,
+            config.eval.samples,
+            cap,
+            a.reply_format,
+            a.system_prompt,
+            a.max_context_tokens,
+        )
+        async with semaphore:
+            result = await run_group(spec, engine, pool, codec, params, ids)
+        return [
+            {
+                "task_id": task_id,
+                "level": levels[task_id],
+                "success": t.success,
+                "score": t.reward,
+                "turns": t.num_turns,
+            }
+            for t in result.trajectories
+        ] + [{"task_id": task_id, "level": levels[task_id], "error": e} for e in result.errors]
+
+    try:
+        groups = await asyncio.gather(*(one(t) for t in tasks))
+    finally:
+        await engine.close()
+    return [e for g in groups for e in g]
+
+
+def _levels(env: str, pool, tasks) -> dict[int, str]:
+    """A label per task: the BabyAI level, TextCraft's goal depth, else the env name."""
+    if env == "babyai":
+        return {t: f"level {t % 40}" for t in tasks}
+    out = {}
+    for t in tasks:
+        (sid,) = pool.create(1)
+        try:
+            pool.reset([sid], [t])
+            info = pool.info([sid])[0]
+        finally:
+            pool.close([sid])
+        out[t] = f"depth {info['depth']}" if "depth" in info else env
+    return out
+
+
+def summarize(env: str, episodes: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    """Avg@k, Pass@k and score for the env and per level; failed episodes count as failures."""
+    by_level: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for e in episodes:
+        by_level[e["level"]].append(e)
+    rows = {env: _stats(episodes, k)}
+    rows.update({lvl: _stats(eps, k) for lvl, eps in sorted(by_level.items())})
+    return {"env": env, "k": k, "rows": rows, "episodes": episodes}
+
+
+def _stats(episodes: list[dict[str, Any]], k: int) -> dict[str, float]:
+    tasks: dict[int, list[bool]] = defaultdict(list)
+    for e in episodes:
+        tasks[e["task_id"]].append(bool(e.get("success")))
+    n = max(len(episodes), 1)
+    return {
+        "tasks": len(tasks),
+        "episodes": len(episodes),
+        f"avg@{k}": sum(bool(e.get("success")) for e in episodes) / n,
+        f"pass@{k}": sum(any(s) for s in tasks.values()) / max(len(tasks), 1),
+        "score": sum(e.get("score", 0.0) for e in episodes) / n,
+        "errors": sum("error" in e for e in episodes),
+    }
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The result as a fixed-width text table."""
+    k = result["k"]
+    head = f"{'':<14}{'tasks':>7}{'episodes':>10}{f'avg@{k}':>9}{f'pass@{k}':>9}{'score':>8}"
+    lines = [head, "-" * len(head)]
+    for name, r in result["rows"].items():
+        lines.append(
+            f"{name:<14}{r['tasks']:>7}{r['episodes']:>10}{r[f'avg@{k}']:>9.3f}"
+            f"{r[f'pass@{k}']:>9.3f}{r['score']:>8.3f}"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="agentgym eval")
+    add_arguments(parser)
+    sys.exit(run(parser.parse_args()))

@@ -1,0 +1,192 @@
+"""The actor: menu policy, one group, env failures, and the loop against a fake learner (ZMQ)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import replace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from agentgym.actor.actor import Actor, ActorSettings  # noqa: E402
+from agentgym.actor.episodes import EpisodeSpec, next_ids, run_group  # noqa: E402
+from agentgym.actor.menu import MenuPolicy  # noqa: E402
+from agentgym.actor.policy import make_engine, sampling_params  # noqa: E402
+from agentgym.agent.turns import ChatCodec, Conversation  # noqa: E402
+from agentgym.envs import EnvPool, StepBatch  # noqa: E402
+from agentgym.learner.batch import collate  # noqa: E402
+from agentgym.learner.learner import forward_tokens  # noqa: E402
+from agentgym.learner.weights import blobs_to_state_dict, state_dict_to_blobs  # noqa: E402
+from agentgym.transport.channels import Endpoints, LearnerChannels  # noqa: E402
+from agentgym.transport.wire import Control  # noqa: E402
+
+
+def _group(config, model, tokenizer, pool, *, task_id=0, size=4, cap=2, group_id=7):
+    spec = EpisodeSpec("babyai", task_id, group_id, size, cap, "bare", False, 1024)
+    engine = make_engine(config, model, tokenizer, seed=3)
+
+    async def go():
+        try:
+            return await run_group(
+                spec, engine, pool, ChatCodec(tokenizer), sampling_params(config), next_ids(0)
+            )
+        finally:
+            await engine.close()
+
+    return asyncio.run(go())
+
+
+def test_menu_policy_puts_all_mass_on_listed_actions(menu_run):
+    config, model, tokenizer = menu_run
+    assert isinstance(model, MenuPolicy)
+    pool = EnvPool("babyai")
+    sid = pool.create(1)
+    (obs,) = pool.reset(sid, [1])
+    menu = pool.available_actions(sid)[0]
+    conv = Conversation(ChatCodec(tokenizer), [{"role": "user", "content": obs}])
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([conv.tokens])).logits[0, -1]
+    probs = logits.softmax(-1)
+    top = {tokenizer.decode([int(i)]) for i in torch.nonzero(probs > 1e-6)[:, 0]}
+    assert top == set(menu) - {a for a in menu if tokenizer.convert_tokens_to_ids(a) is None}
+    assert float(probs.sum()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_group_trajectories_share_task_cap_and_match_learner_logprobs(menu_run):
+    config, model, tokenizer = menu_run
+    result = _group(config, model, tokenizer, EnvPool("babyai"), size=4, cap=2)
+    assert result.errors == []
+    trajs = result.trajectories
+    assert len(trajs) == 4
+    assert {(t.group_id, t.group_size, t.task_id, t.horizon_cap) for t in trajs} == {(7, 4, 0, 2)}
+    for t in trajs:
+        assert 1 <= t.num_turns <= 2
+        assert int(t.loss_mask.sum()) == t.num_turns  # one token per reply
+        assert t.truncated == (not t.success and t.num_turns == 2)
+        assert t.turn_versions.tolist() == [0] * t.num_turns
+    # the learner's log-probs through the same model equal the behaviour log-probs
+    batch = collate(trajs, tokenizer.pad_token_id)
+    with torch.no_grad():
+        logp = forward_tokens(model, batch, 1.0).logp
+    mask = batch.loss_mask.bool()
+    assert torch.allclose(logp[mask], batch.behav_logp[mask], atol=1e-4)
+
+
+class FlakyPool(EnvPool):
+    """An EnvPool whose second session fails on its first step."""
+
+    def step(self, ids, actions):
+        b = super().step(ids, actions)
+        bad = min(self.ids())
+        errors = [
+            ("env crashed" if i == bad + 1 else e) for i, e in zip(ids, b.errors, strict=True)
+        ]
+        return StepBatch(b.observations, b.rewards, b.dones, b.truncated, errors)
+
+
+def test_failing_env_session_drops_only_its_trajectory(menu_run):
+    config, model, tokenizer = menu_run
+    result = _group(config, model, tokenizer, FlakyPool("babyai"), size=4, cap=3)
+    assert len(result.errors) == 1 and "env crashed" in result.errors[0]
+    assert len(result.trajectories) == 3
+    assert {t.group_size for t in result.trajectories} == {3}
+
+
+class FakeLearner:
+    """LearnerChannels driven by hand: publish versions, caps and weights; collect groups."""
+
+    def __init__(self, tmp_path, model):
+        self.channels = LearnerChannels(Endpoints.ipc(tmp_path), republish_s=0.1)
+        self.model = model
+        self.groups: dict[int, list] = {}
+
+    def publish(self, version, cap, *, stop=False):
+        self.channels.publish_weights(version, state_dict_to_blobs(self.model.state_dict()))
+        self.channels.publish_control(Control(version, cap, stop=stop))
+
+    def collect(self, seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for t in self.channels.recv_trajectories(timeout_s=0.05):
+                self.groups.setdefault(t.group_id, []).append(t)
+        return self.groups
+
+
+def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path):
+    config, model, tokenizer = menu_run
+    learner_model = replace_model_copy(model)
+    fake = FakeLearner(tmp_path, learner_model)
+    settings = ActorSettings(
+        env="babyai",
+        task_ids=(0, 1, 40, 41),
+        group_size=3,
+        groups_in_flight=3,
+        max_staleness=0,
+        share=1,
+        reply_format="bare",
+        system_prompt=False,
+        max_context_tokens=1024,
+    )
+    engine_model = replace_model_copy(model)
+    engine = make_engine(config, engine_model, tokenizer)
+    actor = Actor(
+        settings,
+        engine,
+        EnvPool("babyai"),
+        ChatCodec(tokenizer),
+        sampling_params(config),
+        fake.channels.endpoints,
+        load_state_dict=blobs_to_state_dict,
+    )
+    out = {}
+    thread = threading.Thread(
+        target=lambda: out.update(stats=asyncio.run(actor.run(timeout_s=120)))
+    )
+    try:
+        fake.publish(0, 2)
+        thread.start()
+        groups = fake.collect(6.0)
+        # staleness 0 and share 1: one group at version 0, then admission stops
+        assert len(groups) == 1
+        (first,) = groups.values()
+        assert len(first) == 3 and {t.horizon_cap for t in first} == {2}
+        assert {v for t in first for v in t.turn_versions.tolist()} == {0}
+        with torch.no_grad():
+            for p in learner_model.parameters():
+                p.add_(0.01)
+        fake.publish(1, 3)
+        groups = fake.collect(6.0)
+        assert len(groups) == 2
+        second = [g for g in groups.values() if g is not first][0]
+        assert {t.horizon_cap for t in second} == {3}
+        assert {v for t in second for v in t.turn_versions.tolist()} == {1}
+        assert torch.equal(
+            engine_model.lm.model.embed_tokens.weight, learner_model.lm.model.embed_tokens.weight
+        )
+        fake.publish(1, 3, stop=True)
+        thread.join(30)
+        assert not thread.is_alive()
+    finally:
+        actor.stop()
+        thread.join(30)
+        fake.channels.close()
+    stats = out["stats"]
+    assert stats.groups_pushed == 2 and stats.weight_loads == 1
+    assert stats.dropped_env_errors == 0
+
+
+def replace_model_copy(model):
+    """An independent copy of a MenuPolicy (the actor's engine must not share the tensors)."""
+    import copy
+
+    return copy.deepcopy(model)
+
+
+def test_settings_reject_empty_task_list(menu_run):
+    config, model, tokenizer = menu_run
+    settings = replace(ActorSettings(env="babyai", task_ids=(1,)), task_ids=())
+    with pytest.raises(ValueError, match="no task ids"):
+        Actor(settings, None, None, None, None, Endpoints())

@@ -1,0 +1,58 @@
+"""The run config: YAML over defaults, strict keys, --set overrides (no torch needed)."""
+
+from pathlib import Path
+
+import pytest
+
+from agentgym.actor.config import ActorConfig
+from agentgym.config import (
+    RunConfig,
+    TaskRange,
+    TasksConfig,
+    dump_config,
+    load_config,
+    parse_override,
+)
+from agentgym.configtools import ConfigError
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
+
+
+def test_quickstart_loads_and_round_trips(tmp_path):
+    config = load_config(QUICKSTART)
+    assert config.model.menu_policy and config.learner.horizon.schedule == "stepwise"
+    train, held_out = set(config.tasks.train.ids()), set(config.tasks.eval.ids())
+    assert train and held_out and not train & held_out
+    assert {t % 40 for t in held_out} <= set(config.tasks.eval.levels)
+    dump_config(config, tmp_path / "c.yaml")
+    assert load_config(tmp_path / "c.yaml") == config
+
+
+def test_unknown_key_names_key_and_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("learner:\n  optim:\n    learning_rate: 0.1\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml.*learner\.optim\.learning_rate"):
+        load_config(path)
+
+
+def test_set_overrides_nested_fields_with_yaml_values():
+    config = load_config(
+        QUICKSTART, ["learner.optim.lr=1e-4", "actor.group_size=4", "learner.horizon.rounds=[2, 4]"]
+    )
+    assert config.learner.optim.lr == pytest.approx(1e-4)
+    assert config.actor.group_size == 4
+    assert config.learner.horizon.rounds == (2, 4)
+    assert parse_override("a.b=x") == {"a": {"b": "x"}}
+    with pytest.raises(ConfigError, match="learner.nope"):
+        load_config(QUICKSTART, ["learner.nope=1"])
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_override("novalue")
+
+
+def test_inconsistent_settings_are_rejected():
+    with pytest.raises(ConfigError, match="menu_policy"):
+        load_config(QUICKSTART, ["engine.max_new_tokens=8"])
+    with pytest.raises(ValueError, match="overlap"):
+        TasksConfig(train=TaskRange(0, 100), eval=TaskRange(50, 150))
+    with pytest.raises(ValueError, match="num_actors"):
+        RunConfig(actor=ActorConfig(num_actors=9))

@@ -1,0 +1,93 @@
+"""``agentgym train`` end to end (tiny), resume from the run dir, and ``agentgym eval``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from agentgym.cli.eval import evaluate, format_table  # noqa: E402
+from agentgym.cli.main import main  # noqa: E402
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
+TINY = [
+    "model.tiny.vocab_size=320",
+    "model.tiny.hidden_size=32",
+    "model.tiny.intermediate_size=64",
+    "model.tiny.max_position_embeddings=1024",
+    "model.corpus_episodes=8",
+    "actor.group_size=2",
+    "actor.groups_in_flight=2",
+    "actor.sample_every=1",
+    "learner.groups_per_step=2",
+    "learner.max_steps=2",
+    "learner.checkpoint_every=1",
+    "learner.horizon.rounds=[2, 3]",
+    "learner.horizon.every=1",
+    "tasks.eval.limit=4",
+    "eval.samples=2",
+]
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("train") / "run"
+    code = main(["train", str(QUICKSTART), *_sets(TINY + [f"run_dir={run_dir}"]), "--quiet"])
+    assert code == 0, (run_dir / "logs" / "learner.log").read_text()[-3000:]
+    return run_dir
+
+
+def _sets(items):
+    return [arg for item in items for arg in ("--set", item)]
+
+
+@pytest.mark.slow
+def test_train_moves_versions_and_cap_and_changes_parameters(trained):
+    metrics = _lines(trained / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2]
+    assert [m["horizon_cap_trained"] for m in metrics] == [2, 3]
+    assert (trained / "checkpoints" / "latest").read_text().strip() == "step_00000002"
+    from safetensors.torch import load_file
+
+    before = load_file(str(trained / "model" / "model.safetensors"))
+    after = load_file(str(trained / "checkpoints" / "step_00000002" / "model.safetensors"))
+    changed = [k for k in before if not torch.equal(before[k], after[f"lm.{k}"])]
+    assert changed, "training did not change any parameter"
+    assert (trained / "config.yaml").exists()
+    samples = _lines(trained / "trajectories.jsonl")
+    assert samples and {"text", "reward", "success", "versions"} <= set(samples[0])
+    summary = json.loads((trained / "summary.json").read_text())
+    assert summary["exit_code"] == 0 and summary["actors"]["groups_pushed"] >= 4
+
+
+@pytest.mark.slow
+def test_resume_continues_from_the_newest_checkpoint(trained):
+    code = main(["train", "--resume", str(trained), "--set", "learner.max_steps=3", "--quiet"])
+    assert code == 0
+    metrics = _lines(trained / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    assert (trained / "checkpoints" / "latest").read_text().strip() == "step_00000003"
+
+
+@pytest.mark.slow
+def test_eval_reports_avg_and_pass_at_k_per_level(trained):
+    from agentgym.config import load_config
+
+    config = load_config(trained / "config.yaml")
+    result = evaluate(config, trained / "checkpoints", limit=4)
+    assert result["k"] == 2 and result["num_tasks"] == 4
+    assert set(result["rows"]) == {"babyai", "level 0", "level 1"}
+    row = result["rows"]["babyai"]
+    assert row["tasks"] == 4 and row["episodes"] == 8
+    assert 0.0 <= row["avg@2"] <= row["pass@2"] <= 1.0
+    assert len(result["episodes"]) == 8
+    table = format_table(result)
+    assert "avg@2" in table and "level 1" in table
