@@ -111,10 +111,13 @@ impl ObjDesc {
     }
 
     fn to_json(&self) -> Value {
+        let poss: Vec<[i32; 2]> = self.obj_poss.iter().map(|&(x, y)| [x, y]).collect();
         json!({
             "type": self.kind.map(ObjKind::name),
             "color": self.color.map(Color::name),
             "loc": self.loc.map(Loc::name),
+            "obj_set": self.obj_set,
+            "obj_poss": poss,
         })
     }
 
@@ -135,7 +138,25 @@ impl ObjDesc {
         let loc = field("loc")?
             .map(|s| Loc::from_name(s).ok_or_else(|| bad(format!("unknown location {s:?}"))))
             .transpose()?;
-        Ok(ObjDesc::new(kind, color, loc))
+        let mut desc = ObjDesc::new(kind, color, loc);
+        if let Some(ids) = v.get("obj_set").and_then(Value::as_array) {
+            desc.obj_set = ids
+                .iter()
+                .map(|id| id.as_u64().and_then(|n| u32::try_from(n).ok()))
+                .collect::<Option<_>>()
+                .ok_or_else(|| bad(format!("obj_set is not a list of ids: {ids:?}")))?;
+        }
+        if let Some(poss) = v.get("obj_poss").and_then(Value::as_array) {
+            desc.obj_poss = poss
+                .iter()
+                .map(|p| match p.as_array().map(Vec::as_slice) {
+                    Some([x, y]) => Some((x.as_i64()? as i32, y.as_i64()? as i32)),
+                    _ => None,
+                })
+                .collect::<Option<_>>()
+                .ok_or_else(|| bad(format!("obj_poss is not a list of [x, y]: {poss:?}")))?;
+        }
+        Ok(desc)
     }
 }
 
