@@ -7,7 +7,9 @@
 pub mod env;
 pub mod envs;
 pub mod pool;
+pub mod remote;
 pub mod rng;
+pub mod server;
 
 #[cfg(feature = "python")]
 mod python;

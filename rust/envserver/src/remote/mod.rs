@@ -148,8 +148,7 @@ impl RemotePool {
                 return Err(RemoteError::Config(format!("server URL {url:?}: https is not supported by this build; use http://")));
             }
         }
-        let forced = config.batch.map(|batch| Probe { batch, num_tasks: None });
-        let probes = Mutex::new(vec![forced; config.urls.len()]);
+        let probes = Mutex::new(vec![None; config.urls.len()]);
         let pool = Self {
             config,
             io: Mutex::new(None),
@@ -525,8 +524,9 @@ impl RemotePool {
         Ok(unreachable)
     }
 
+    /// Whether `server` gets `/batch/*` requests: as configured, else as its probe said.
     fn uses_batch(&self, server: usize) -> bool {
-        self.probes.lock()[server].as_ref().is_some_and(|p| p.batch)
+        self.config.batch.unwrap_or_else(|| self.probes.lock()[server].as_ref().is_some_and(|p| p.batch))
     }
 
     /// How many of `n` new sessions each usable server gets: fewest open sessions first.
