@@ -4,8 +4,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
+
+# Tiny models gain nothing from intra-op threads, and on a busy 2-core machine the OpenMP
+# threads of parallel test processes fight each other (measured: 10x slower decode steps).
+torch.set_num_threads(1)
 
 from agentgym.models import TinyModelSpec, build_tiny_model, load_model  # noqa: E402
 

@@ -206,3 +206,14 @@ def test_rows_that_stop_early_leave_the_batch_without_disturbing_others(tiny) ->
         assert gen.token_ids == base.token_ids[: len(gen.token_ids)]
         want = separate_forward_logprobs(model, prompt, gen, params)
         assert gen.logprobs == pytest.approx(want, abs=2e-4)
+
+
+def test_max_batch_size_splits_the_queue(tiny) -> None:
+    engine = make_engine(tiny, max_batch_size=2)
+    prompts = PROMPTS + PROMPTS[:2]
+    params = SamplingParams(max_new_tokens=4, seed=5)
+    gens = run(engine.generate(prompts, params))
+    assert engine.batches_run == 3 and len(gens) == 5
+    for i, gen in enumerate(gens):
+        [alone] = run(make_engine(tiny).generate([prompts[i]], SamplingParams(4, seed=5 + i)))
+        assert gen.token_ids == alone.token_ids
