@@ -143,8 +143,7 @@ impl BabyAiEnv {
 
     /// Sets the observation to `text` plus the available-actions suffix.
     fn publish(&mut self, mut text: String) {
-        let names: Vec<String> = self.action_names().into_iter().map(str::to_string).collect();
-        push_actions(&mut text, names.iter().map(String::as_str));
+        push_actions(&mut text, self.action_names());
         self.observation = text;
     }
 }
