@@ -85,13 +85,43 @@ class EnvPool:
         **options: Any,
     ):
         options = _default_options(env, options)
-        self._native = _envserver.EnvPool(
+        native = _envserver.EnvPool(
             env,
             threads=threads,
             options={k: _option_text(v) for k, v in options.items()},
             max_action_bytes=max_action_bytes,
             max_sessions=max_sessions,
         )
+        self._attach(native, env, options, seed)
+
+    @classmethod
+    def remote(
+        cls, urls: str | Sequence[str], env: str, *, seed: int = 0, **options: Any
+    ) -> EnvPool:
+        """Sessions living on AgentGym-compatible HTTP servers, behind this same API.
+
+        Args:
+            urls: one base URL (``"http://127.0.0.1:36001"``) or several; sessions are spread
+                over them (fewest open sessions first).
+            env: the env's name (for messages and ``info``).
+            **options: ``dialect`` (``"id"``: TextCraft/BabyAI/SciWorld, default; ``"env_idx"``:
+                SearchQA/WebShop), ``batch`` (use ``/batch/*`` routes; default: detected through
+                ``GET /health`` of an ``agentgym-envserver``), ``max_in_flight`` (requests per
+                server at once, default 64), ``connect_timeout`` and ``timeout`` (seconds,
+                default 5 and 60), ``token`` (bearer token), ``max_action_bytes``, ``num_tasks``
+                (default: from an agentgym server's ``/health``).
+
+        A server that dies, hangs or answers garbage fails only its own sessions (see
+        ``StepBatch.errors``); a step that may have reached the server is never retried.
+        """
+        url_list = [urls] if isinstance(urls, str) else list(urls)
+        native = _envserver.RemotePool(url_list, env, **options)
+        pool = cls.__new__(cls)
+        pool._attach(native, env, options, seed)
+        return pool
+
+    def _attach(self, native: Any, env: str, options: dict[str, Any], seed: int) -> None:
+        self._native = native
         self.env = env
         self.options = dict(options)
         self._rng = np.random.default_rng(seed)

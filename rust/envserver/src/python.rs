@@ -188,8 +188,252 @@ fn columns(py: Python<'_>, results: Vec<StepResult>) -> StepColumns<'_> {
 #[pyo3(name = "_envserver")]
 fn envserver_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEnvPool>()?;
+    m.add_class::<PyServer>()?;
+    m.add_class::<PyRemotePool>()?;
     m.add("ENV_NAMES", crate::envs::ENV_NAMES.to_vec())?;
     m.add("MAX_ACTION_BYTES", crate::pool::DEFAULT_MAX_ACTION_BYTES)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
+}
+
+// ---- HTTP server and remote sessions (issue 3) ----
+
+use std::time::Duration;
+
+use pyo3::exceptions::{PyConnectionError, PyOSError};
+
+use crate::remote::{RemoteConfig, RemoteError, RemotePool, WireDialect};
+use crate::server::{Server, ServerConfig, ServerError};
+
+/// RemotePool errors: bad arguments as for a local pool, unreachable servers as ConnectionError.
+fn remote_to_py(err: RemoteError) -> PyErr {
+    match err {
+        RemoteError::Pool(e) => to_py(e),
+        RemoteError::Config(m) => PyValueError::new_err(m),
+        RemoteError::Unavailable(m) => PyConnectionError::new_err(m),
+    }
+}
+
+fn server_to_py(err: ServerError) -> PyErr {
+    match err {
+        ServerError::Pool(e) => to_py(e),
+        e @ ServerError::Bind { .. } => PyOSError::new_err(e.to_string()),
+        e @ ServerError::Runtime(_) => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+fn seconds(name: &str, value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| PyValueError::new_err(format!("{name} must be a non-negative number of seconds, got {value}")))
+}
+
+/// `agentgym-envserver` running in this process (on its own threads); `stop()` ends it.
+#[pyclass(name = "Server", module = "agentgym._envserver", frozen)]
+struct PyServer {
+    inner: Server,
+}
+
+#[pymethods]
+impl PyServer {
+    #[new]
+    #[pyo3(signature = (env, *, host="127.0.0.1", port=36001, options=None, max_sessions=65536, max_body_bytes=8388608,
+        max_action_bytes=None, idle_timeout=Some(3600.0), token=None, workers=None, env_threads=None, step_latency=0.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        env: &str,
+        host: &str,
+        port: u16,
+        options: Option<BTreeMap<String, String>>,
+        max_sessions: usize,
+        max_body_bytes: usize,
+        max_action_bytes: Option<usize>,
+        idle_timeout: Option<f64>,
+        token: Option<String>,
+        workers: Option<usize>,
+        env_threads: Option<usize>,
+        step_latency: f64,
+    ) -> PyResult<Self> {
+        let config = ServerConfig {
+            env: env.to_string(),
+            options: options.unwrap_or_default(),
+            host: host.to_string(),
+            port,
+            max_sessions,
+            max_body_bytes,
+            max_action_bytes: max_action_bytes.unwrap_or(crate::pool::DEFAULT_MAX_ACTION_BYTES),
+            idle_timeout: idle_timeout.map(|t| seconds("idle_timeout", t)).transpose()?,
+            token,
+            workers,
+            env_threads,
+            step_latency: seconds("step_latency", step_latency)?,
+        };
+        let inner = py.detach(|| Server::start(config)).map_err(server_to_py)?;
+        Ok(Self { inner })
+    }
+
+    #[getter]
+    fn host(&self) -> String {
+        self.inner.addr().ip().to_string()
+    }
+
+    #[getter]
+    fn port(&self) -> u16 {
+        self.inner.addr().port()
+    }
+
+    /// Waits up to `timeout` seconds (None: forever) for the server to stop; True once stopped.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
+        match py.detach(|| self.inner.wait(timeout)) {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(e)) => Err(PyRuntimeError::new_err(format!("the server stopped: {e}"))),
+        }
+    }
+
+    /// Stops accepting, lets requests in flight finish, shuts the threads down.
+    fn stop(&self, py: Python<'_>) {
+        py.detach(|| self.inner.stop());
+    }
+
+    /// Sessions open now.
+    fn sessions(&self) -> usize {
+        self.inner.state().pool.len()
+    }
+}
+
+/// Sessions on AgentGym-compatible HTTP servers; use `agentgym.envs.EnvPool.remote`, which wraps it.
+#[pyclass(name = "RemotePool", module = "agentgym._envserver", frozen)]
+struct PyRemotePool {
+    inner: RemotePool,
+}
+
+#[pymethods]
+impl PyRemotePool {
+    #[new]
+    #[pyo3(signature = (urls, env, *, dialect="id", batch=None, max_in_flight=64, connect_timeout=5.0, timeout=60.0,
+        token=None, max_action_bytes=None, num_tasks=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        urls: Vec<String>,
+        env: &str,
+        dialect: &str,
+        batch: Option<bool>,
+        max_in_flight: usize,
+        connect_timeout: f64,
+        timeout: f64,
+        token: Option<String>,
+        max_action_bytes: Option<usize>,
+        num_tasks: Option<u64>,
+    ) -> PyResult<Self> {
+        let mut config = RemoteConfig::new(urls, env);
+        config.dialect = WireDialect::parse(dialect).map_err(PyValueError::new_err)?;
+        config.batch = batch;
+        config.client.max_in_flight = max_in_flight;
+        config.client.connect_timeout = seconds("connect_timeout", connect_timeout)?;
+        config.client.timeout = seconds("timeout", timeout)?;
+        config.client.token = token;
+        config.max_action_bytes = max_action_bytes.unwrap_or(config.max_action_bytes);
+        config.num_tasks = num_tasks;
+        let inner = py.detach(|| RemotePool::new(config)).map_err(remote_to_py)?;
+        Ok(Self { inner })
+    }
+
+    fn create(&self, py: Python<'_>, n: usize) -> PyResult<Vec<u64>> {
+        py.detach(|| self.inner.create(n)).map_err(remote_to_py)
+    }
+
+    /// Returns (observations, errors), as `EnvPool.reset`.
+    fn reset(
+        &self,
+        py: Python<'_>,
+        ids: Vec<u64>,
+        task_ids: Vec<i64>,
+    ) -> PyResult<(Vec<Option<String>>, Vec<Option<String>>)> {
+        let out = py.detach(|| self.inner.reset(&ids, &task_ids)).map_err(remote_to_py)?;
+        Ok(out.into_iter().map(|r| r.map_or_else(|e| (None, Some(e)), |o| (Some(o), None))).unzip())
+    }
+
+    fn step<'py>(&self, py: Python<'py>, ids: Vec<u64>, actions: Vec<Bound<'py, PyAny>>) -> PyResult<StepColumns<'py>> {
+        let actions = actions.iter().enumerate().map(|(i, a)| action_text(i, a)).collect::<PyResult<Vec<_>>>()?;
+        let results = py.detach(|| self.inner.step(&ids, &actions)).map_err(remote_to_py)?;
+        Ok(columns(py, results))
+    }
+
+    fn close(&self, py: Python<'_>, ids: Vec<u64>) -> PyResult<usize> {
+        py.detach(|| self.inner.close(&ids)).map_err(remote_to_py)
+    }
+
+    #[pyo3(signature = (cap))]
+    fn set_horizon(&self, cap: Option<u32>) -> PyResult<()> {
+        if cap == Some(0) {
+            return Err(PyValueError::new_err("horizon cap must be >= 1, or None for no cap"));
+        }
+        self.inner.set_horizon(cap);
+        Ok(())
+    }
+
+    #[getter]
+    fn horizon(&self) -> Option<u32> {
+        self.inner.horizon()
+    }
+
+    #[getter]
+    fn num_tasks(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| self.inner.num_tasks()).map_err(remote_to_py)
+    }
+
+    #[getter]
+    fn env(&self) -> String {
+        self.inner.env_name().to_string()
+    }
+
+    /// The HTTP client runs on one thread per process (all requests of a batch overlap on it).
+    #[getter]
+    fn num_threads(&self) -> usize {
+        1
+    }
+
+    #[getter]
+    fn urls(&self) -> Vec<String> {
+        self.inner.urls().to_vec()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn ids(&self) -> Vec<u64> {
+        self.inner.ids()
+    }
+
+    fn observations(&self, ids: Vec<u64>) -> PyResult<Vec<String>> {
+        self.inner.observations(&ids).map_err(remote_to_py)
+    }
+
+    /// Remote servers do not list actions: None for each session.
+    fn available_actions(&self, ids: Vec<u64>) -> PyResult<Vec<Option<Vec<String>>>> {
+        Ok(vec![None; self.inner.observations(&ids).map_err(remote_to_py)?.len()])
+    }
+
+    fn info(&self, ids: Vec<u64>) -> PyResult<Vec<String>> {
+        Ok(self.inner.info(&ids).map_err(remote_to_py)?.iter().map(|v| v.to_string()).collect())
+    }
+
+    /// Counters: steps, resets, step_errors, env_panics (always 0), transport_errors, close_errors.
+    fn stats(&self) -> BTreeMap<&'static str, u64> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = &self.inner.stats;
+        BTreeMap::from([
+            ("steps", s.steps.load(Relaxed)),
+            ("resets", s.resets.load(Relaxed)),
+            ("step_errors", s.step_errors.load(Relaxed)),
+            ("env_panics", 0),
+            ("transport_errors", s.transport_errors.load(Relaxed)),
+            ("close_errors", s.close_errors.load(Relaxed)),
+        ])
+    }
 }

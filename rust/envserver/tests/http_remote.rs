@@ -6,7 +6,8 @@ use agentgym_envserver::server::{Server, ServerConfig};
 use agentgym_envserver::{EnvPool, Options};
 
 fn babyai_server() -> Server {
-    let config = ServerConfig { env: "babyai".into(), port: 0, workers: Some(1), env_threads: Some(1), ..Default::default() };
+    let config =
+        ServerConfig { env: "babyai".into(), port: 0, workers: Some(1), env_threads: Some(1), ..Default::default() };
     Server::start(config).expect("server starts")
 }
 

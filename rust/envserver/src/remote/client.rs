@@ -65,7 +65,8 @@ impl ServerClient {
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(token) = &options.token {
-            let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| "the token is not a valid header value".to_string())?;
+            let value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| "the token is not a valid header value".to_string())?;
             headers.insert(AUTHORIZATION, value);
         }
         let http = reqwest::Client::builder()
@@ -108,7 +109,9 @@ impl ServerClient {
             return Err(CallError::Status { code: status.as_u16(), message });
         }
         match parsed {
-            Ok(Value::Object(m)) if m.len() == 1 && m.contains_key("error") => Err(CallError::Server(error_text(&m["error"]))),
+            Ok(Value::Object(m)) if m.len() == 1 && m.contains_key("error") => {
+                Err(CallError::Server(error_text(&m["error"])))
+            }
             Ok(v) => Ok(v),
             Err(e) => Err(CallError::Garbage(format!("not JSON ({e}): {}", snippet(&body)))),
         }

@@ -145,7 +145,9 @@ impl RemotePool {
                 return Err(RemoteError::Config(format!("server URL {url:?} must start with http://")));
             }
             if url.starts_with("https://") {
-                return Err(RemoteError::Config(format!("server URL {url:?}: https is not supported by this build; use http://")));
+                return Err(RemoteError::Config(format!(
+                    "server URL {url:?}: https is not supported by this build; use http://"
+                )));
             }
         }
         let probes = Mutex::new(vec![None; config.urls.len()]);
@@ -251,7 +253,15 @@ impl RemotePool {
         let mut table = self.sessions.lock();
         let ids: Vec<u64> = (first..first + n as u64).collect();
         for (&id, &(server, remote_id)) in ids.iter().zip(&created) {
-            let session = Session { server, remote_id, phase: Phase::Fresh, steps: 0, task_id: None, observation: String::new(), extra: Map::new() };
+            let session = Session {
+                server,
+                remote_id,
+                phase: Phase::Fresh,
+                steps: 0,
+                task_id: None,
+                observation: String::new(),
+                extra: Map::new(),
+            };
             table.insert(id, session);
         }
         Ok(ids)
@@ -294,7 +304,12 @@ impl RemotePool {
                         Ok(reply.observation)
                     }
                     Err(e) => {
-                        let msg = self.session_error(id, *server, s.remote_id, &format!("reset to task {} failed: {e}", task_ids[i]));
+                        let msg = self.session_error(
+                            id,
+                            *server,
+                            s.remote_id,
+                            &format!("reset to task {} failed: {e}", task_ids[i]),
+                        );
                         if let Some(entry) = entry {
                             entry.phase = Phase::Failed(msg.clone());
                         }
@@ -334,7 +349,13 @@ impl RemotePool {
                 let (id, remote_id) = (ids[i], sessions[i].remote_id);
                 out[i] = Some(match (result, table.get_mut(&id)) {
                     (Ok(reply), Some(entry)) => apply_step(entry, reply, cap),
-                    (Ok(reply), None) => StepResult { observation: reply.observation, reward: reply.reward, done: reply.done, truncated: false, error: None },
+                    (Ok(reply), None) => StepResult {
+                        observation: reply.observation,
+                        reward: reply.reward,
+                        done: reply.done,
+                        truncated: false,
+                        error: None,
+                    },
                     (Err(e), entry) => {
                         let msg = self.session_error(id, *server, remote_id, &e);
                         if let Some(entry) = entry {
@@ -346,7 +367,8 @@ impl RemotePool {
             }
         }
         drop(table);
-        let out: Vec<StepResult> = out.into_iter().map(|r| r.unwrap_or_else(|| failed("not processed".into()))).collect();
+        let out: Vec<StepResult> =
+            out.into_iter().map(|r| r.unwrap_or_else(|| failed("not processed".into()))).collect();
         self.stats.steps.fetch_add(ids.len() as u64, Ordering::Relaxed);
         let errors = out.iter().filter(|r| r.error.is_some()).count();
         self.stats.step_errors.fetch_add(errors as u64, Ordering::Relaxed);
@@ -394,7 +416,12 @@ impl RemotePool {
 
     // --- per-server work -------------------------------------------------------------------------
 
-    fn create_on<'a>(&'a self, io: &'a Io, server: usize, k: usize) -> impl Future<Output = (Vec<u64>, Option<String>)> + 'a {
+    fn create_on<'a>(
+        &'a self,
+        io: &'a Io,
+        server: usize,
+        k: usize,
+    ) -> impl Future<Output = (Vec<u64>, Option<String>)> + 'a {
         let c = &io.clients[server];
         let d = self.config.dialect;
         let batch = self.uses_batch(server);
@@ -418,7 +445,13 @@ impl RemotePool {
         }
     }
 
-    async fn reset_on(&self, io: &Io, server: usize, remote: Vec<u64>, tasks: Vec<u64>) -> Vec<Result<wire::ResetReply, String>> {
+    async fn reset_on(
+        &self,
+        io: &Io,
+        server: usize,
+        remote: Vec<u64>,
+        tasks: Vec<u64>,
+    ) -> Vec<Result<wire::ResetReply, String>> {
         let c = &io.clients[server];
         if self.uses_batch(server) {
             return match wire::batch_reset(c, &remote, &tasks).await {
@@ -434,7 +467,13 @@ impl RemotePool {
         join_all(calls).await.into_iter().map(|r| r.map_err(|e| self.count_failure(e))).collect()
     }
 
-    async fn step_on(&self, io: &Io, server: usize, remote: Vec<u64>, actions: Vec<&str>) -> Vec<Result<wire::StepReply, String>> {
+    async fn step_on(
+        &self,
+        io: &Io,
+        server: usize,
+        remote: Vec<u64>,
+        actions: Vec<&str>,
+    ) -> Vec<Result<wire::StepReply, String>> {
         let c = &io.clients[server];
         if self.uses_batch(server) {
             return match wire::batch_step(c, &remote, &actions).await {
@@ -502,7 +541,8 @@ impl RemotePool {
     /// Asks each not-yet-probed server what it is. Returns the servers that could not be
     /// reached, with why; they are probed again next time.
     fn probe_all(&self) -> Result<Vec<(usize, String)>, RemoteError> {
-        let pending: Vec<usize> = self.probes.lock().iter().enumerate().filter(|(_, p)| p.is_none()).map(|(i, _)| i).collect();
+        let pending: Vec<usize> =
+            self.probes.lock().iter().enumerate().filter(|(_, p)| p.is_none()).map(|(i, _)| i).collect();
         if pending.is_empty() {
             return Ok(Vec::new());
         }

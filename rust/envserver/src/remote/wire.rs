@@ -121,7 +121,11 @@ pub async fn batch_create(c: &ServerClient, n: usize) -> Result<Vec<u64>, CallEr
     }
 }
 
-pub async fn batch_reset(c: &ServerClient, ids: &[u64], tasks: &[u64]) -> Result<Vec<Result<String, String>>, CallError> {
+pub async fn batch_reset(
+    c: &ServerClient,
+    ids: &[u64],
+    tasks: &[u64],
+) -> Result<Vec<Result<String, String>>, CallError> {
     let reply = c.post("/batch/reset", &json!({"ids": ids, "data_idxs": tasks})).await?;
     let expected = "{\"observations\": [...], \"errors\": [...]} of the batch's length";
     let (obs, errors) = (column(&reply, "observations", ids.len()), column(&reply, "errors", ids.len()));
@@ -137,7 +141,11 @@ pub async fn batch_reset(c: &ServerClient, ids: &[u64], tasks: &[u64]) -> Result
         .collect())
 }
 
-pub async fn batch_step(c: &ServerClient, ids: &[u64], actions: &[&str]) -> Result<Vec<Result<StepReply, String>>, CallError> {
+pub async fn batch_step(
+    c: &ServerClient,
+    ids: &[u64],
+    actions: &[&str],
+) -> Result<Vec<Result<StepReply, String>>, CallError> {
     let reply = c.post("/batch/step", &json!({"ids": ids, "actions": actions})).await?;
     let n = ids.len();
     let cols = ["observations", "rewards", "dones", "errors"].map(|k| column(&reply, k, n));
@@ -148,7 +156,9 @@ pub async fn batch_step(c: &ServerClient, ids: &[u64], actions: &[&str]) -> Resu
     for i in 0..n {
         out.push(match (errors[i].as_str(), obs[i].as_str(), rewards[i].as_f64(), flag(&dones[i])) {
             (Some(e), ..) => Err(e.to_string()),
-            (None, Some(o), Some(r), Some(d)) => Ok(StepReply { observation: o.to_string(), reward: r as f32, done: d }),
+            (None, Some(o), Some(r), Some(d)) => {
+                Ok(StepReply { observation: o.to_string(), reward: r as f32, done: d })
+            }
             _ => Err(format!("reply slot {i} of /batch/step is malformed")),
         });
     }
@@ -162,7 +172,9 @@ pub async fn batch_close(c: &ServerClient, ids: &[u64]) -> Result<(), CallError>
 /// `GET /health` of an agentgym-envserver; `None` for other servers (no such route).
 pub async fn health(c: &ServerClient) -> Result<Option<Map<String, Value>>, CallError> {
     match c.get("/health").await {
-        Ok(Value::Object(m)) if m.get("server").and_then(Value::as_str).is_some_and(|s| s.starts_with("agentgym")) => Ok(Some(m)),
+        Ok(Value::Object(m)) if m.get("server").and_then(Value::as_str).is_some_and(|s| s.starts_with("agentgym")) => {
+            Ok(Some(m))
+        }
         Ok(_) => Ok(None),
         Err(CallError::Status { .. }) | Err(CallError::Garbage(_)) | Err(CallError::Server(_)) => Ok(None),
         Err(e) => Err(e),
@@ -209,7 +221,10 @@ mod tests {
     #[test]
     fn step_replies_of_both_dialects() {
         let textcraft = json!({"observation": "Got 1 coal", "reward": 0, "done": false});
-        assert_eq!(parse_step(&textcraft), Some(StepReply { observation: "Got 1 coal".into(), reward: 0.0, done: false }));
+        assert_eq!(
+            parse_step(&textcraft),
+            Some(StepReply { observation: "Got 1 coal".into(), reward: 0.0, done: false })
+        );
         let webshop = json!({"state": "page", "reward": 0.5, "done": true, "info": null});
         assert_eq!(parse_step(&webshop).unwrap().reward, 0.5);
         assert_eq!(parse_step(&json!({"observation": 3, "reward": 0, "done": false})), None);

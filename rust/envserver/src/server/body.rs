@@ -30,8 +30,10 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 }
 
 async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<axum::body::Bytes, ApiError> {
-    let too_large = || ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body is over the {limit}-byte limit"));
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let too_large =
+        || ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body is over the {limit}-byte limit"));
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large());
     }
@@ -64,7 +66,9 @@ pub fn query_id(query: Option<&str>) -> Result<u64, ApiError> {
         .find(|(k, _)| *k == "id")
         .map(|(_, v)| v)
         .ok_or_else(|| ApiError::unprocessable("missing query parameter `id`"))?;
-    raw.parse::<u64>().map_err(|_| ApiError::unprocessable(format!("query parameter `id` must be a non-negative integer, got {raw:?}")))
+    raw.parse::<u64>().map_err(|_| {
+        ApiError::unprocessable(format!("query parameter `id` must be a non-negative integer, got {raw:?}"))
+    })
 }
 
 fn kind(value: &serde_json::Value) -> &'static str {
@@ -93,9 +97,15 @@ mod tests {
     #[test]
     fn statuses_of_bad_bodies() {
         assert_eq!(parse_json::<Step>(b"{\"id\": 1").unwrap_err().status, StatusCode::BAD_REQUEST);
-        assert_eq!(parse_json::<Step>(b"{\"id\": 1, \"action\": \"\xff\"}").unwrap_err().status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            parse_json::<Step>(b"{\"id\": 1, \"action\": \"\xff\"}").unwrap_err().status,
+            StatusCode::BAD_REQUEST
+        );
         assert_eq!(parse_json::<Step>(b"[1, \"go\"]").unwrap_err().status, StatusCode::UNPROCESSABLE_ENTITY);
-        assert_eq!(parse_json::<Step>(b"{\"id\": \"1\", \"action\": \"go\"}").unwrap_err().status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            parse_json::<Step>(b"{\"id\": \"1\", \"action\": \"go\"}").unwrap_err().status,
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
         let missing = parse_json::<Step>(b"{\"id\": 1}").unwrap_err();
         assert!(missing.message.contains("action"), "{}", missing.message);
         assert!(parse_json::<Step>(b"{\"id\": 1, \"action\": \"go\", \"extra\": 2}").is_ok());

@@ -65,7 +65,9 @@ impl Dialect {
 
     pub fn create_reply(self, id: u64, observation: Option<String>) -> Value {
         match self {
-            Dialect::TextCraft => json!({"id": id, "observation": observation.unwrap_or_default(), "done": false, "reward": 0}),
+            Dialect::TextCraft => {
+                json!({"id": id, "observation": observation.unwrap_or_default(), "done": false, "reward": 0})
+            }
             Dialect::BabyAi => json!({"id": id}),
         }
     }
@@ -73,7 +75,9 @@ impl Dialect {
     pub fn reset_reply(self, id: u64, observation: String) -> Value {
         match self {
             Dialect::TextCraft => json!({"id": id, "observation": observation, "done": false, "reward": 0}),
-            Dialect::BabyAi => json!({"observation": observation, "reward": 0, "score": 0, "deleted": false, "done": false}),
+            Dialect::BabyAi => {
+                json!({"observation": observation, "reward": 0, "score": 0, "deleted": false, "done": false})
+            }
         }
     }
 
@@ -137,7 +141,11 @@ mod tests {
         let meta = Meta::new();
         let reply = Dialect::BabyAi.observation_reply("You see a wall.".into(), Some("go to the red ball"), &meta);
         assert_eq!(reply["observation"], "Your goal: go to the red ball\nYou see a wall.");
-        let again = Dialect::BabyAi.observation_reply("Your goal: go to the red ball\nx".into(), Some("go to the red ball"), &meta);
+        let again = Dialect::BabyAi.observation_reply(
+            "Your goal: go to the red ball\nx".into(),
+            Some("go to the red ball"),
+            &meta,
+        );
         assert_eq!(again["observation"], "Your goal: go to the red ball\nx");
         let fresh = Dialect::BabyAi.observation_reply(String::new(), None, &meta);
         assert_eq!(fresh["observation"], "Environment not initialized");

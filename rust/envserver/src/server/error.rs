@@ -28,7 +28,10 @@ impl ApiError {
 
     /// 404: a session id that is not open.
     pub fn unknown_session(id: u64) -> Self {
-        Self::new(StatusCode::NOT_FOUND, format!("unknown session id {id} (never created, already closed, or reclaimed after idling)"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            format!("unknown session id {id} (never created, already closed, or reclaimed after idling)"),
+        )
     }
 
     /// 500: something broke on our side (a panic outside the envs).

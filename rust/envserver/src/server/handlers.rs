@@ -168,11 +168,10 @@ pub async fn guard(State(s): AppRef, req: Request, next: Next) -> Response {
 
 fn authorize(s: &AppState, req: &Request) -> Result<(), ApiError> {
     let Some(token) = &s.limits.token else { return Ok(()) };
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing bearer token (header `Authorization: Bearer <token>`)"))?;
+    let given =
+        req.headers().get(header::AUTHORIZATION).and_then(|v| v.as_bytes().strip_prefix(b"Bearer ")).ok_or_else(
+            || ApiError::new(StatusCode::UNAUTHORIZED, "missing bearer token (header `Authorization: Bearer <token>`)"),
+        )?;
     if constant_time_eq(given, token.as_bytes()) {
         Ok(())
     } else {

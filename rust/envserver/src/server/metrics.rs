@@ -73,9 +73,24 @@ impl Metrics {
         metric("agentgym_sessions_open", "gauge", "Sessions open now.", pool.len() as u64);
         metric("agentgym_env_steps_total", "counter", "Env steps taken.", pool.stats.steps.load(Relaxed));
         metric("agentgym_env_resets_total", "counter", "Episodes reset.", pool.stats.resets.load(Relaxed));
-        metric("agentgym_env_step_errors_total", "counter", "Steps refused or failed per session.", pool.stats.step_errors.load(Relaxed));
-        metric("agentgym_env_panics_total", "counter", "Panics caught inside envs.", pool.stats.env_panics.load(Relaxed));
-        metric("agentgym_sessions_reclaimed_total", "counter", "Idle sessions closed by the server.", self.reclaimed.load(Relaxed));
+        metric(
+            "agentgym_env_step_errors_total",
+            "counter",
+            "Steps refused or failed per session.",
+            pool.stats.step_errors.load(Relaxed),
+        );
+        metric(
+            "agentgym_env_panics_total",
+            "counter",
+            "Panics caught inside envs.",
+            pool.stats.env_panics.load(Relaxed),
+        );
+        metric(
+            "agentgym_sessions_reclaimed_total",
+            "counter",
+            "Idle sessions closed by the server.",
+            self.reclaimed.load(Relaxed),
+        );
         self.render_requests(&mut out);
         self.render_latency(&mut out);
         out

@@ -133,42 +133,61 @@ impl AppState {
     pub fn batch_reset(&self, ids: &[u64], data_idxs: &[i64]) -> Result<Value, ApiError> {
         check_len(ids.len(), data_idxs.len(), "data_idxs")?;
         let num_tasks = self.pool.num_tasks();
-        let slots = self.run_batch(ids, |i| {
-            let t = data_idxs[i];
-            if t < 0 || t as u64 >= num_tasks {
-                return Err(format!("data_idx {t} is out of range: env {:?} has task ids 0..{num_tasks}", self.pool.env_name()));
-            }
-            Ok(t)
-        }, |ok_ids, tasks| {
-            let out = self.pool.reset(ok_ids, tasks)?;
-            for (id, r) in ok_ids.iter().zip(&out) {
-                if r.is_ok() {
-                    self.record_reset(*id);
+        let slots = self.run_batch(
+            ids,
+            |i| {
+                let t = data_idxs[i];
+                if t < 0 || t as u64 >= num_tasks {
+                    return Err(format!(
+                        "data_idx {t} is out of range: env {:?} has task ids 0..{num_tasks}",
+                        self.pool.env_name()
+                    ));
                 }
-            }
-            Ok(out.into_iter().map(|r| r.map_err(|e| e.to_string())).collect())
-        })?;
+                Ok(t)
+            },
+            |ok_ids, tasks| {
+                let out = self.pool.reset(ok_ids, tasks)?;
+                for (id, r) in ok_ids.iter().zip(&out) {
+                    if r.is_ok() {
+                        self.record_reset(*id);
+                    }
+                }
+                Ok(out.into_iter().map(|r| r.map_err(|e| e.to_string())).collect())
+            },
+        )?;
         let (observations, errors): (Vec<Value>, Vec<Value>) = slots.into_iter().map(split_slot).unzip();
         Ok(json!({"observations": observations, "errors": errors}))
     }
 
     pub fn batch_step(&self, ids: &[u64], actions: Vec<String>) -> Result<Value, ApiError> {
         check_len(ids.len(), actions.len(), "actions")?;
-        let slots = self.run_batch(ids, |i| Ok(actions[i].as_str()), |ok_ids, acts| {
-            let out = self.pool.step(ok_ids, acts)?;
-            for (id, r) in ok_ids.iter().zip(&out) {
-                if r.error.is_none() {
-                    self.record_step(*id, r);
+        let slots = self.run_batch(
+            ids,
+            |i| Ok(actions[i].as_str()),
+            |ok_ids, acts| {
+                let out = self.pool.step(ok_ids, acts)?;
+                for (id, r) in ok_ids.iter().zip(&out) {
+                    if r.error.is_none() {
+                        self.record_step(*id, r);
+                    }
                 }
-            }
-            Ok(out.into_iter().map(|r| match r.error {
-                Some(e) => Err(e),
-                None => Ok(r),
-            }).collect())
-        })?;
+                Ok(out
+                    .into_iter()
+                    .map(|r| match r.error {
+                        Some(e) => Err(e),
+                        None => Ok(r),
+                    })
+                    .collect())
+            },
+        )?;
         let n = slots.len();
-        let (mut obs, mut rewards, mut dones, mut truncated, mut errors) =
-            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut obs, mut rewards, mut dones, mut truncated, mut errors) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
         for slot in slots {
             let (o, r, d, t, e) = match slot {
                 Ok(r) => (Value::String(r.observation), reward_json(r.reward), r.done, r.truncated, Value::Null),
@@ -190,7 +209,8 @@ impl AppState {
             ids.iter().map(|id| table.remove(id).is_some()).collect()
         };
         let mut seen = HashSet::new();
-        let to_close: Vec<u64> = ids.iter().zip(&removed).filter(|(id, r)| **r && seen.insert(**id)).map(|(id, _)| *id).collect();
+        let to_close: Vec<u64> =
+            ids.iter().zip(&removed).filter(|(id, r)| **r && seen.insert(**id)).map(|(id, _)| *id).collect();
         for id in &to_close {
             // Only ids we just removed from the table reach here, so each is open in the pool.
             let _ = self.pool.close(&[*id]);
@@ -204,7 +224,8 @@ impl AppState {
         let now = Instant::now();
         let idle: Vec<u64> = {
             let mut table = self.sessions.lock();
-            let idle: Vec<u64> = table.iter().filter(|(_, m)| now.duration_since(m.last_used) > timeout).map(|(id, _)| *id).collect();
+            let idle: Vec<u64> =
+                table.iter().filter(|(_, m)| now.duration_since(m.last_used) > timeout).map(|(id, _)| *id).collect();
             for id in &idle {
                 table.remove(id);
             }
@@ -303,7 +324,10 @@ impl AppState {
                     break;
                 }
                 Err(PoolError::UnknownSession(gone)) => {
-                    let pos = accepted.iter().position(|(i, _)| ids[*i] == gone).ok_or_else(|| ApiError::from(PoolError::UnknownSession(gone)))?;
+                    let pos = accepted
+                        .iter()
+                        .position(|(i, _)| ids[*i] == gone)
+                        .ok_or_else(|| ApiError::from(PoolError::UnknownSession(gone)))?;
                     let (i, _) = accepted.remove(pos);
                     slots[i] = Some(Err(format!("session {gone} was closed while this batch ran")));
                 }
