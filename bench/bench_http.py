@@ -32,10 +32,26 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from pydantic import BaseModel
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # --- the reference server (run as a subprocess of this script) -------------------------------
+
+
+class StepBody(BaseModel):
+    id: int
+    action: str
+
+
+class ResetBody(BaseModel):
+    id: int
+    data_idx: int
+
+
+class IdBody(BaseModel):
+    id: int
 
 
 def reference_app():
@@ -43,20 +59,8 @@ def reference_app():
     import itertools
 
     from fastapi import FastAPI
-    from pydantic import BaseModel
 
     from agentgym.envs.reference.babyai_text import make_session
-
-    class StepBody(BaseModel):
-        id: int
-        action: str
-
-    class ResetBody(BaseModel):
-        id: int
-        data_idx: int
-
-    class IdBody(BaseModel):
-        id: int
 
     app = FastAPI()
     sessions: dict[int, dict] = {}
@@ -151,6 +155,16 @@ def rate(run_round: Callable[[], int], seconds: float) -> float:
     return done / (time.perf_counter() - start)
 
 
+def step_and_restart(pool, ids: list[int], actions: list[str]) -> int:
+    """One batched step; sessions whose episode ended (minigrid's step limit) start task 0."""
+    b = pool.step(ids, actions)
+    assert b.ok, [e for e in b.errors if e][:3]
+    finished = [i for i, d in zip(ids, b.dones, strict=True) if d]
+    if finished:
+        pool.reset(finished, [0] * len(finished))
+    return len(ids)
+
+
 # --- the measurements --------------------------------------------------------------------------
 
 
@@ -163,9 +177,7 @@ def single_step_rps(url: str, concurrency: int, seconds: float) -> float:
     actions = ["turn left"] * concurrency
 
     def round_() -> int:
-        b = pool.step(ids, actions)
-        assert b.ok, b.errors[:3]
-        return len(ids)
+        return step_and_restart(pool, ids, actions)
 
     result = rate(round_, seconds)
     pool.close(ids)
@@ -181,9 +193,7 @@ def batch_steps(url: str, sessions: int, seconds: float) -> float:
     actions = ["turn left"] * sessions
 
     def round_() -> int:
-        b = pool.step(ids, actions)
-        assert b.ok, b.errors[:3]
-        return sessions
+        return step_and_restart(pool, ids, actions)
 
     result = rate(round_, seconds)
     pool.close(ids)
@@ -212,7 +222,7 @@ def fanout(sessions: int, latency_ms: float, repeats: int, threads: int) -> dict
             times = []
             for _ in range(repeats + 1):
                 t0 = time.perf_counter()
-                assert pool.step(ids, actions).ok
+                step_and_restart(pool, ids, actions)
                 times.append(time.perf_counter() - t0)
             out[name] = statistics.median(times[1:])
             # The last pool's sessions stay open for the thread-pool run below.

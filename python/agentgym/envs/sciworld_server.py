@@ -171,12 +171,11 @@ class SciWorldSessions:
         return s
 
 
-def build_app(sessions: SciWorldSessions) -> Any:
-    """The FastAPI app over ``sessions``."""
-    from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
+def _request_models() -> tuple[type, type, type]:
+    """The request bodies, as module globals so FastAPI resolves the (string) annotations."""
     from pydantic import BaseModel
+
+    global StepBody, ResetBody, IdBody
 
     class StepBody(BaseModel):
         id: int
@@ -188,6 +187,17 @@ def build_app(sessions: SciWorldSessions) -> Any:
 
     class IdBody(BaseModel):
         id: int
+
+    return StepBody, ResetBody, IdBody
+
+
+def build_app(sessions: SciWorldSessions) -> Any:
+    """The FastAPI app over ``sessions``."""
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+
+    StepBody, ResetBody, IdBody = _request_models()
 
     app = FastAPI()
 
