@@ -99,6 +99,7 @@ def serve_reference(port: int) -> None:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", port))
+    sock.listen(2048)
     print(f"reference: babyai on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     uvicorn.Server(uvicorn.Config(reference_app(), log_level="warning")).run(sockets=[sock])
 

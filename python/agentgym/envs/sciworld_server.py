@@ -275,6 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
+    sock.listen(2048)  # connections queue from now on, before uvicorn starts serving
     server = uvicorn.Server(uvicorn.Config(build_app(sessions), log_level="warning"))
     host, port = sock.getsockname()[:2]
     print(f"agentgym-sciworld-server: sciworld on http://{host}:{port}", flush=True)
