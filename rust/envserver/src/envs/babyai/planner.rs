@@ -50,7 +50,8 @@ impl SearchWindow {
         (self.width() * (self.y1 - self.y0)).max(0) as usize
     }
 
-    fn cell_index(&self, (x, y): (i32, i32)) -> usize {
+    /// Index of a cell of the window (row-major), below 64.
+    pub fn cell_index(&self, (x, y): (i32, i32)) -> usize {
         ((y - self.y0) * self.width() + (x - self.x0)) as usize
     }
 

@@ -200,6 +200,8 @@ pub struct Scene {
     /// The nearest wall or box straight ahead and its distance in steps.
     pub ahead: Option<(ObjKind, i32)>,
     pub window: SearchWindow,
+    /// Cells of `window` (bit = `window.cell_index`) holding a blocking thing.
+    blocked_cells: u64,
     pub pos: (i32, i32),
     pub dir: u8,
 }
@@ -244,12 +246,16 @@ impl Scene {
         // Stable: equal distances keep view order, as Python's sort does.
         things.sort_by_key(|t| t.dist);
         let window = SearchWindow::around(pos, world.agent_dir, VIEW_SIZE);
-        Self { things, ahead, window, pos, dir: world.agent_dir }
+        let blocked_cells = things
+            .iter()
+            .filter(|t| blocks(t.label.kind) && window.contains(t.pos))
+            .fold(0u64, |bits, t| bits | (1u64 << window.cell_index(t.pos)));
+        Self { things, ahead, window, blocked_cells, pos, dir: world.agent_dir }
     }
 
     /// Whether a blocking thing occupies `pos`.
     pub fn blocked(&self, pos: (i32, i32)) -> bool {
-        self.things.iter().any(|t| t.pos == pos && blocks(t.label.kind))
+        self.window.contains(pos) && self.blocked_cells & (1u64 << self.window.cell_index(pos)) != 0
     }
 
     fn offset(&self, thing: &Thing, out: &mut String) {
