@@ -1,10 +1,8 @@
 //! One episode's state (the inventory) and what each command does to it, with the reference's
 //! exact observation strings.
 
-use super::commands::{
-    self, count_value, normalized, py_repr, py_strip, split_count, Command, Count,
-};
-use super::recipes::{display_name, item_id, Recipe, RecipeBook};
+use super::commands::{self, count_value, normalized, py_repr, py_strip, split_count, Command, Count};
+use super::recipes::{item_id, Recipe, RecipeBook};
 
 /// Items carried, in the order they were first added (the inventory lists them so).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,10 +16,7 @@ impl Inventory {
     }
 
     pub fn count(&self, item: &str) -> Option<Count> {
-        self.entries
-            .iter()
-            .find(|(id, _)| id == item)
-            .map(|&(_, n)| n)
+        self.entries.iter().find(|(id, _)| id == item).map(|&(_, n)| n)
     }
 
     pub fn entries(&self) -> &[(String, Count)] {
@@ -55,14 +50,27 @@ impl Inventory {
 
     /// The `inventory` observation.
     pub fn describe(&self) -> String {
-        let mut out = String::from("Inventory: ");
+        let mut out = String::with_capacity(16 + 24 * self.entries.len());
+        out.push_str("Inventory: ");
         if self.entries.is_empty() {
             out.push_str("You are not carrying anything.");
         }
         for (id, n) in &self.entries {
-            out.push_str(&format!("[{}] ({}) ", display_name(id), n));
+            out.push('[');
+            push_display_name(&mut out, id);
+            out.push_str("] (");
+            out.push_str(&n.to_string());
+            out.push_str(") ");
         }
         out
+    }
+}
+
+/// Appends `display_name(id)` without its intermediate strings (the inventory is printed on
+/// every `inventory` step).
+fn push_display_name(out: &mut String, id: &str) {
+    for piece in id.split("minecraft:") {
+        out.extend(piece.chars().map(|c| if c == '_' { ' ' } else { c }));
     }
 }
 
@@ -74,10 +82,7 @@ pub struct Outcome {
 
 impl Outcome {
     fn says(observation: String) -> Self {
-        Self {
-            observation,
-            crafted: None,
-        }
+        Self { observation, crafted: None }
     }
 }
 
@@ -125,16 +130,11 @@ fn craft(book: &RecipeBook, inventory: &mut Inventory, output: &str, inputs: &st
         };
         wanted.push((Named::new(book, words), count_value(digits)));
     }
-    let carried = wanted.iter().all(|(named, n)| {
-        !named.is_tag && inventory.count(&named.id).is_some_and(|have| have >= *n)
-    });
+    let carried =
+        wanted.iter().all(|(named, n)| !named.is_tag && inventory.count(&named.id).is_some_and(|have| have >= *n));
     if !carried {
         // A tag has no item id; the reference prints Python's None for it.
-        let shown = if wanted_output.is_tag {
-            "None"
-        } else {
-            wanted_output.id.as_str()
-        };
+        let shown = if wanted_output.is_tag { "None" } else { wanted_output.id.as_str() };
         return Outcome::says(format!("Could not find enough items to craft {shown}"));
     }
     let recipe = if wanted_output.is_tag {
@@ -152,10 +152,7 @@ fn craft(book: &RecipeBook, inventory: &mut Inventory, output: &str, inputs: &st
         inventory.remove(&named.id, *n);
     }
     inventory.add(&recipe.output, Count::from(recipe.count));
-    Outcome {
-        observation: format!("Crafted {} {}", recipe.count, recipe.output),
-        crafted: Some(recipe.output.clone()),
-    }
+    Outcome { observation: format!("Crafted {} {}", recipe.count, recipe.output), crafted: Some(recipe.output.clone()) }
 }
 
 /// Whether the listed ingredients are exactly the recipe's: each recipe ingredient matched by
@@ -212,75 +209,38 @@ mod tests {
     fn get_craft_inventory() {
         let book = fixture();
         let mut inv = Inventory::default();
-        assert_eq!(
-            run(&book, &mut inv, "inventory"),
-            "Inventory: You are not carrying anything."
-        );
+        assert_eq!(run(&book, &mut inv, "inventory"), "Inventory: You are not carrying anything.");
         assert_eq!(run(&book, &mut inv, "get 2 oak logs"), "Got 2 oak logs");
-        assert_eq!(
-            run(&book, &mut inv, "craft 4 oak planks using 1 oak logs"),
-            "Crafted 4 minecraft:oak_planks"
-        );
+        assert_eq!(run(&book, &mut inv, "craft 4 oak planks using 1 oak logs"), "Crafted 4 minecraft:oak_planks");
         // A tag ingredient accepts any member.
         let out = apply(&book, &mut inv, "craft 4 stick using 2 oak planks");
         assert_eq!(out.observation, "Crafted 4 minecraft:stick");
         assert_eq!(out.crafted.as_deref(), Some("minecraft:stick"));
-        assert_eq!(
-            run(&book, &mut inv, "inventory"),
-            "Inventory: [oak logs] (1) [oak planks] (2) [stick] (4) "
-        );
+        assert_eq!(run(&book, &mut inv, "inventory"), "Inventory: [oak logs] (1) [oak planks] (2) [stick] (4) ");
         // The requested output count is not checked, as in the reference.
-        assert_eq!(
-            run(&book, &mut inv, "craft 99 stick using 2 oak planks"),
-            "Crafted 4 minecraft:stick"
-        );
-        assert_eq!(
-            run(&book, &mut inv, "inventory"),
-            "Inventory: [oak logs] (1) [stick] (8) "
-        );
+        assert_eq!(run(&book, &mut inv, "craft 99 stick using 2 oak planks"), "Crafted 4 minecraft:stick");
+        assert_eq!(run(&book, &mut inv, "inventory"), "Inventory: [oak logs] (1) [stick] (8) ");
     }
 
     #[test]
     fn get_refuses_craftables_tags_and_unknowns() {
         let book = fixture();
         let mut inv = Inventory::default();
-        for item in [
-            "oak planks",
-            "planks",
-            "stick",
-            "diamond",
-            "minecraft:oak logs",
-            " oak logs",
-        ] {
-            assert_eq!(
-                run(&book, &mut inv, &format!("get 1 {item}")),
-                format!("Could not find {item}")
-            );
+        for item in ["oak planks", "planks", "stick", "diamond", "minecraft:oak logs", " oak logs"] {
+            assert_eq!(run(&book, &mut inv, &format!("get 1 {item}")), format!("Could not find {item}"));
         }
         assert_eq!(run(&book, &mut inv, "get 007 coal"), "Got 7 coal");
         assert_eq!(run(&book, &mut inv, "get 0 leather"), "Got 0 leather");
-        assert_eq!(
-            run(&book, &mut inv, "inventory"),
-            "Inventory: [coal] (7) [leather] (0) "
-        );
+        assert_eq!(run(&book, &mut inv, "inventory"), "Inventory: [coal] (7) [leather] (0) ");
     }
 
     #[test]
     fn craft_failures_say_why() {
         let book = fixture();
         let mut inv = Inventory::default();
-        assert_eq!(
-            run(&book, &mut inv, "craft x using 1"),
-            "Wrong item format: 1"
-        );
-        assert_eq!(
-            run(&book, &mut inv, "craft x using "),
-            "Wrong item format: "
-        );
-        assert_eq!(
-            run(&book, &mut inv, "craft x using 1 a,  b "),
-            "Wrong item format: b"
-        );
+        assert_eq!(run(&book, &mut inv, "craft x using 1"), "Wrong item format: 1");
+        assert_eq!(run(&book, &mut inv, "craft x using "), "Wrong item format: ");
+        assert_eq!(run(&book, &mut inv, "craft x using 1 a,  b "), "Wrong item format: b");
         assert_eq!(
             run(&book, &mut inv, "craft 4 stick using 2 oak planks"),
             "Could not find enough items to craft minecraft:stick"
@@ -301,21 +261,11 @@ mod tests {
              item_id=\"minecraft:it's\"), count=1)"
         );
         // Wrong count, extra ingredient, same ingredient twice.
-        for inputs in [
-            "2 oak logs",
-            "1 oak logs, 1 oak logs",
-            "1 oak logs, 0 oak logs",
-        ] {
+        for inputs in ["2 oak logs", "1 oak logs, 1 oak logs", "1 oak logs, 0 oak logs"] {
             let msg = run(&book, &mut inv, &format!("craft oak planks using {inputs}"));
-            assert!(
-                msg.starts_with("Could not find a valid recipe"),
-                "{inputs}: {msg}"
-            );
+            assert!(msg.starts_with("Could not find a valid recipe"), "{inputs}: {msg}");
         }
-        assert_eq!(
-            run(&book, &mut inv, "inventory"),
-            "Inventory: [oak logs] (3) "
-        );
+        assert_eq!(run(&book, &mut inv, "inventory"), "Inventory: [oak logs] (3) ");
     }
 
     #[test]
@@ -327,34 +277,29 @@ mod tests {
         run(&book, &mut inv, "craft 4 birch planks using 1 birch logs");
         run(&book, &mut inv, "get 1 string");
         assert_eq!(
-            run(
-                &book,
-                &mut inv,
-                "craft 1 white bed using 3 string, 3 birch planks"
-            ),
+            run(&book, &mut inv, "craft 1 white bed using 3 string, 3 birch planks"),
             "Could not find enough items to craft minecraft:white_bed"
         );
         run(&book, &mut inv, "get 9 string");
-        assert!(run(
-            &book,
-            &mut inv,
-            "craft 1 white bed using 3 string, 3 birch planks"
-        )
-        .starts_with("Could not find a valid"));
-        assert_eq!(
-            run(&book, &mut inv, "craft 1 white wool using 4 string"),
-            "Crafted 1 minecraft:white_wool"
-        );
+        assert!(run(&book, &mut inv, "craft 1 white bed using 3 string, 3 birch planks")
+            .starts_with("Could not find a valid"));
+        assert_eq!(run(&book, &mut inv, "craft 1 white wool using 4 string"), "Crafted 1 minecraft:white_wool");
+    }
+
+    #[test]
+    fn inventory_names_match_display_name() {
+        for id in ["minecraft:oak_planks", "minecraft:a_minecraft:b_c", "x_y", ""] {
+            let mut out = String::new();
+            push_display_name(&mut out, id);
+            assert_eq!(out, super::super::recipes::display_name(id));
+        }
     }
 
     #[test]
     fn garbage_is_not_executed() {
         let book = fixture();
         let mut inv = Inventory::default();
-        assert_eq!(
-            run(&book, &mut inv, "dance\nnow"),
-            "Could not execute dance\nnow"
-        );
+        assert_eq!(run(&book, &mut inv, "dance\nnow"), "Could not execute dance\nnow");
         assert_eq!(run(&book, &mut inv, ""), "Could not execute ");
     }
 }
