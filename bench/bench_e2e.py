@@ -53,12 +53,15 @@ def figures(run_dir: Path, launcher_wall: float) -> dict:
     actors = summary["actors"]
     train_s = sum(m["step_time_s"] for m in metrics)
     tokens = sum(m["tokens"] for m in metrics)
-    trajectories = actors.get("trajectories_pushed", 0)
+    # trajectories the learner trained on (each batch's staleness histogram counts them all)
+    trajectories = sum(v for m in metrics for k, v in m.items() if k.startswith("staleness/"))
     wall = actors.get("wall_s", launcher_wall)
     return {
         "steps": len(metrics),
         "wall_s": wall,
         "launcher_wall_s": launcher_wall,
+        "trajectories": trajectories,
+        "pushed": actors.get("trajectories_pushed", 0),
         "samples_per_s": trajectories / wall,
         "tokens_per_s": tokens / wall,
         "share_env": actors.get("env_busy_s", 0) / wall,
