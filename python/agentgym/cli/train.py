@@ -120,6 +120,8 @@ class Launcher:
     def run(self) -> int:
         on_terminate(self._request_stop)
         (self.run_dir / ENDPOINTS_FILE).unlink(missing_ok=True)
+        for old in (self.run_dir / "actors").glob("actor_*.json"):  # a previous run's counters
+            old.unlink()
         code = 1
         try:
             learner = self._spawn("learner", "agentgym.cli.learner", self.resume and ["--resume"])
