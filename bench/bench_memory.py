@@ -70,9 +70,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--cycles", type=int, default=10)
     args = parser.parse_args()
-    print(f"machine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}")
+    py = f"{platform.python_implementation()} {platform.python_version()}"
+    print(f"machine: {platform.machine()}, {py}")
     print(f"{args.sessions} sessions, {args.cycles} create/reset/step/close cycles per env\n")
-    print("| env | RSS before (MiB) | open, cycle 1 | open, last cycle | after close (MiB) | after malloc_trim | KiB/session |")
+    columns = ["env", "RSS before (MiB)", "open, cycle 1", "open, last cycle"]
+    columns += ["after close (MiB)", "after malloc_trim", "KiB/session"]
+    print("| " + " | ".join(columns) + " |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for env, action in (("babyai", "turn left"), ("textcraft", "inventory")):
         m = measure(env, args.sessions, args.cycles, action)

@@ -15,7 +15,9 @@ def _stub_tree():
 
 
 def _public(names):
-    return {n for n in names if not n.startswith("_") or n in ("__init__", "__len__", "__version__")}
+    return {
+        n for n in names if not n.startswith("_") or n in ("__init__", "__len__", "__version__")
+    }
 
 
 def test_stub_ships_with_py_typed():
@@ -46,7 +48,8 @@ def test_class_members_and_parameters_match():
         assert set(stub_members) == runtime_members, node.name
         for name, fn in stub_members.items():
             if name == "__init__" or any(
-                isinstance(d, ast.Name) and d.id in ("property", "staticmethod") for d in fn.decorator_list
+                isinstance(d, ast.Name) and d.id in ("property", "staticmethod")
+                for d in fn.decorator_list
             ):
                 continue
             stub_params = [a.arg for a in fn.args.args + fn.args.kwonlyargs if a.arg != "self"]

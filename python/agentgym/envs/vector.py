@@ -52,7 +52,9 @@ class TextVectorEnv(gym.vector.VectorEnv):
         self.num_envs = num_envs
         self.single_observation_space = _text_space()
         self.single_action_space = _text_space()
-        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
+        self.observation_space = gym.vector.utils.batch_space(
+            self.single_observation_space, num_envs
+        )
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
         self._ids = self.pool.create(num_envs)
         self._task_cycle = list(task_ids) if task_ids is not None else None
@@ -112,7 +114,9 @@ class TextVectorEnv(gym.vector.VectorEnv):
             infos["error"] = np.array(errors, dtype=object)
         return tuple(observations), rewards, terminated, truncated, infos
 
-    def _reset_some(self, idx: list[int], observations: list[str], errors: list[str | None]) -> None:
+    def _reset_some(
+        self, idx: list[int], observations: list[str], errors: list[str | None]
+    ) -> None:
         tasks = self._draw_tasks(len(idx))
         try:
             first = self.pool.reset([self._ids[i] for i in idx], tasks)
