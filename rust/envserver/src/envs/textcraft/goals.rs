@@ -25,12 +25,7 @@ pub fn min_depth(book: &RecipeBook, name: &str, memo: &mut HashMap<String, u32>)
     depth_of(book, name, memo, &mut in_progress)
 }
 
-fn depth_of(
-    book: &RecipeBook,
-    name: &str,
-    memo: &mut HashMap<String, u32>,
-    in_progress: &mut HashSet<String>,
-) -> u32 {
+fn depth_of(book: &RecipeBook, name: &str, memo: &mut HashMap<String, u32>, in_progress: &mut HashSet<String>) -> u32 {
     if let Some(&d) = memo.get(name) {
         return d;
     }
@@ -42,12 +37,8 @@ fn depth_of(
     let mut best: Option<u32> = None;
     for &index in book.recipes_for(name) {
         let recipe = &book.recipes[index];
-        let hardest = recipe
-            .inputs
-            .iter()
-            .map(|input| depth_of(book, &input.name, memo, in_progress) + 1)
-            .max()
-            .unwrap_or(1);
+        let hardest =
+            recipe.inputs.iter().map(|input| depth_of(book, &input.name, memo, in_progress) + 1).max().unwrap_or(1);
         best = Some(best.map_or(hardest, |b| b.min(hardest)));
     }
     in_progress.remove(name);
@@ -63,10 +54,7 @@ pub fn goals(book: &RecipeBook, min_goal_depth: u32) -> Vec<Goal> {
     let mut goals: Vec<Goal> = book
         .craftable_items()
         .into_iter()
-        .map(|item| Goal {
-            item: item.to_string(),
-            depth: min_depth(book, item, &mut memo),
-        })
+        .map(|item| Goal { item: item.to_string(), depth: min_depth(book, item, &mut memo) })
         .filter(|g| g.depth >= min_goal_depth)
         .collect();
     goals.sort_by(|a, b| b.depth.cmp(&a.depth).then_with(|| a.item.cmp(&b.item)));
@@ -96,26 +84,11 @@ pub fn recipe_tree(book: &RecipeBook, item: &str) -> Vec<usize> {
 
 /// The reset observation for `goal`: the command lines of its recipe tree plus up to
 /// `max_distractors` other recipes that use the same ingredients, shuffled by `rng`.
-pub fn reset_observation(
-    book: &RecipeBook,
-    goal: &str,
-    max_distractors: usize,
-    rng: &mut Rng,
-) -> String {
+pub fn reset_observation(book: &RecipeBook, goal: &str, max_distractors: usize, rng: &mut Rng) -> String {
     let tree = recipe_tree(book, goal);
-    let tree_lines: BTreeSet<&str> = tree
-        .iter()
-        .map(|&i| book.recipes[i].line.as_str())
-        .collect();
-    let ingredients: BTreeSet<&str> = tree
-        .iter()
-        .flat_map(|&i| {
-            book.recipes[i]
-                .inputs
-                .iter()
-                .map(|input| input.name.as_str())
-        })
-        .collect();
+    let tree_lines: BTreeSet<&str> = tree.iter().map(|&i| book.recipes[i].line.as_str()).collect();
+    let ingredients: BTreeSet<&str> =
+        tree.iter().flat_map(|&i| book.recipes[i].inputs.iter().map(|input| input.name.as_str())).collect();
     let mut candidates = BTreeSet::new();
     for name in ingredients {
         let uses = book.uses_of(name);
@@ -130,11 +103,7 @@ pub fn reset_observation(
     let mut lines: Vec<&str> = tree_lines.into_iter().collect();
     lines.extend(sample(&candidates, max_distractors, rng));
     rng.shuffle(&mut lines);
-    format!(
-        "Crafting commands:\n{}\n\nGoal: craft {}.",
-        lines.join("\n"),
-        display_name(goal)
-    )
+    format!("Crafting commands:\n{}\n\nGoal: craft {}.", lines.join("\n"), display_name(goal))
 }
 
 /// `min(k, len)` distinct elements drawn uniformly, in draw order.
@@ -197,10 +166,8 @@ mod tests {
     #[test]
     fn tree_expands_tags_to_all_members() {
         let book = fixture();
-        let lines: BTreeSet<&str> = recipe_tree(&book, "minecraft:torch")
-            .iter()
-            .map(|&i| book.recipes[i].line.as_str())
-            .collect();
+        let lines: BTreeSet<&str> =
+            recipe_tree(&book, "minecraft:torch").iter().map(|&i| book.recipes[i].line.as_str()).collect();
         let expected: BTreeSet<&str> = [
             "craft 4 torch using 1 coal, 1 stick",
             "craft 4 stick using 2 planks",
@@ -217,22 +184,12 @@ mod tests {
         let obs = reset_observation(&book, "minecraft:torch", 10, &mut Rng::new(3));
         let (commands, goal) = obs.split_once("\n\n").unwrap();
         assert_eq!(goal, "Goal: craft torch.");
-        let lines: BTreeSet<&str> = commands
-            .strip_prefix("Crafting commands:\n")
-            .unwrap()
-            .lines()
-            .collect();
-        for needed in [
-            "craft 4 torch using 1 coal, 1 stick",
-            "craft 4 stick using 2 planks",
-        ] {
+        let lines: BTreeSet<&str> = commands.strip_prefix("Crafting commands:\n").unwrap().lines().collect();
+        for needed in ["craft 4 torch using 1 coal, 1 stick", "craft 4 stick using 2 planks"] {
             assert!(lines.contains(needed), "{obs}");
         }
         // Distractors use the same ingredients: planks and sticks go into pickaxes, beds, ...
-        assert!(
-            lines.contains("craft 1 wooden pickaxe using 3 planks, 2 stick"),
-            "{obs}"
-        );
+        assert!(lines.contains("craft 1 wooden pickaxe using 3 planks, 2 stick"), "{obs}");
         assert!(!lines.contains("craft 3 paper using 3 sugar cane"), "{obs}");
         let none = reset_observation(&book, "minecraft:torch", 0, &mut Rng::new(3));
         assert_eq!(none.lines().count(), 4 + 3);

@@ -73,14 +73,12 @@ pub struct TextCraftFactory {
 impl TextCraftFactory {
     pub fn new(options: &Options) -> Result<Self, EnvError> {
         check_option_keys(options, OPTION_KEYS)?;
-        let dir = options
-            .get("recipes_dir")
-            .ok_or_else(|| EnvError::InvalidOption {
-                key: "recipes_dir".into(),
-                message: "required: a folder with recipes/*.json (Python: \
+        let dir = options.get("recipes_dir").ok_or_else(|| EnvError::InvalidOption {
+            key: "recipes_dir".into(),
+            message: "required: a folder with recipes/*.json (Python: \
                       agentgym.envs.textcraft.default_recipes_dir())"
-                    .into(),
-            })?;
+                .into(),
+        })?;
         let max_distractors = parse_option(options, "max_distractors", 10)?;
         let min_goal_depth = parse_option(options, "min_goal_depth", 2)?;
         Self::load(Path::new(dir), max_distractors as usize, min_goal_depth)
@@ -103,13 +101,7 @@ impl TextCraftFactory {
                 goals::reset_observation(&book, &goal.item, max_distractors, &mut rng)
             })
             .collect();
-        Ok(Self {
-            world: Arc::new(World {
-                book,
-                goals,
-                reset_observations,
-            }),
-        })
+        Ok(Self { world: Arc::new(World { book, goals, reset_observations }) })
     }
 
     /// The goals, in task id order.
@@ -159,17 +151,12 @@ impl TextEnv for TextCraft {
     fn reset(&mut self, task_id: u64) -> Result<String, EnvError> {
         let num_tasks = self.world.goals.len() as u64;
         if task_id >= num_tasks {
-            return Err(EnvError::TaskOutOfRange {
-                env: "textcraft".into(),
-                task_id,
-                num_tasks,
-            });
+            return Err(EnvError::TaskOutOfRange { env: "textcraft".into(), task_id, num_tasks });
         }
         let task = task_id as usize;
         self.task = Some(task);
         self.inventory.clear();
-        self.observation
-            .clone_from(&self.world.reset_observations[task]);
+        self.observation.clone_from(&self.world.reset_observations[task]);
         Ok(self.observation.clone())
     }
 
@@ -178,11 +165,7 @@ impl TextEnv for TextCraft {
         let goal = self.task.map(|t| self.world.goals[t].item.as_str());
         let done = outcome.crafted.is_some() && outcome.crafted.as_deref() == goal;
         self.observation = outcome.observation;
-        StepOutcome {
-            observation: self.observation.clone(),
-            reward: if done { 1.0 } else { 0.0 },
-            done,
-        }
+        StepOutcome { observation: self.observation.clone(), reward: if done { 1.0 } else { 0.0 }, done }
     }
 
     fn observation(&self) -> String {
@@ -226,11 +209,7 @@ mod tests {
         TextCraftFactory::new(&options).expect("fixture loads")
     }
 
-    fn episode(
-        factory: &TextCraftFactory,
-        task: u64,
-        actions: &[&str],
-    ) -> Vec<(String, f32, bool)> {
+    fn episode(factory: &TextCraftFactory, task: u64, actions: &[&str]) -> Vec<(String, f32, bool)> {
         let mut env = factory.make();
         let first = env.reset(task).unwrap();
         let mut out = vec![(first, 0.0, false)];
@@ -244,11 +223,7 @@ mod tests {
     #[test]
     fn crafting_the_goal_pays_once_per_craft() {
         let f = factory();
-        let torch = f
-            .goals()
-            .iter()
-            .position(|g| g.item == "minecraft:torch")
-            .unwrap() as u64;
+        let torch = f.goals().iter().position(|g| g.item == "minecraft:torch").unwrap() as u64;
         let steps = episode(
             &f,
             torch,
@@ -262,29 +237,14 @@ mod tests {
             ],
         );
         assert!(steps[0].0.ends_with("\n\nGoal: craft torch."));
-        assert_eq!(
-            steps[5],
-            ("Crafted 4 minecraft:torch".to_string(), 1.0, true)
-        );
-        assert_eq!(
-            steps[6],
-            (
-                "Inventory: [oak planks] (2) [stick] (3) [torch] (4) ".to_string(),
-                0.0,
-                false
-            )
-        );
+        assert_eq!(steps[5], ("Crafted 4 minecraft:torch".to_string(), 1.0, true));
+        assert_eq!(steps[6], ("Inventory: [oak planks] (2) [stick] (3) [torch] (4) ".to_string(), 0.0, false));
         assert!(steps[1..5].iter().all(|(_, r, d)| *r == 0.0 && !d));
     }
 
     #[test]
     fn same_task_same_episode_on_fresh_factories() {
-        let actions = [
-            "get 2 oak logs",
-            "craft 4 oak planks using 1 oak logs",
-            "inventory",
-            "jump",
-        ];
+        let actions = ["get 2 oak logs", "craft 4 oak planks using 1 oak logs", "inventory", "jump"];
         let (a, b) = (factory(), factory());
         for task in 0..a.num_tasks() {
             assert_eq!(episode(&a, task, &actions), episode(&b, task, &actions));
@@ -294,9 +254,8 @@ mod tests {
     #[test]
     fn different_tasks_differ() {
         let f = factory();
-        let firsts: std::collections::BTreeSet<String> = (0..f.num_tasks())
-            .map(|t| episode(&f, t, &[])[0].0.clone())
-            .collect();
+        let firsts: std::collections::BTreeSet<String> =
+            (0..f.num_tasks()).map(|t| episode(&f, t, &[])[0].0.clone()).collect();
         assert_eq!(firsts.len() as u64, f.num_tasks());
     }
 
@@ -307,10 +266,7 @@ mod tests {
         let first = env.reset(1).unwrap();
         env.step("get 3 coal");
         assert_eq!(env.reset(1).unwrap(), first);
-        assert_eq!(
-            env.step("inventory").observation,
-            "Inventory: You are not carrying anything."
-        );
+        assert_eq!(env.step("inventory").observation, "Inventory: You are not carrying anything.");
         let info = env.info();
         assert_eq!(info["goal_id"], f.goals()[1].item.as_str());
         assert_eq!(info["depth"], f.goals()[1].depth);
@@ -353,8 +309,7 @@ mod tests {
 
     #[test]
     fn missing_dir_is_a_data_error_naming_the_path() {
-        let options =
-            Options::from([("recipes_dir".to_string(), "/nowhere/textcraft".to_string())]);
+        let options = Options::from([("recipes_dir".to_string(), "/nowhere/textcraft".to_string())]);
         match TextCraftFactory::new(&options) {
             Err(EnvError::Data(message)) => {
                 assert!(message.contains("/nowhere/textcraft"), "{message}")
@@ -367,9 +322,6 @@ mod tests {
     fn out_of_range_task_is_an_error() {
         let f = factory();
         let mut env = f.make();
-        assert!(matches!(
-            env.reset(f.num_tasks()),
-            Err(EnvError::TaskOutOfRange { .. })
-        ));
+        assert!(matches!(env.reset(f.num_tasks()), Err(EnvError::TaskOutOfRange { .. })));
     }
 }

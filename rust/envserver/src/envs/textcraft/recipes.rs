@@ -85,9 +85,7 @@ impl RecipeBook {
         })?;
         let mut paths = Vec::new();
         for entry in entries {
-            let path = entry
-                .map_err(|e| EnvError::Data(format!("{}: {e}", recipes_dir.display())))?
-                .path();
+            let path = entry.map_err(|e| EnvError::Data(format!("{}: {e}", recipes_dir.display())))?.path();
             if path.extension().is_some_and(|x| x == "json") && path.is_file() {
                 paths.push(path);
             }
@@ -96,11 +94,8 @@ impl RecipeBook {
         paths.sort();
         let mut loader = Loader::default();
         for path in &paths {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| EnvError::Data(format!("{}: {e}", path.display())))?;
-            loader
-                .add_file(&text)
-                .map_err(|e| EnvError::Data(format!("{}: {e}", path.display())))?;
+            let text = std::fs::read_to_string(path).map_err(|e| EnvError::Data(format!("{}: {e}", path.display())))?;
+            loader.add_file(&text).map_err(|e| EnvError::Data(format!("{}: {e}", path.display())))?;
         }
         Ok(loader.finish())
     }
@@ -109,9 +104,7 @@ impl RecipeBook {
     pub fn from_json_texts(texts: &[&str]) -> Result<Self, EnvError> {
         let mut loader = Loader::default();
         for (i, text) in texts.iter().enumerate() {
-            loader
-                .add_file(text)
-                .map_err(|e| EnvError::Data(format!("recipe {i}: {e}")))?;
+            loader.add_file(text).map_err(|e| EnvError::Data(format!("recipe {i}: {e}")))?;
         }
         Ok(loader.finish())
     }
@@ -187,39 +180,23 @@ impl Loader {
             self.book.item_tag.insert(output.clone(), tag.clone());
         }
         self.dependencies.entry(output.clone()).or_default();
-        let closes_cycle = inputs.iter().any(|input| {
-            self.dependencies
-                .get(&input.name)
-                .is_some_and(|deps| deps.contains(&output))
-        });
+        let closes_cycle =
+            inputs.iter().any(|input| self.dependencies.get(&input.name).is_some_and(|deps| deps.contains(&output)));
         if closes_cycle {
             return Ok(());
         }
         for input in &inputs {
-            let inherited = self
-                .dependencies
-                .get(&input.name)
-                .cloned()
-                .unwrap_or_default();
+            let inherited = self.dependencies.get(&input.name).cloned().unwrap_or_default();
             let deps = self.dependencies.get_mut(&output).expect("inserted above");
             deps.insert(input.name.clone());
             deps.extend(inherited);
         }
         let index = self.book.recipes.len();
-        self.book
-            .item_recipes
-            .entry(output.clone())
-            .or_default()
-            .push(index);
+        self.book.item_recipes.entry(output.clone()).or_default().push(index);
         if let Some(tag) = output_tag {
             self.book.tag_recipes.entry(tag).or_default().push(index);
         }
-        self.book.recipes.push(Recipe {
-            output,
-            count,
-            inputs,
-            line: String::new(),
-        });
+        self.book.recipes.push(Recipe { output, count, inputs, line: String::new() });
         Ok(())
     }
 
@@ -227,16 +204,9 @@ impl Loader {
         let pattern = raw.pattern.as_deref().unwrap_or_default();
         let mut inputs = Vec::new();
         for (key, spec) in raw.key.as_ref().map_or(&[][..], |k| &k.0[..]) {
-            let count = pattern
-                .iter()
-                .map(|line| line.matches(key.as_str()).count() as i64)
-                .sum();
+            let count = pattern.iter().map(|line| line.matches(key.as_str()).count() as i64).sum();
             let (name, is_tag) = self.ingredient(spec)?;
-            inputs.push(Ingredient {
-                name,
-                is_tag,
-                count,
-            });
+            inputs.push(Ingredient { name, is_tag, count });
         }
         Ok(inputs)
     }
@@ -250,11 +220,7 @@ impl Loader {
                     same.count += 1;
                     same.is_tag = is_tag;
                 }
-                None => inputs.push(Ingredient {
-                    name,
-                    is_tag,
-                    count: 1,
-                }),
+                None => inputs.push(Ingredient { name, is_tag, count: 1 }),
             }
         }
         Ok(inputs)
@@ -315,16 +281,9 @@ fn parse_result(result: Option<&Value>) -> Result<(String, i64), String> {
     match result {
         Some(Value::String(id)) => Ok((id.clone(), 1)),
         Some(obj @ Value::Object(_)) => {
-            let id = obj
-                .get("item")
-                .and_then(Value::as_str)
-                .ok_or("result without an item")?;
+            let id = obj.get("item").and_then(Value::as_str).ok_or("result without an item")?;
             // As in the reference, a missing or zero count means one.
-            let count = obj
-                .get("count")
-                .and_then(Value::as_i64)
-                .filter(|&c| c != 0)
-                .unwrap_or(1);
+            let count = obj.get("count").and_then(Value::as_i64).filter(|&c| c != 0).unwrap_or(1);
             Ok((id.to_string(), count))
         }
         _ => Err("recipe without a result item".to_string()),
@@ -332,16 +291,8 @@ fn parse_result(result: Option<&Value>) -> Result<(String, i64), String> {
 }
 
 fn recipe_line(recipe: &Recipe) -> String {
-    let inputs: Vec<String> = recipe
-        .inputs
-        .iter()
-        .map(|i| format!("{} {}", i.count, display_name(&i.name)))
-        .collect();
-    let mut line = format!(
-        "craft {} {} using ",
-        recipe.count,
-        display_name(&recipe.output)
-    );
+    let inputs: Vec<String> = recipe.inputs.iter().map(|i| format!("{} {}", i.count, display_name(&i.name))).collect();
+    let mut line = format!("craft {} {} using ", recipe.count, display_name(&recipe.output));
     if inputs.is_empty() {
         // The reference trims the last two characters after listing the inputs, which for a
         // recipe without inputs eats into "using ".
@@ -402,48 +353,30 @@ mod tests {
     }
 
     fn lines(book: &RecipeBook, item: &str) -> Vec<String> {
-        book.item_recipes(item)
-            .iter()
-            .map(|&i| book.recipes[i].line.clone())
-            .collect()
+        book.item_recipes(item).iter().map(|&i| book.recipes[i].line.clone()).collect()
     }
 
     #[test]
     fn shaped_counts_keys_in_pattern_order() {
         let book = fixture();
-        assert_eq!(
-            lines(&book, "minecraft:wooden_pickaxe"),
-            ["craft 1 wooden pickaxe using 3 planks, 2 stick"]
-        );
+        assert_eq!(lines(&book, "minecraft:wooden_pickaxe"), ["craft 1 wooden pickaxe using 3 planks, 2 stick"]);
         // A list of alternatives takes the first.
-        assert_eq!(
-            lines(&book, "minecraft:torch"),
-            ["craft 4 torch using 1 coal, 1 stick"]
-        );
+        assert_eq!(lines(&book, "minecraft:torch"), ["craft 4 torch using 1 coal, 1 stick"]);
         // `result` given as a bare string.
-        assert_eq!(
-            lines(&book, "minecraft:bucket"),
-            ["craft 1 bucket using 3 iron ingot"]
-        );
+        assert_eq!(lines(&book, "minecraft:bucket"), ["craft 1 bucket using 3 iron ingot"]);
     }
 
     #[test]
     fn shapeless_merges_repeats() {
         let book = fixture();
-        assert_eq!(
-            lines(&book, "minecraft:book"),
-            ["craft 1 book using 3 paper, 1 leather"]
-        );
+        assert_eq!(lines(&book, "minecraft:book"), ["craft 1 book using 3 paper, 1 leather"]);
     }
 
     #[test]
     fn cycle_keeps_first_file_in_name_order() {
         let book = fixture();
         // iron_ingot_from_nuggets.json sorts before iron_nugget.json: nuggets -> ingot stays.
-        assert_eq!(
-            lines(&book, "minecraft:iron_ingot"),
-            ["craft 1 iron ingot using 9 iron nugget"]
-        );
+        assert_eq!(lines(&book, "minecraft:iron_ingot"), ["craft 1 iron ingot using 9 iron nugget"]);
         assert!(lines(&book, "minecraft:iron_nugget").is_empty());
         assert!(book.is_base_item("minecraft:iron_nugget"));
         assert!(!book.is_base_item("minecraft:iron_ingot"));
@@ -453,14 +386,8 @@ mod tests {
     fn block_and_non_crafting_recipes_are_dropped() {
         let book = fixture();
         assert_eq!(book.item_recipes("minecraft:iron_ingot").len(), 1);
-        assert_eq!(
-            lines(&book, "minecraft:iron_block"),
-            ["craft 1 iron block using 9 iron ingot"]
-        );
-        assert!(
-            !book.items.contains("minecraft:iron_ore"),
-            "smelting inputs are never read"
-        );
+        assert_eq!(lines(&book, "minecraft:iron_block"), ["craft 1 iron block using 9 iron ingot"]);
+        assert!(!book.items.contains("minecraft:iron_ore"), "smelting inputs are never read");
     }
 
     #[test]
@@ -468,10 +395,7 @@ mod tests {
         let book = fixture();
         assert!(book.is_tag("minecraft:planks"));
         assert!(book.is_tag("minecraft:wool"));
-        assert_eq!(
-            book.tag_of("minecraft:oak_planks"),
-            Some("minecraft:planks")
-        );
+        assert_eq!(book.tag_of("minecraft:oak_planks"), Some("minecraft:planks"));
         assert_eq!(book.recipes_for("minecraft:planks").len(), 2);
         // No recipe makes a member of these tags: they become items one can `get`.
         assert!(!book.is_tag("minecraft:oak_logs"));
@@ -496,9 +420,7 @@ mod tests {
     #[test]
     fn missing_dir_names_the_path() {
         let err = RecipeBook::load(Path::new("/no/such/textcraft-dir")).unwrap_err();
-        let EnvError::Data(message) = err else {
-            panic!("expected a data error")
-        };
+        let EnvError::Data(message) = err else { panic!("expected a data error") };
         assert!(message.contains("/no/such/textcraft-dir"), "{message}");
     }
 
