@@ -36,7 +36,7 @@ fn remote_sessions_play_like_local_ones() {
         for action in ["turn left", "move forward", "go to goal", "turn right", "move forward"] {
             let actions: Vec<Result<String, String>> = vec![Ok(action.to_string()); 6];
             let got = pool.step(&ids, &actions).unwrap();
-            let want = local.step(&lids, &vec![action; 6]).unwrap();
+            let want = local.step(&lids, &[action; 6]).unwrap();
             assert_eq!(got, want, "batch={batch} action={action}");
         }
         assert_eq!(pool.close(&ids).unwrap(), 6);
