@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs agentgym with its test extras from this checkout, then runs the
-# Rust tests and the Python suite. Usage: bash tests/run.sh [extra pytest args]
+# Rust tests and the Python suite (tests marked slow are left out; `bash tests/run.sh -m slow`
+# runs only those: the full parity sweeps, the ScienceWorld episode, whole training runs).
+# Usage: bash tests/run.sh [extra pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,5 +14,5 @@ echo "== cargo test"
 cargo test --quiet -p agentgym-envserver
 
 echo "== pytest"
-# Run from a neutral directory so the installed package (with its native module) is imported.
-python3 -m pytest -c pyproject.toml --rootdir . tests "$@"
+# python/ is not on sys.path: the tests import the installed package with its native module.
+python3 -m pytest -c pyproject.toml --rootdir . -m "not slow" tests "$@"
