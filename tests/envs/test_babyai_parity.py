@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import random
+import signal
 from collections import Counter
 from typing import Any
 
@@ -55,8 +56,8 @@ class _Guide:
     def action(self) -> str:
         if self.bot is not None:
             try:
-                suggested = int(self.bot.replan(self.last))
-            except Exception:  # the bot's planner fails on some worlds; play on at random
+                suggested = int(_within(1.0, self.bot.replan, self.last))
+            except Exception:  # the bot fails or loops on some worlds; play on at random
                 self.bot = None
             else:
                 if self.rng.random() < 0.8:
@@ -65,6 +66,21 @@ class _Guide:
         action = _random_action(self.rng)
         self.last = ACTIONS.index(action)
         return action
+
+
+def _within(seconds: float, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, raising ``TimeoutError`` after ``seconds`` (the bot can loop forever)."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return fn(*args)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _compare(env: Any, info: dict[str, Any], where: str) -> None:
