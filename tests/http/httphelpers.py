@@ -13,8 +13,11 @@ import sys
 import threading
 from pathlib import Path
 
+import agentgym
+
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
+AGENTGYM_ROOT = str(Path(agentgym.__file__).resolve().parent.parent)
 
 
 def native_server(env: str, **kwargs):
@@ -39,7 +42,8 @@ class Proc:
     def __init__(self, args: list[str], ready: str, timeout: float = 60.0):
         env = {
             **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(REPO / "python"), os.environ.get("PYTHONPATH", "")]),
+            # The same agentgym this test imported (installed, or a dev tree with its .so).
+            "PYTHONPATH": os.pathsep.join([AGENTGYM_ROOT, os.environ.get("PYTHONPATH", "")]),
         }
         self.p = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
