@@ -376,14 +376,14 @@ fn phase_name(phase: &Phase) -> &'static str {
     }
 }
 
-fn check_lengths(ids: usize, other: usize, what: &str) -> Result<(), PoolError> {
+pub(crate) fn check_lengths(ids: usize, other: usize, what: &str) -> Result<(), PoolError> {
     if ids == other {
         return Ok(());
     }
     Err(PoolError::LengthMismatch { what: format!("{ids} ids but {other} {what}") })
 }
 
-fn check_ids(ids: &[u64], exists: impl Fn(u64) -> bool) -> Result<(), PoolError> {
+pub(crate) fn check_ids(ids: &[u64], exists: impl Fn(u64) -> bool) -> Result<(), PoolError> {
     let mut seen = HashSet::with_capacity(ids.len());
     for &id in ids {
         if !exists(id) {

@@ -16,7 +16,7 @@
 mod client;
 mod wire;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 pub use client::{CallError, ClientOptions, ServerClient};
 pub use wire::WireDialect;
 
-use crate::pool::{PoolError, StepResult, DEFAULT_MAX_ACTION_BYTES};
+use crate::pool::{check_ids, check_lengths, PoolError, StepResult, DEFAULT_MAX_ACTION_BYTES};
 
 /// How a RemotePool reaches its servers.
 #[derive(Debug, Clone)]
@@ -671,24 +671,4 @@ fn phase_name(phase: &Phase) -> &'static str {
         Phase::Finished { truncated: true } => "truncated",
         Phase::Failed(_) => "failed",
     }
-}
-
-fn check_lengths(ids: usize, other: usize, what: &str) -> Result<(), PoolError> {
-    if ids == other {
-        return Ok(());
-    }
-    Err(PoolError::LengthMismatch { what: format!("{ids} ids but {other} {what}") })
-}
-
-fn check_ids(ids: &[u64], exists: impl Fn(u64) -> bool) -> Result<(), PoolError> {
-    let mut seen = HashSet::with_capacity(ids.len());
-    for &id in ids {
-        if !exists(id) {
-            return Err(PoolError::UnknownSession(id));
-        }
-        if !seen.insert(id) {
-            return Err(PoolError::DuplicateSession(id));
-        }
-    }
-    Ok(())
 }
