@@ -22,6 +22,9 @@ fn to_py(err: PoolError) -> PyErr {
     }
 }
 
+/// Reset results as columns: observations (None where failed), errors.
+type ResetColumns = (Vec<Option<String>>, Vec<Option<String>>);
+
 /// Step results as columns: observations, rewards, dones, truncated, errors.
 type StepColumns<'py> = (
     Vec<String>,
@@ -65,12 +68,7 @@ impl PyEnvPool {
     }
 
     /// Returns (observations, errors); a failed slot has observation None and an error message.
-    fn reset(
-        &self,
-        py: Python<'_>,
-        ids: Vec<u64>,
-        task_ids: Vec<i64>,
-    ) -> PyResult<(Vec<Option<String>>, Vec<Option<String>>)> {
+    fn reset(&self, py: Python<'_>, ids: Vec<u64>, task_ids: Vec<i64>) -> PyResult<ResetColumns> {
         let out = py.detach(|| self.inner.reset(&ids, &task_ids)).map_err(to_py)?;
         Ok(out
             .into_iter()
@@ -347,12 +345,7 @@ impl PyRemotePool {
     }
 
     /// Returns (observations, errors), as `EnvPool.reset`.
-    fn reset(
-        &self,
-        py: Python<'_>,
-        ids: Vec<u64>,
-        task_ids: Vec<i64>,
-    ) -> PyResult<(Vec<Option<String>>, Vec<Option<String>>)> {
+    fn reset(&self, py: Python<'_>, ids: Vec<u64>, task_ids: Vec<i64>) -> PyResult<ResetColumns> {
         let out = py.detach(|| self.inner.reset(&ids, &task_ids)).map_err(remote_to_py)?;
         Ok(out.into_iter().map(|r| r.map_or_else(|e| (None, Some(e)), |o| (Some(o), None))).unzip())
     }
