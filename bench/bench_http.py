@@ -34,7 +34,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import agentgym
+
+AGENTGYM_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(agentgym.__file__)))
 
 
 # --- the reference server (run as a subprocess of this script) -------------------------------
@@ -114,7 +116,9 @@ class Server:
         if cpu is not None and shutil.which("taskset"):
             args = ["taskset", "-c", cpu, *args]
         self.args = args
-        env = {**os.environ, "PYTHONPATH": os.path.join(REPO, "python")}
+        # The subprocess imports the same agentgym as this script (installed, or a dev tree
+        # with its built extension), never a source tree without the extension.
+        env = {**os.environ, "PYTHONPATH": AGENTGYM_ROOT}
         self.p = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
         )
