@@ -124,6 +124,113 @@ pub fn find_path(
     None
 }
 
+/// Every shortest path [`find_path`] would return from one agent state, for any number of
+/// targets, from one shared search that runs only as far as the targets asked so far need.
+///
+/// `find_path` runs the same search for every target and stops at the first dequeued state
+/// that reaches its target, so its answer is the reaching state that was dequeued first.
+/// The trace from there is fixed by then: a state is never enqueued again once dequeued, so
+/// its parent (and, by induction, its ancestors' parents) never changes after its first
+/// dequeue. Recording when each state was first dequeued is therefore enough to give, for
+/// any target, exactly the path `find_path` gives.
+pub struct Reach {
+    window: SearchWindow,
+    blocked_cell: [bool; MAX_CELLS],
+    start_state: u16,
+    /// Position in the first-dequeue order of each state; `u16::MAX` while not dequeued.
+    order: [u16; MAX_STATES],
+    parent: [(u16, Action); MAX_STATES],
+    /// The search queue (it admits duplicates, as find_path's does) and its head.
+    queue: Vec<u16>,
+    head: usize,
+    dequeued: u16,
+}
+
+impl Reach {
+    /// A search from `(start, dir)` through the cells of `window` that are not `blocked`.
+    pub fn new(start: (i32, i32), dir: u8, window: &SearchWindow, blocked: impl Fn((i32, i32)) -> bool) -> Self {
+        debug_assert!(window.contains(start), "the agent lies outside its search window");
+        let mut blocked_cell = [false; MAX_CELLS];
+        for (k, b) in blocked_cell.iter_mut().enumerate().take(window.cells()) {
+            *b = blocked(window.cell_at(k));
+        }
+        let start_state = (window.cell_index(start) * 4 + dir as usize) as u16;
+        let mut queue = Vec::with_capacity(MAX_STATES);
+        queue.push(start_state);
+        Self {
+            window: *window,
+            blocked_cell,
+            start_state,
+            order: [u16::MAX; MAX_STATES],
+            parent: [(0u16, Action::Done); MAX_STATES],
+            queue,
+            head: 0,
+            dequeued: 0,
+        }
+    }
+
+    /// Dequeues and expands one state; false once the queue is empty.
+    fn advance(&mut self) -> bool {
+        let Some(&state) = self.queue.get(self.head) else {
+            return false;
+        };
+        self.head += 1;
+        if self.order[state as usize] == u16::MAX {
+            self.order[state as usize] = self.dequeued;
+            self.dequeued += 1;
+        }
+        let w = self.window;
+        let pos = w.cell_at(state as usize / 4);
+        let d = (state % 4) as u8;
+        for action in [Action::Forward, Action::Left, Action::Right] {
+            let (npos, nd) = apply(pos, d, action);
+            if !w.contains(npos) || self.blocked_cell[w.cell_index(npos)] {
+                continue;
+            }
+            let next = (w.cell_index(npos) * 4 + nd as usize) as u16;
+            if self.order[next as usize] != u16::MAX {
+                continue;
+            }
+            self.queue.push(next);
+            self.parent[next as usize] = (state, action);
+        }
+        true
+    }
+
+    /// The earliest-dequeued state that reaches `target`, among those dequeued so far.
+    fn first_reaching(&self, target: (i32, i32), arrive: bool) -> Option<u16> {
+        let mut best: Option<u16> = None;
+        for d in 0..4u8 {
+            let v = DIR_TO_VEC[d as usize];
+            let pos = if arrive { target } else { (target.0 - v.0, target.1 - v.1) };
+            if !self.window.contains(pos) {
+                continue;
+            }
+            let state = (self.window.cell_index(pos) * 4 + d as usize) as u16;
+            let order = self.order[state as usize];
+            if order != u16::MAX && best.is_none_or(|b| order < self.order[b as usize]) {
+                best = Some(state);
+            }
+        }
+        best
+    }
+
+    /// What `find_path(start, dir, target, arrive, window, blocked)` returns.
+    pub fn path(&mut self, target: (i32, i32), arrive: bool) -> Option<Vec<Action>> {
+        // A reaching state dequeued later than one already found cannot win, so the search
+        // goes on only while none is found.
+        let found = loop {
+            if let Some(state) = self.first_reaching(target, arrive) {
+                break Some(state);
+            }
+            if !self.advance() {
+                break None;
+            }
+        };
+        found.map(|state| trace(&self.parent, self.start_state, state))
+    }
+}
+
 fn trace(parent: &[(u16, Action)], start: u16, mut state: u16) -> Vec<Action> {
     let mut path = Vec::new();
     while state != start {
@@ -192,6 +299,28 @@ mod tests {
         assert_eq!(find_path(start, 0, (14, 10), true, &w, boxed), None);
         // Targets outside the window are never reached.
         assert_eq!(find_path(start, 0, (30, 10), true, &w, |_| false), None);
+    }
+
+    #[test]
+    fn reach_gives_find_paths_answer_for_every_target() {
+        use crate::rng::Rng;
+        let mut rng = Rng::new(7);
+        for case in 0..2000 {
+            let start = (10, 10);
+            let dir = (case % 4) as u8;
+            let w = SearchWindow::around(start, dir, 7);
+            let walls: Vec<bool> = (0..64).map(|_| rng.index(100) < 30).collect();
+            let blocked = |p: (i32, i32)| p != start && w.contains(p) && walls[w.cell_index(p)];
+            let mut reach = Reach::new(start, dir, &w, blocked);
+            for x in w.x0 - 1..=w.x1 {
+                for y in w.y0 - 1..=w.y1 {
+                    for arrive in [false, true] {
+                        let expected = find_path(start, dir, (x, y), arrive, &w, blocked);
+                        assert_eq!(reach.path((x, y), arrive), expected, "case {case} target {:?} {arrive}", (x, y));
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::fmt::{self, Write};
 
 use super::grid::{Action, Color, DoorState, Obj, ObjKind, World, DIR_TO_VEC};
-use super::planner::{find_path, SearchWindow};
+use super::planner::{Reach, SearchWindow};
 
 /// minigrid's `agent_view_size` for BabyAI levels.
 pub const VIEW_SIZE: i32 = 7;
@@ -360,24 +360,19 @@ pub struct Menu {
     pub errors: Ordered<String>,
 }
 
-/// A search result: (target, arrive) and the path found, if any.
-type Memo = ((i32, i32), bool, Option<Vec<Action>>);
-
-/// Path search from the scene's agent state, memoized per (target, arrive).
+/// Path search from the scene's agent state: one search, run on the first request, answers
+/// every (target, arrive) the menu asks about.
 struct Planner<'a> {
     scene: &'a Scene,
-    memo: Vec<Memo>,
+    reach: Option<Reach>,
 }
 
 impl Planner<'_> {
     fn path(&mut self, target: (i32, i32), arrive: bool) -> Option<Vec<Action>> {
-        if let Some((_, _, p)) = self.memo.iter().find(|(t, a, _)| *t == target && *a == arrive) {
-            return p.clone();
-        }
         let scene = self.scene;
-        let p = find_path(scene.pos, scene.dir, target, arrive, &scene.window, |c| scene.blocked(c));
-        self.memo.push((target, arrive, p.clone()));
-        p
+        let reach =
+            self.reach.get_or_insert_with(|| Reach::new(scene.pos, scene.dir, &scene.window, |c| scene.blocked(c)));
+        reach.path(target, arrive)
     }
 }
 
@@ -386,7 +381,7 @@ impl Menu {
     /// actions, go to goal, go to objects, check available actions.
     pub fn build(scene: &Scene, carrying: Option<&Obj>) -> Self {
         let mut menu = Menu::default();
-        let mut plan = Planner { scene, memo: Vec::new() };
+        let mut plan = Planner { scene, reach: None };
         menu.actions.insert("turn left".into(), vec![Action::Left]);
         menu.actions.insert("turn right".into(), vec![Action::Right]);
         match scene.ahead {
