@@ -144,3 +144,29 @@ def test_sample_task_ids_seeded():
     a = EnvPool("babyai", seed=3).sample_task_ids(5)
     assert a == EnvPool("babyai", seed=3).sample_task_ids(5)
     assert a != EnvPool("babyai", seed=4).sample_task_ids(5)
+
+
+def test_sample_actions_draws_from_each_menu():
+    pool = EnvPool("babyai", threads=2)
+    ids = pool.create(40)
+    fresh = pool.sample_actions(ids[:2], seed=0)
+    assert fresh == [None, None]  # not reset yet: no menu
+    pool.reset(ids, list(range(40)))
+    menus = pool.available_actions(ids)
+    draws = pool.sample_actions(ids, seed=0)
+    assert all(a in menu for a, menu in zip(draws, menus, strict=True))
+    assert draws == pool.sample_actions(ids, seed=0)  # a pure function of (seed, id, menu)
+    others = [pool.sample_actions(ids, seed=s) for s in range(1, 6)]
+    assert any(o != draws for o in others)
+    batch = pool.step(ids, draws)
+    assert batch.ok, batch.errors
+    with pytest.raises(KeyError, match="999999"):
+        pool.sample_actions([999999], seed=0)
+
+
+def test_sample_actions_without_menus():
+    pool = EnvPool("textcraft")
+    ids = pool.create(2)
+    pool.reset(ids, [0, 1])
+    assert pool.available_actions(ids) == [None, None]
+    assert pool.sample_actions(ids, seed=0) == [None, None]

@@ -187,6 +187,18 @@ class EnvPool:
         """Each session's available actions, where the env lists them."""
         return self._native.available_actions(list(ids))
 
+    def sample_actions(self, ids: Sequence[int], seed: int) -> list[str | None]:
+        """One action drawn uniformly from each session's available actions, drawn natively
+        (no menu is copied into Python); ``None`` where the env lists no actions. The draw for
+        a session is a pure function of ``(seed, session id, menu)``: vary ``seed`` per call.
+        Local pools only."""
+        sample = getattr(self._native, "sample_actions", None)
+        if sample is None:
+            raise NotImplementedError(
+                "sample_actions runs on local pools only; use available_actions on a remote pool"
+            )
+        return sample(list(ids), seed)
+
     def info(self, ids: Sequence[int]) -> list[dict[str, Any]]:
         """Env facts about each session's episode plus ``phase``, ``task_id``, ``pool_steps``."""
         return [json.loads(s) for s in self._native.info(list(ids))]

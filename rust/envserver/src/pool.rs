@@ -11,13 +11,13 @@
 
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use rayon::prelude::*;
 
 use crate::env::{EnvError, Options, SharedFactory, TextEnv};
+use crate::rng::Rng;
 
 /// Actions longer than this many bytes are refused (per-session error) without calling the env.
 pub const DEFAULT_MAX_ACTION_BYTES: usize = 4096;
@@ -95,14 +95,21 @@ pub struct EnvPool {
     next_id: AtomicU64,
     /// 0 means no cap.
     horizon: AtomicU32,
-    threads: rayon::ThreadPool,
+    /// Threads that step a batch: the caller plus `helpers`.
+    threads: usize,
+    /// `threads - 1` pool threads (none when stepping is single-threaded).
+    helpers: Option<rayon::ThreadPool>,
     max_action_bytes: usize,
     max_sessions: usize,
     pub stats: PoolStats,
 }
 
-/// Below this many items a batch runs on the calling thread: a rayon hop costs more.
-const PARALLEL_MIN_BATCH: usize = 8;
+/// Below these many items a batch runs on the calling thread alone: waking a helper costs
+/// tens of microseconds (more on virtual machines), a step a few, a reset (level generation)
+/// far more, making a session almost nothing.
+const MIN_PARALLEL_STEPS: usize = 16;
+const MIN_PARALLEL_RESETS: usize = 2;
+const MIN_PARALLEL_CREATES: usize = 1024;
 
 impl EnvPool {
     /// A pool for env `name` (see [`crate::envs::ENV_NAMES`]) with `threads` workers
@@ -114,17 +121,23 @@ impl EnvPool {
 
     /// A pool over an already-built factory.
     pub fn with_factory(factory: SharedFactory, threads: Option<usize>) -> Self {
-        let threads = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.unwrap_or(0))
-            .thread_name(|i| format!("envpool-{i}"))
-            .build()
-            .expect("building the rayon thread pool failed");
+        let threads =
+            threads.filter(|&t| t > 0).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        // The calling thread is one of the `threads`: it works on every batch it submits.
+        let helpers = (threads > 1).then(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads - 1)
+                .thread_name(|i| format!("envpool-{i}"))
+                .build()
+                .expect("building the rayon thread pool failed")
+        });
         Self {
             factory,
             sessions: RwLock::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             horizon: AtomicU32::new(0),
             threads,
+            helpers,
             max_action_bytes: DEFAULT_MAX_ACTION_BYTES,
             max_sessions: usize::MAX,
             stats: PoolStats::default(),
@@ -150,7 +163,7 @@ impl EnvPool {
     }
 
     pub fn num_threads(&self) -> usize {
-        self.threads.current_num_threads()
+        self.threads
     }
 
     /// Number of open sessions.
@@ -176,7 +189,7 @@ impl EnvPool {
 
     /// Opens `n` sessions (not yet reset) and returns their ids.
     pub fn create(&self, n: usize) -> Result<Vec<u64>, PoolError> {
-        let envs: Vec<Box<dyn TextEnv>> = self.run_batch(n, |_| self.factory.make());
+        let envs: Vec<Box<dyn TextEnv>> = self.run_batch(n, MIN_PARALLEL_CREATES, |_| self.factory.make());
         let mut table = self.sessions.write();
         if table.len() + n > self.max_sessions {
             return Err(PoolError::TooManySessions { open: table.len(), requested: n, max: self.max_sessions });
@@ -201,7 +214,9 @@ impl EnvPool {
             }
         }
         let sessions = self.lookup(ids)?;
-        let out = self.run_batch(ids.len(), |i| reset_one(&sessions[i], ids[i], task_ids[i] as u64, &self.stats));
+        let out = self.run_batch(ids.len(), MIN_PARALLEL_RESETS, |i| {
+            reset_one(&sessions[i], ids[i], task_ids[i] as u64, &self.stats)
+        });
         self.stats.resets.fetch_add(ids.len() as u64, Ordering::Relaxed);
         Ok(out)
     }
@@ -226,7 +241,7 @@ impl EnvPool {
     ) -> Result<Vec<StepResult>, PoolError> {
         let sessions = self.lookup(ids)?;
         let cap = self.horizon();
-        let out = self.run_batch(ids.len(), |i| match action(i) {
+        let out = self.run_batch(ids.len(), MIN_PARALLEL_STEPS, |i| match action(i) {
             Ok(a) => self.step_one(&sessions[i], ids[i], a, cap),
             Err(reason) => StepResult::failed(format!("session {}: {reason}; not sent to the env", ids[i])),
         });
@@ -255,6 +270,22 @@ impl EnvPool {
     /// Each session's currently available actions, where the env lists them.
     pub fn available_actions(&self, ids: &[u64]) -> Result<Vec<Option<Vec<String>>>, PoolError> {
         self.read_each(ids, |s| if s.phase == Phase::Fresh { None } else { s.env.available_actions() })
+    }
+
+    /// One action drawn uniformly from each session's available actions (`None` where the
+    /// env lists none, or before the first reset): a random policy without copying whole
+    /// menus out. The draw for session `id` is a pure function of `(seed, id, menu)`.
+    pub fn sample_actions(&self, ids: &[u64], seed: u64) -> Result<Vec<Option<String>>, PoolError> {
+        let sessions = self.lookup(ids)?;
+        Ok(self.run_batch(ids.len(), MIN_PARALLEL_STEPS, |i| {
+            let s = sessions[i].lock();
+            if s.phase == Phase::Fresh {
+                return None;
+            }
+            let mut menu = s.env.available_actions().filter(|m| !m.is_empty())?;
+            let k = Rng::derive(seed, ids[i]).index(menu.len());
+            Some(menu.swap_remove(k))
+        }))
     }
 
     /// Env-specific facts plus the pool's view of each session, as JSON objects.
@@ -334,13 +365,47 @@ impl EnvPool {
         Ok(sessions.iter().map(|s| f(&s.lock())).collect())
     }
 
-    /// Runs `f(0..n)` in order of index, in parallel for large batches.
-    fn run_batch<T: Send>(&self, n: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
-        if n < PARALLEL_MIN_BATCH || self.threads.current_num_threads() == 1 {
-            (0..n).map(f).collect()
-        } else {
-            self.threads.install(|| (0..n).into_par_iter().map(f).collect())
-        }
+    /// Runs `f(0..n)` and returns the results in order of index, in parallel for batches of
+    /// `min_parallel` items or more.
+    ///
+    /// The calling thread (which has released the GIL) works too, next to `threads - 1`
+    /// helpers that claim chunks of the batch from a shared counter. Two choices matter for
+    /// speed on small machines: no thread sits idle-spinning on a core a worker needs (the
+    /// caller is a worker, not a waiter), and a helper that wakes late only takes a smaller
+    /// share instead of delaying the batch.
+    fn run_batch<T: Send>(&self, n: usize, min_parallel: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
+        let Some(helpers) = self.helpers.as_ref().filter(|_| n >= min_parallel) else {
+            return (0..n).map(f).collect();
+        };
+        // One share per thread: when every helper starts promptly, a session is stepped by the
+        // same thread batch after batch (its state stays in that core's cache); a late helper
+        // leaves its share to whoever finishes first.
+        let chunk = n.div_ceil(self.threads);
+        let next = AtomicUsize::new(0);
+        let work = || {
+            let mut done: Vec<(usize, Vec<T>)> = Vec::new();
+            loop {
+                let start = next.fetch_add(chunk, Ordering::Relaxed);
+                if start >= n {
+                    return done;
+                }
+                done.push((start, (start..(start + chunk).min(n)).map(&f).collect()));
+            }
+        };
+        let shares = Mutex::new(Vec::with_capacity(self.threads));
+        helpers.in_place_scope(|scope| {
+            for _ in 1..self.threads {
+                scope.spawn(|_| {
+                    let mine = work();
+                    shares.lock().push(mine);
+                });
+            }
+            let mine = work();
+            shares.lock().push(mine);
+        });
+        let mut chunks: Vec<(usize, Vec<T>)> = shares.into_inner().into_iter().flatten().collect();
+        chunks.sort_unstable_by_key(|(start, _)| *start);
+        chunks.into_iter().flat_map(|(_, results)| results).collect()
     }
 }
 

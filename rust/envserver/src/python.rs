@@ -11,6 +11,11 @@ use pyo3::types::PyString;
 use crate::env::EnvError;
 use crate::pool::{EnvPool, PoolError, StepResult};
 
+/// The extension's allocator: the pool's threads allocate and free on each other's behalf
+/// (a batch's results are made on helpers and freed here), which glibc's malloc serializes.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The single mapping from Rust errors to Python exceptions.
 fn to_py(err: PoolError) -> PyErr {
     let msg = err.to_string();
@@ -132,6 +137,10 @@ impl PyEnvPool {
 
     fn available_actions(&self, py: Python<'_>, ids: Vec<u64>) -> PyResult<Vec<Option<Vec<String>>>> {
         py.detach(|| self.inner.available_actions(&ids)).map_err(to_py)
+    }
+
+    fn sample_actions(&self, py: Python<'_>, ids: Vec<u64>, seed: u64) -> PyResult<Vec<Option<String>>> {
+        py.detach(|| self.inner.sample_actions(&ids, seed)).map_err(to_py)
     }
 
     /// Per-session info as JSON strings (the facade decodes them).
