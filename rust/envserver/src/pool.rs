@@ -11,8 +11,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 
@@ -99,6 +100,8 @@ pub struct EnvPool {
     threads: usize,
     /// `threads - 1` pool threads (none when stepping is single-threaded).
     helpers: Option<rayon::ThreadPool>,
+    /// Per [`Op`]: whether splitting batches over threads pays on this machine.
+    tuners: [Tuner; 4],
     max_action_bytes: usize,
     max_sessions: usize,
     pub stats: PoolStats,
@@ -110,6 +113,56 @@ pub struct EnvPool {
 const MIN_PARALLEL_STEPS: usize = 16;
 const MIN_PARALLEL_RESETS: usize = 2;
 const MIN_PARALLEL_CREATES: usize = 1024;
+
+/// Which batched operation a [`Tuner`] times.
+#[derive(Clone, Copy)]
+enum Op {
+    Create = 0,
+    Reset = 1,
+    Step = 2,
+    Sample = 3,
+}
+
+/// Every this many eligible batches, the mode that currently looks slower is timed again.
+const EXPLORE_EVERY: u64 = 16;
+
+/// Decides, per operation, whether a batch runs on several threads or on the caller alone,
+/// from measured time per item of both modes (moving averages).
+///
+/// Measured on the 2-vCPU development VM: a TextCraft step takes ~0.3 us and runs 2x
+/// *slower* when a batch is split over two threads (sessions' cache lines move between
+/// cores); a BabyAI step (~5 us) gains little; on machines with more and faster-linked
+/// cores splitting pays. Rather than guess per machine and env, the pool measures.
+#[derive(Default)]
+struct Tuner {
+    /// f64 bits of the average ns per item; 0 while never measured.
+    serial_ns: AtomicU64,
+    parallel_ns: AtomicU64,
+    batches: AtomicU64,
+}
+
+impl Tuner {
+    fn choose_parallel(&self) -> bool {
+        let k = self.batches.fetch_add(1, Ordering::Relaxed);
+        let (serial, parallel) = (self.serial_ns.load(Ordering::Relaxed), self.parallel_ns.load(Ordering::Relaxed));
+        if serial == 0 || parallel == 0 {
+            return serial != 0; // time each mode once, serial first
+        }
+        let faster = f64::from_bits(parallel) < f64::from_bits(serial);
+        if k.is_multiple_of(EXPLORE_EVERY) {
+            !faster
+        } else {
+            faster
+        }
+    }
+
+    fn record(&self, parallel: bool, ns_per_item: f64) {
+        let slot = if parallel { &self.parallel_ns } else { &self.serial_ns };
+        let old = slot.load(Ordering::Relaxed);
+        let new = if old == 0 { ns_per_item } else { 0.75 * f64::from_bits(old) + 0.25 * ns_per_item };
+        slot.store(new.max(f64::MIN_POSITIVE).to_bits(), Ordering::Relaxed);
+    }
+}
 
 impl EnvPool {
     /// A pool for env `name` (see [`crate::envs::ENV_NAMES`]) with `threads` workers
@@ -138,6 +191,7 @@ impl EnvPool {
             horizon: AtomicU32::new(0),
             threads,
             helpers,
+            tuners: Default::default(),
             max_action_bytes: DEFAULT_MAX_ACTION_BYTES,
             max_sessions: usize::MAX,
             stats: PoolStats::default(),
@@ -189,7 +243,8 @@ impl EnvPool {
 
     /// Opens `n` sessions (not yet reset) and returns their ids.
     pub fn create(&self, n: usize) -> Result<Vec<u64>, PoolError> {
-        let envs: Vec<Box<dyn TextEnv>> = self.run_batch(n, MIN_PARALLEL_CREATES, |_| self.factory.make());
+        let envs: Vec<Box<dyn TextEnv>> =
+            self.run_batch(Op::Create, None, n, MIN_PARALLEL_CREATES, |_| self.factory.make());
         let mut table = self.sessions.write();
         if table.len() + n > self.max_sessions {
             return Err(PoolError::TooManySessions { open: table.len(), requested: n, max: self.max_sessions });
@@ -214,7 +269,7 @@ impl EnvPool {
             }
         }
         let sessions = self.lookup(ids)?;
-        let out = self.run_batch(ids.len(), MIN_PARALLEL_RESETS, |i| {
+        let out = self.run_batch(Op::Reset, Some(ids), ids.len(), MIN_PARALLEL_RESETS, |i| {
             reset_one(&sessions[i], ids[i], task_ids[i] as u64, &self.stats)
         });
         self.stats.resets.fetch_add(ids.len() as u64, Ordering::Relaxed);
@@ -241,7 +296,7 @@ impl EnvPool {
     ) -> Result<Vec<StepResult>, PoolError> {
         let sessions = self.lookup(ids)?;
         let cap = self.horizon();
-        let out = self.run_batch(ids.len(), MIN_PARALLEL_STEPS, |i| match action(i) {
+        let out = self.run_batch(Op::Step, Some(ids), ids.len(), MIN_PARALLEL_STEPS, |i| match action(i) {
             Ok(a) => self.step_one(&sessions[i], ids[i], a, cap),
             Err(reason) => StepResult::failed(format!("session {}: {reason}; not sent to the env", ids[i])),
         });
@@ -277,7 +332,7 @@ impl EnvPool {
     /// menus out. The draw for session `id` is a pure function of `(seed, id, menu)`.
     pub fn sample_actions(&self, ids: &[u64], seed: u64) -> Result<Vec<Option<String>>, PoolError> {
         let sessions = self.lookup(ids)?;
-        Ok(self.run_batch(ids.len(), MIN_PARALLEL_STEPS, |i| {
+        Ok(self.run_batch(Op::Sample, Some(ids), ids.len(), MIN_PARALLEL_STEPS, |i| {
             let s = sessions[i].lock();
             if s.phase == Phase::Fresh {
                 return None;
@@ -365,47 +420,61 @@ impl EnvPool {
         Ok(sessions.iter().map(|s| f(&s.lock())).collect())
     }
 
-    /// Runs `f(0..n)` and returns the results in order of index, in parallel for batches of
-    /// `min_parallel` items or more.
-    ///
-    /// The calling thread (which has released the GIL) works too, next to `threads - 1`
-    /// helpers that claim chunks of the batch from a shared counter. Two choices matter for
-    /// speed on small machines: no thread sits idle-spinning on a core a worker needs (the
-    /// caller is a worker, not a waiter), and a helper that wakes late only takes a smaller
-    /// share instead of delaying the batch.
-    fn run_batch<T: Send>(&self, n: usize, min_parallel: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
+    /// Runs `f(0..n)` and returns the results in order of index: on the caller alone, or for
+    /// batches of `min_parallel` items or more split over threads when the op's [`Tuner`]
+    /// has measured that splitting is faster here.
+    fn run_batch<T: Send>(
+        &self,
+        op: Op,
+        keys: Option<&[u64]>,
+        n: usize,
+        min_parallel: usize,
+        f: impl Fn(usize) -> T + Sync + Send,
+    ) -> Vec<T> {
         let Some(helpers) = self.helpers.as_ref().filter(|_| n >= min_parallel) else {
             return (0..n).map(f).collect();
         };
-        // One share per thread: when every helper starts promptly, a session is stepped by the
-        // same thread batch after batch (its state stays in that core's cache); a late helper
-        // leaves its share to whoever finishes first.
-        let chunk = n.div_ceil(self.threads);
-        let next = AtomicUsize::new(0);
-        let work = || {
-            let mut done: Vec<(usize, Vec<T>)> = Vec::new();
-            loop {
-                let start = next.fetch_add(chunk, Ordering::Relaxed);
-                if start >= n {
-                    return done;
-                }
-                done.push((start, (start..(start + chunk).min(n)).map(&f).collect()));
-            }
-        };
-        let shares = Mutex::new(Vec::with_capacity(self.threads));
+        let tuner = &self.tuners[op as usize];
+        let parallel = tuner.choose_parallel();
+        let start = Instant::now();
+        let out = if parallel { self.split(helpers, keys, n, f) } else { (0..n).map(f).collect() };
+        tuner.record(parallel, start.elapsed().as_nanos() as f64 / n as f64);
+        out
+    }
+
+    /// `f(0..n)` on the caller and the helpers, results in order of index.
+    ///
+    /// Item `i` runs on thread `keys[i] % threads` (the caller is thread 0), so a session is
+    /// stepped, reset and sampled by the same thread every time and its state stays in that
+    /// core's cache: on the development VM, moving a BabyAI session's state between cores
+    /// cost about as much as stepping it.
+    fn split<T: Send>(
+        &self,
+        helpers: &rayon::ThreadPool,
+        keys: Option<&[u64]>,
+        n: usize,
+        f: impl Fn(usize) -> T + Sync + Send,
+    ) -> Vec<T> {
+        let threads = self.threads;
+        let owner = |i: usize| keys.map_or(i, |k| k[i] as usize) % threads;
+        let work = |t: usize| -> Vec<(usize, T)> { (0..n).filter(|&i| owner(i) == t).map(|i| (i, f(i))).collect() };
+        let shares = Mutex::new(Vec::with_capacity(threads));
         helpers.in_place_scope(|scope| {
-            for _ in 1..self.threads {
-                scope.spawn(|_| {
-                    let mine = work();
+            for t in 1..threads {
+                let (work, shares) = (&work, &shares);
+                scope.spawn(move |_| {
+                    let mine = work(t);
                     shares.lock().push(mine);
                 });
             }
-            let mine = work();
+            let mine = work(0);
             shares.lock().push(mine);
         });
-        let mut chunks: Vec<(usize, Vec<T>)> = shares.into_inner().into_iter().flatten().collect();
-        chunks.sort_unstable_by_key(|(start, _)| *start);
-        chunks.into_iter().flat_map(|(_, results)| results).collect()
+        let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+        for (i, result) in shares.into_inner().into_iter().flatten() {
+            out[i] = Some(result);
+        }
+        out.into_iter().map(|r| r.expect("every index has an owner thread")).collect()
     }
 }
 
