@@ -67,7 +67,5 @@ fn main() {
     }
 }
 
-// The allocator the Python extension uses (python.rs declares it when built with `python`).
-#[cfg(not(feature = "python"))]
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -11,11 +11,6 @@ use pyo3::types::PyString;
 use crate::env::EnvError;
 use crate::pool::{EnvPool, PoolError, StepResult};
 
-/// The extension's allocator: the pool's threads allocate and free on each other's behalf
-/// (a batch's results are made on helpers and freed here), which glibc's malloc serializes.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// The single mapping from Rust errors to Python exceptions.
 fn to_py(err: PoolError) -> PyErr {
     let msg = err.to_string();
