@@ -77,6 +77,10 @@ fn apply(pos: (i32, i32), dir: u8, action: Action) -> ((i32, i32), u8) {
 /// Shortest move sequence from `(start, dir)` that ends on `target` (`arrive`) or facing it
 /// (`!arrive`), through cells of `window` that are not `blocked`; `None` when there is none.
 /// An empty path means the agent is already there.
+///
+/// AgentGym's search, one target at a time: the menu uses [`Reach`], and the tests check
+/// `Reach` against this.
+#[cfg(test)]
 pub fn find_path(
     start: (i32, i32),
     dir: u8,
