@@ -67,5 +67,7 @@ fn main() {
     }
 }
 
+// With `python` on, the library already sets mimalloc as the allocator.
+#[cfg(not(feature = "python"))]
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;

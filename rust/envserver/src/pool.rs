@@ -1,4 +1,4 @@
-//! EnvPool: a session table of text envs, stepped in batches on a rayon pool.
+//! EnvPool: a session table of text envs, stepped in batches by the caller and helper threads.
 //!
 //! Contract (mirrored by the Python facade `agentgym.envs.EnvPool`):
 //! - Session ids are never reused; `close` drops the env and frees its memory.
@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,6 +19,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::env::{EnvError, Options, SharedFactory, TextEnv};
 use crate::rng::Rng;
+use crate::workers::Workers;
 
 /// Actions longer than this many bytes are refused (per-session error) without calling the env.
 pub const DEFAULT_MAX_ACTION_BYTES: usize = 4096;
@@ -98,8 +99,8 @@ pub struct EnvPool {
     horizon: AtomicU32,
     /// Threads that step a batch: the caller plus `helpers`.
     threads: usize,
-    /// `threads - 1` pool threads (none when stepping is single-threaded).
-    helpers: Option<rayon::ThreadPool>,
+    /// `threads - 1` helper threads (none when stepping is single-threaded).
+    helpers: Option<Workers>,
     /// Per [`Op`]: whether splitting batches over threads pays on this machine.
     tuners: [Tuner; 4],
     max_action_bytes: usize,
@@ -123,43 +124,65 @@ enum Op {
     Sample = 3,
 }
 
-/// Every this many eligible batches, the mode that currently looks slower is timed again.
-const EXPLORE_EVERY: u64 = 16;
+/// Every this many eligible batches, the mode that currently looks slower gets a burst of
+/// [`EXPLORE_BURST`] batches; [`EXPLORE_EVERY_CLEAR`] once it is slower by 30% or more.
+const EXPLORE_EVERY: u64 = 32;
+const EXPLORE_EVERY_CLEAR: u64 = 256;
+const EXPLORE_BURST: u64 = 4;
 
 /// Decides, per operation, whether a batch runs on several threads or on the caller alone,
 /// from measured time per item of both modes (moving averages).
 ///
-/// Measured on the 2-vCPU development VM: a TextCraft step takes ~0.3 us and runs 2x
-/// *slower* when a batch is split over two threads (sessions' cache lines move between
-/// cores); a BabyAI step (~5 us) gains little; on machines with more and faster-linked
-/// cores splitting pays. Rather than guess per machine and env, the pool measures.
+/// The first batch after a switch of mode is not timed: helpers that slept through a run of
+/// serial batches start cold (on the development VM a BabyAI batch split over two cold
+/// threads was no faster than one thread, over two warm ones 1.7x faster), and timing that
+/// batch alone would keep the pool serial for ever. Rather than guess per machine and env
+/// (a TextCraft step takes ~0.3 us, a BabyAI step ~5 us), the pool measures.
 #[derive(Default)]
 struct Tuner {
     /// f64 bits of the average ns per item; 0 while never measured.
     serial_ns: AtomicU64,
     parallel_ns: AtomicU64,
     batches: AtomicU64,
+    /// The mode of the previous batch (1 = parallel).
+    last_parallel: AtomicBool,
 }
 
 impl Tuner {
-    fn choose_parallel(&self) -> bool {
+    /// The mode of the next batch, and whether to time it.
+    fn choose(&self) -> (bool, bool) {
         let k = self.batches.fetch_add(1, Ordering::Relaxed);
         let (serial, parallel) = (self.serial_ns.load(Ordering::Relaxed), self.parallel_ns.load(Ordering::Relaxed));
-        if serial == 0 || parallel == 0 {
-            return serial != 0; // time each mode once, serial first
-        }
-        let faster = f64::from_bits(parallel) < f64::from_bits(serial);
-        if k.is_multiple_of(EXPLORE_EVERY) {
-            !faster
+        let mode = if serial == 0 {
+            false // time each mode first, serial first
+        } else if parallel == 0 {
+            true
         } else {
-            faster
-        }
+            let (serial, parallel) = (f64::from_bits(serial), f64::from_bits(parallel));
+            let faster = parallel < serial;
+            let every =
+                if serial.max(parallel) >= 1.3 * serial.min(parallel) { EXPLORE_EVERY_CLEAR } else { EXPLORE_EVERY };
+            if k % every < EXPLORE_BURST {
+                !faster
+            } else {
+                faster
+            }
+        };
+        let timed = self.last_parallel.swap(mode, Ordering::Relaxed) == mode;
+        (mode, timed)
     }
 
     fn record(&self, parallel: bool, ns_per_item: f64) {
         let slot = if parallel { &self.parallel_ns } else { &self.serial_ns };
         let old = slot.load(Ordering::Relaxed);
-        let new = if old == 0 { ns_per_item } else { 0.75 * f64::from_bits(old) + 0.25 * ns_per_item };
+        // A batch can stall (the OS ran something else on a helper's core): such an outlier
+        // counts as at most twice the average, so one stall does not flip the mode.
+        let new = if old == 0 {
+            ns_per_item
+        } else {
+            let old = f64::from_bits(old);
+            0.75 * old + 0.25 * ns_per_item.min(2.0 * old)
+        };
         slot.store(new.max(f64::MIN_POSITIVE).to_bits(), Ordering::Relaxed);
     }
 }
@@ -177,13 +200,9 @@ impl EnvPool {
         let threads =
             threads.filter(|&t| t > 0).unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         // The calling thread is one of the `threads`: it works on every batch it submits.
-        let helpers = (threads > 1).then(|| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads - 1)
-                .thread_name(|i| format!("envpool-{i}"))
-                .build()
-                .expect("building the rayon thread pool failed")
-        });
+        // If the OS refuses threads, the pool still works, on the caller alone.
+        let helpers = (threads > 1).then(|| Workers::new(threads, "envpool").ok()).flatten();
+        let threads = helpers.as_ref().map_or(1, Workers::threads);
         Self {
             factory,
             sessions: RwLock::new(HashMap::new()),
@@ -435,10 +454,12 @@ impl EnvPool {
             return (0..n).map(f).collect();
         };
         let tuner = &self.tuners[op as usize];
-        let parallel = tuner.choose_parallel();
+        let (parallel, timed) = tuner.choose();
         let start = Instant::now();
         let out = if parallel { self.split(helpers, keys, n, f) } else { (0..n).map(f).collect() };
-        tuner.record(parallel, start.elapsed().as_nanos() as f64 / n as f64);
+        if timed {
+            tuner.record(parallel, start.elapsed().as_nanos() as f64 / n as f64);
+        }
         out
     }
 
@@ -447,31 +468,27 @@ impl EnvPool {
     /// Item `i` runs on thread `keys[i] % threads` (the caller is thread 0), so a session is
     /// stepped, reset and sampled by the same thread every time and its state stays in that
     /// core's cache: on the development VM, moving a BabyAI session's state between cores
-    /// cost about as much as stepping it.
+    /// cost about as much as stepping it. When the helpers are busy with another caller's
+    /// batch (or this is a forked child), the caller does the whole batch itself.
     fn split<T: Send>(
         &self,
-        helpers: &rayon::ThreadPool,
+        helpers: &Workers,
         keys: Option<&[u64]>,
         n: usize,
-        f: impl Fn(usize) -> T + Sync + Send,
+        f: impl Fn(usize) -> T + Sync,
     ) -> Vec<T> {
-        let threads = self.threads;
+        let threads = helpers.threads();
         let owner = |i: usize| keys.map_or(i, |k| k[i] as usize) % threads;
-        let work = |t: usize| -> Vec<(usize, T)> { (0..n).filter(|&i| owner(i) == t).map(|i| (i, f(i))).collect() };
-        let shares = Mutex::new(Vec::with_capacity(threads));
-        helpers.in_place_scope(|scope| {
-            for t in 1..threads {
-                let (work, shares) = (&work, &shares);
-                scope.spawn(move |_| {
-                    let mine = work(t);
-                    shares.lock().push(mine);
-                });
-            }
-            let mine = work(0);
-            shares.lock().push(mine);
-        });
+        let shares: Vec<Mutex<Vec<(usize, T)>>> = (0..threads).map(|_| Mutex::new(Vec::new())).collect();
+        let work = |t: usize| {
+            let mine: Vec<(usize, T)> = (0..n).filter(|&i| owner(i) == t).map(|i| (i, f(i))).collect();
+            *shares[t].lock() = mine;
+        };
+        if !helpers.run(&work) {
+            return (0..n).map(&f).collect();
+        }
         let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
-        for (i, result) in shares.into_inner().into_iter().flatten() {
+        for (i, result) in shares.into_iter().flat_map(Mutex::into_inner) {
             out[i] = Some(result);
         }
         out.into_iter().map(|r| r.expect("every index has an owner thread")).collect()

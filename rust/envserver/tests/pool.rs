@@ -178,3 +178,28 @@ fn info_reports_phase() {
     assert_eq!(info["phase"], "running");
     assert_eq!(info["task_id"], 4);
 }
+
+#[test]
+fn concurrent_callers_get_their_own_results_in_order() {
+    // Three threads step their own sessions at once for many batches: the pool's tuner tries
+    // both serial and split batches, and a caller that finds the helpers busy works alone.
+    let p = EnvPool::with_factory(Arc::new(ScriptFactory), Some(3));
+    std::thread::scope(|scope| {
+        for caller in 0..3u64 {
+            let p = &p;
+            scope.spawn(move || {
+                let ids = p.create(40).unwrap();
+                let tasks: Vec<i64> = (0..40).map(|i| (i + 10 * caller as i64) % 13 + 20).collect();
+                p.reset(&ids, &tasks).unwrap();
+                for round in 0..150 {
+                    let actions: Vec<String> = (0..40).map(|i| format!("c{caller}r{round}i{i}")).collect();
+                    let out = p.step(&ids, &actions).unwrap();
+                    for (i, r) in out.iter().enumerate() {
+                        assert_eq!(r.observation, format!("task {} did {}", tasks[i], actions[i]));
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(p.stats.steps.load(std::sync::atomic::Ordering::Relaxed), 3 * 40 * 150);
+}

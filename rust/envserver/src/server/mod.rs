@@ -12,7 +12,7 @@
 //! never reset, episode finished), 413 (body over the limit), 422 (wrong fields or types, bad
 //! task id, over-long action), 503 (over `max_sessions`). Batch routes report per-item errors
 //! in `errors[i]` and answer 200. Env work runs on tokio's blocking threads (and the pool's
-//! rayon threads for large batches), never on the event loop.
+//! helper threads for large batches), never on the event loop.
 
 mod body;
 mod dialect;
