@@ -56,7 +56,7 @@ pub struct ServerConfig {
     pub token: Option<String>,
     /// Tokio worker threads (HTTP parsing); `None`: one per core.
     pub workers: Option<usize>,
-    /// Rayon threads for batched env work; `None`: one per core.
+    /// Threads for batched env work (the caller plus helpers); `None`: one per core.
     pub env_threads: Option<usize>,
     /// Extra latency added to every step request, to stand in for a slow env or network in
     /// benchmarks; zero in normal use.
