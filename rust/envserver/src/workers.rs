@@ -130,10 +130,9 @@ impl Workers {
         let mine = catch_unwind(AssertUnwindSafe(|| f(0)));
         self.wait_for_helpers();
         *s.job.lock() = None;
-        if let Err(p) = mine {
-            resume_unwind(p);
-        }
-        if let Some(p) = s.panic.lock().take() {
+        // Taken in every case, so a helper's panic never resurfaces in a later job.
+        let helpers_panic = s.panic.lock().take();
+        if let Some(p) = mine.err().or(helpers_panic) {
             resume_unwind(p);
         }
         true
@@ -266,6 +265,9 @@ mod tests {
         }));
         let msg = r.unwrap_err();
         assert_eq!(msg.downcast_ref::<&str>(), Some(&"boom in helper"));
+        // Both sides panic: the caller's panic is raised, the helper's is not kept for later.
+        let r = catch_unwind(AssertUnwindSafe(|| w.run(&|t| panic!("boom {t}"))));
+        assert!(r.is_err());
         let count = AtomicUsize::new(0);
         assert!(w.run(&|_| {
             count.fetch_add(1, SeqCst);
