@@ -1,7 +1,6 @@
 """The EnvPool facade: batches, bad input, async APIs, per-session handles."""
 
 import asyncio
-import os
 
 import numpy as np
 import pytest
@@ -179,29 +178,17 @@ def play(pool, ids, rounds, seed):
     for r in range(rounds):
         batch = pool.step(ids, pool.sample_actions(ids, seed=seed + r))
         ok = ok and batch.ok
-        finished = [i for i, d, t in zip(ids, batch.dones, batch.truncated) if d or t]
+        finished = [i for i, d, t in zip(ids, batch.dones, batch.truncated, strict=True) if d or t]
         if finished:
             pool.reset(finished, [i % 40 for i in finished])
     return ok
 
 
-def test_local_pool_with_helper_threads_survives_fork():
+def test_local_pool_with_helper_threads_survives_fork(run_forked):
     # The helper threads do not exist in a forked child: its batches run on the calling thread.
     pool = EnvPool("babyai", threads=2)
     ids = pool.create(64)
     pool.reset(ids, list(range(64)))
     assert play(pool, ids, 40, seed=0)  # enough batches for the tuner to have tried split ones
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            code = 0 if play(pool, ids, 40, seed=1) else 3
-        finally:
-            os.write(w, bytes([code]))
-            os._exit(code)
-    os.close(w)
-    status = os.read(r, 1)
-    os.waitpid(pid, 0)
-    assert status == b"\x00"
+    assert run_forked(lambda: play(pool, ids, 40, seed=1)) == 0
     assert play(pool, ids, 5, seed=2)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from httphelpers import native_server, url_of
@@ -86,26 +84,18 @@ def test_remote_session_handle_and_async(textcraft_url):
     assert batch.ok
 
 
-def test_remote_survives_fork(babyai_url):
+def test_remote_survives_fork(babyai_url, run_forked):
     pool = EnvPool.remote(babyai_url, "babyai")
     ids = pool.create(2)
     pool.reset(ids, [0, 1])
     assert pool.step(ids, ["turn left"] * 2).ok
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: its own runtime and connections
-        code = 1
-        try:
-            child_ids = pool.create(1)
-            pool.reset(child_ids, [2])
-            code = 0 if pool.step(child_ids, ["turn right"]).ok else 3
-        finally:
-            os.write(w, bytes([code]))
-            os._exit(code)
-    os.close(w)
-    status = os.read(r, 1)
-    os.waitpid(pid, 0)
-    assert status == b"\x00"
+
+    def child() -> bool:  # its own runtime and connections
+        child_ids = pool.create(1)
+        pool.reset(child_ids, [2])
+        return pool.step(child_ids, ["turn right"]).ok
+
+    assert run_forked(child) == 0
     assert pool.step(ids, ["turn right"] * 2).ok
 
 
