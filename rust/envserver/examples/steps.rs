@@ -30,9 +30,11 @@ fn main() {
     for threads in threads_list {
         let pool = EnvPool::new(env, &options, if threads == 0 { None } else { Some(threads) }).expect("pool");
         let ids = pool.create(sessions).expect("create");
+        // Task ids 0, 1, 2, ... wrapping at the env's number of tasks.
+        let num_tasks = pool.num_tasks() as i64;
         let mut next_task = 0i64;
         let mut take = |n: usize| -> Vec<i64> {
-            let t: Vec<i64> = (next_task..next_task + n as i64).collect();
+            let t: Vec<i64> = (next_task..next_task + n as i64).map(|t| t % num_tasks).collect();
             next_task += n as i64;
             t
         };
