@@ -4,9 +4,17 @@ Both sides run in separate processes and talk over the same kind of socket pair 
 PULL on tcp://127.0.0.1). Each message carries a batch of 2048-token trajectories; the sender
 encodes every message (agentgym: ``encode_trajectories``; pickle: ``pickle.dumps`` of the same
 list of ``Trajectory`` objects, protocol 5) and the receiver decodes every message back into
-``Trajectory`` objects. Timing runs from the first message received to the last.
+``Trajectory`` objects. Timing runs from the first message received to the last; each case
+moves ``--trajectories`` trajectories (default 100,000: 1.9 GB, a few seconds per case) so that
+start-up does not count.
 
-    python bench/bench_transport.py [--tokens 2048] [--messages 2000]
+    python bench/bench_transport.py [--tokens 2048] [--trajectories 100000] [--no-malloc-tuning]
+
+A third row per batch size, "socket only", sends frames of the same sizes without encoding
+or decoding anything: the ceiling these sockets allow on this machine, which no codec can beat.
+
+Both processes call ``agentgym.transport.malloc.tune_malloc`` (as the learner and actor
+commands do) for both formats, unless ``--no-malloc-tuning`` is given.
 
 MB/s counts wire bytes (the encoded messages); payload MB/s counts only the token, log-prob
 and mask bytes, which are the same for both formats.
@@ -28,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 import numpy as np  # noqa: E402
 import zmq  # noqa: E402
 
+from agentgym.transport.malloc import tune_malloc  # noqa: E402
 from agentgym.transport.wire import (  # noqa: E402
     Trajectory,
     decode_trajectories,
@@ -66,29 +75,36 @@ def make_batch(batch: int, tokens: int, seed: int = 0) -> list[Trajectory]:
     return out
 
 
-def encoder(fmt: str):
+def encoder(fmt: str, batch: int, tokens: int):
     """Batch -> list of frames."""
     if fmt == "agentgym":
         return encode_trajectories
+    if fmt == "socket":  # frames of agentgym's sizes, made once: no encoding at all
+        frames = [bytes(memoryview(f)) for f in encode_trajectories(make_batch(batch, tokens))]
+        return lambda trajs: frames
     return lambda trajs: [pickle.dumps(trajs, protocol=5)]
 
 
-def decoder(fmt: str):
+def decoder(fmt: str, batch: int):
     """List of frame buffers -> list of Trajectory."""
     if fmt == "agentgym":
         return decode_trajectories
+    if fmt == "socket":
+        return lambda frames: range(batch)
     return lambda frames: pickle.loads(frames[0])
 
 
-def sender(endpoint: str, fmt: str, batch: int, tokens: int, messages: int) -> None:
+def sender(endpoint: str, fmt: str, batch: int, tokens: int, messages: int, tune: bool) -> None:
     """Child process: encode and push ``messages`` batches, then the end marker."""
+    if tune:
+        tune_malloc()
     ctx = zmq.Context()
     push = ctx.socket(zmq.PUSH)
     push.setsockopt(zmq.SNDHWM, 64)
     push.setsockopt(zmq.LINGER, -1)
     push.connect(endpoint)
     trajs = make_batch(batch, tokens)
-    encode = encoder(fmt)
+    encode = encoder(fmt, batch, tokens)
     for _ in range(messages):
         push.send_multipart(encode(trajs), copy=False)
     push.send(END)
@@ -96,7 +112,7 @@ def sender(endpoint: str, fmt: str, batch: int, tokens: int, messages: int) -> N
     ctx.term()
 
 
-def receive(fmt: str, batch: int, tokens: int, messages: int) -> dict[str, float]:
+def receive(fmt: str, batch: int, tokens: int, messages: int, tune: bool) -> dict[str, float]:
     """Run one sender process against a PULL socket here; returns the measured rates."""
     ctx = zmq.Context.instance()
     pull = ctx.socket(zmq.PULL)
@@ -104,10 +120,10 @@ def receive(fmt: str, batch: int, tokens: int, messages: int) -> dict[str, float
     pull.setsockopt(zmq.LINGER, 0)
     port = pull.bind_to_random_port("tcp://127.0.0.1")
     proc = mp.get_context("spawn").Process(
-        target=sender, args=(f"tcp://127.0.0.1:{port}", fmt, batch, tokens, messages)
+        target=sender, args=(f"tcp://127.0.0.1:{port}", fmt, batch, tokens, messages, tune)
     )
     proc.start()
-    decode = decoder(fmt)
+    decode = decoder(fmt, batch)
     n_traj = wire_bytes = 0
     start = None
     while True:
@@ -136,7 +152,7 @@ def codec_cost(fmt: str, batch: int, tokens: int, seconds: float = 2.0) -> dict[
     CPU time is what a loaded machine distorts least: it excludes time spent waiting for a core.
     """
     trajs = make_batch(batch, tokens)
-    encode, decode = encoder(fmt), decoder(fmt)
+    encode, decode = encoder(fmt, batch, tokens), decoder(fmt, batch)
     frames = [bytes(f) for f in encode(trajs)]
     size = sum(len(f) for f in frames)
     out = {}
@@ -153,14 +169,24 @@ def codec_cost(fmt: str, batch: int, tokens: int, seconds: float = 2.0) -> dict[
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=2048)
-    ap.add_argument("--messages", type=int, default=2000)
-    ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--trajectories", type=int, default=100_000, help="trajectories moved per case")
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 128])
+    ap.add_argument(
+        "--no-malloc-tuning",
+        dest="tune",
+        action="store_false",
+        help="leave glibc's malloc thresholds at their defaults in both processes",
+    )
     args = ap.parse_args()
+    tuned = args.tune and tune_malloc()
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"python {platform.python_version()}, pyzmq {zmq.__version__}"
     )
-    print(f"{args.tokens}-token trajectories; load average {os.getloadavg()[0]:.1f} at start")
+    print(
+        f"{args.tokens}-token trajectories; load average {os.getloadavg()[0]:.1f} at start; "
+        f"malloc tuning {'on' if tuned else 'off'}"
+    )
     print("\nCodec CPU cost per trajectory (encode + decode in one process, no sockets):\n")
     print("| batch/msg | format | encode us | decode us | MB/s per core | speed-up |")
     print("|---:|---|---:|---:|---:|---:|")
@@ -177,10 +203,11 @@ def main() -> None:
     print("| batch/msg | format | traj/s | wire MB/s | payload MB/s | bytes/traj | speed-up |")
     print("|---:|---|---:|---:|---:|---:|---:|")
     for batch in args.batches:
-        n = max(20, args.messages // batch)
-        ours = receive("agentgym", batch, args.tokens, n)
-        theirs = receive("pickle", batch, args.tokens, n)
-        for fmt, r in (("agentgym msgpack", ours), ("pickle", theirs)):
+        n = max(20, args.trajectories // batch)
+        ours = receive("agentgym", batch, args.tokens, n, tuned)
+        theirs = receive("pickle", batch, args.tokens, n, tuned)
+        ceiling = receive("socket", batch, args.tokens, n, tuned)
+        for fmt, r in (("agentgym msgpack", ours), ("pickle", theirs), ("socket only", ceiling)):
             speedup = r["traj_s"] / theirs["traj_s"]
             print(
                 f"| {batch} | {fmt} | {r['traj_s']:,.0f} | {r['mb_s']:,.0f} | "

@@ -19,6 +19,7 @@ from agentgym.cli.common import (
 )
 from agentgym.config import RunConfig
 from agentgym.transport.channels import Endpoints
+from agentgym.transport.malloc import tune_malloc
 
 log = logging.getLogger("agentgym.actor")
 
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``agentgym-actor``."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s actor{args.index} %(message)s")
+    tune_malloc()  # before the first message buffer is allocated
     config = config_from_args(args)
     endpoints = _endpoints(config, args.endpoints)
     stats = run_actor(config, endpoints, index=args.index, sync=args.sync)

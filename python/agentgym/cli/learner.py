@@ -17,6 +17,7 @@ from agentgym.cli.common import (
     write_endpoints,
 )
 from agentgym.config import RunConfig
+from agentgym.transport.malloc import tune_malloc
 
 log = logging.getLogger("agentgym.learner")
 
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``agentgym-learner``."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s learner %(message)s")
+    tune_malloc()  # before the first message buffer is allocated
     args = build_parser().parse_args(argv)
     config = config_from_args(args)
     run_learner(config, resume=args.resume, max_steps=args.max_steps)
