@@ -240,21 +240,22 @@ def _describe(arr: np.ndarray, dtype: str) -> dict[str, Any]:
 
 
 def _view(desc: Any, frame: Any, dtype: str, name: str) -> np.ndarray:
-    if not isinstance(desc, dict):
+    """A read-only 1-D view of ``frame`` as described by ``desc`` (checked against it)."""
+    if type(desc) is not dict:
         raise WireError(f"{name}: expected an array description, got {type(desc).__name__}")
     if desc.get("dtype") != dtype:
         raise WireError(f"{name}: dtype {desc.get('dtype')!r} where {dtype!r} is expected")
     shape = desc.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+    if type(shape) is not list or len(shape) != 1 or type(shape[0]) is not int or shape[0] < 0:
         raise WireError(f"{name}: bad shape {shape!r}")
-    dt = _NUMPY_DTYPES[dtype]
     try:
-        nbytes = memoryview(frame).nbytes
-    except TypeError:
-        raise WireError(f"{name}: frame is not a buffer") from None
-    if nbytes != dt.itemsize * math.prod(shape):
-        raise WireError(f"{name}: {nbytes} bytes for shape {shape} {dtype}")
-    return np.frombuffer(frame, dtype=dt).reshape(shape)
+        arr = np.frombuffer(frame, dtype=_NUMPY_DTYPES[dtype])
+    except (TypeError, ValueError):  # not a buffer, or not a whole number of items
+        nbytes = memoryview(frame).nbytes if isinstance(frame, (bytes, memoryview)) else "?"
+        raise WireError(f"{name}: frame of {nbytes} bytes is not shape {shape} {dtype}") from None
+    if len(arr) != shape[0]:
+        raise WireError(f"{name}: {arr.nbytes} bytes for shape {shape} {dtype}")
+    return arr
 
 
 _TRAJ_SCALARS = (
@@ -282,18 +283,26 @@ _TRAJ_ARRAYS = (
 """The array frames of a trajectory message, in frame order (frame 0 is the header)."""
 
 
+_scalar_row = operator.attrgetter(*_TRAJ_SCALARS, "num_tokens")
+
+
 def encode_trajectories(trajectories: Sequence[Trajectory]) -> list[Any]:
     """Encode a batch of trajectories column-wise: ``[header, *array frames]``."""
     msg: dict[str, Any] = {"v": SCHEMA_VERSION, "kind": "trajectories", "n": len(trajectories)}
-    for name in _TRAJ_SCALARS:
-        msg[name] = [getattr(t, name) for t in trajectories]
-    msg["timings"] = [dict(t) for t in msg["timings"]]
-    msg["lengths"] = [t.num_tokens for t in trajectories]
+    columns = list(zip(*map(_scalar_row, trajectories), strict=True))
+    if not columns:
+        columns = [()] * (len(_TRAJ_SCALARS) + 1)
+    msg.update(zip((*_TRAJ_SCALARS, "lengths"), columns, strict=True))  # tuples pack as arrays
     msg["turn_counts"] = [len(t.turn_versions) for t in trajectories]
     frames = []
     for name, dtype in _TRAJ_ARRAYS:
         parts = [getattr(t, name) for t in trajectories]
-        arr = np.concatenate(parts) if parts else np.zeros(0, _NUMPY_DTYPES[dtype])
+        if len(parts) == 1:
+            arr = np.ascontiguousarray(parts[0])
+        elif parts:
+            arr = np.concatenate(parts)
+        else:
+            arr = np.zeros(0, _NUMPY_DTYPES[dtype])
         msg[name] = _describe(arr, dtype)
         frames.append(arr.data)
     return [msgpack.packb(msg, use_bin_type=True), *frames]
@@ -383,6 +392,11 @@ def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
     return types if isinstance(types, tuple) else (types,)
 
 
+_LIST_FIELDS = (*_TRAJ_SCALARS, "lengths", "turn_counts")
+_LIST_TYPE = frozenset({list})
+_INT_TYPE = frozenset({int})
+
+
 def decode_trajectories(frames: Sequence[Any]) -> list[Trajectory]:
     """Decode the frames of a trajectory batch; raises WireError if anything is off.
 
@@ -392,19 +406,31 @@ def decode_trajectories(frames: Sequence[Any]) -> list[Trajectory]:
         raise WireError(f"trajectories: expected {1 + len(_TRAJ_ARRAYS)} frames, got {len(frames)}")
     msg = _unpack(frames[0], "trajectories")
     n = _field(msg, "n", int)
-    cols = {name: _field(msg, name, list) for name in _TRAJ_SCALARS}
-    lengths = _field(msg, "lengths", list)
-    turn_counts = _field(msg, "turn_counts", list)
-    if any(len(c) != n for c in (*cols.values(), lengths, turn_counts)):
+    try:
+        columns = [msg[name] for name in _LIST_FIELDS]
+    except KeyError as e:
+        raise WireError(f"trajectories message: missing field {e.args[0]!r}") from None
+    if not _LIST_TYPE.issuperset(map(type, columns)):
+        name, bad = next(
+            (k, c) for k, c in zip(_LIST_FIELDS, columns, strict=True) if type(c) is not list
+        )
+        raise WireError(f"field {name!r}: got {type(bad).__name__}")
+    if any(len(c) != n for c in columns):
         raise WireError(f"trajectories: columns do not all have {n} entries")
-    if not all(isinstance(x, int) and x >= 0 for x in (*lengths, *turn_counts)):
+    cols = dict(zip(_TRAJ_SCALARS, columns, strict=False))  # lengths: the 2 last
+    lengths, turn_counts = columns[-2], columns[-1]
+    if not (
+        _INT_TYPE.issuperset(map(type, lengths)) and _INT_TYPE.issuperset(map(type, turn_counts))
+    ):
+        raise WireError("trajectories: lengths must be non-negative integers")
+    if n and min(min(lengths), min(turn_counts)) < 0:
         raise WireError("trajectories: lengths must be non-negative integers")
     arrays = {
-        name: _view(_field(msg, name, dict), frame, dtype, name)
+        name: _view(msg.get(name), frame, dtype, name)
         for (name, dtype), frame in zip(_TRAJ_ARRAYS, frames[1:], strict=True)
     }
     total = sum(lengths)
-    if any(len(arrays[name]) != total for name in ("tokens", "logprobs", "loss_mask")):
+    if not len(arrays["tokens"]) == len(arrays["logprobs"]) == len(arrays["loss_mask"]) == total:
         raise WireError(f"trajectories: token buffers do not hold {total} entries")
     if len(arrays["turn_versions"]) != sum(turn_counts):
         raise WireError("trajectories: turn_versions does not match turn_counts")
@@ -413,23 +439,27 @@ def decode_trajectories(frames: Sequence[Any]) -> list[Trajectory]:
 
 def _build_trajectories(n, cols, lengths, turn_counts, arrays) -> list[Trajectory]:
     _check_columns(cols, turn_counts)
-    offsets = [0, *itertools.accumulate(lengths)]
-    turn_offsets = [0, *itertools.accumulate(turn_counts)]
     tokens, logprobs, mask = arrays["tokens"], arrays["logprobs"], arrays["loss_mask"]
     versions = arrays["turn_versions"]
-    rows = zip(*(cols[name] for name in _TRAJ_SCALARS), strict=True)
+    rewards = [float(r) for r in cols["reward"]]
+    rows = zip(*(cols[name] for name in _TRAJ_SCALARS), rewards, lengths, turn_counts, strict=True)
+    new, set_dict = Trajectory.__new__, object.__setattr__
     out = []
-    for i, row in enumerate(rows):
-        a, b = offsets[i], offsets[i + 1]
+    a = ta = 0
+    for *row, reward, length, count in rows:
+        b, tb = a + length, ta + count
         fields = dict(zip(_TRAJ_SCALARS, row, strict=True))
-        fields["reward"] = float(fields["reward"])
-        fields["turn_versions"] = versions[turn_offsets[i] : turn_offsets[i + 1]]
+        fields["reward"] = reward
+        fields["turn_versions"] = versions[ta:tb]
         fields["tokens"], fields["logprobs"], fields["loss_mask"] = (
             tokens[a:b],
             logprobs[a:b],
             mask[a:b],
         )
-        out.append(Trajectory._trusted(fields))
+        obj = new(Trajectory)
+        set_dict(obj, "__dict__", fields)  # fields already validated: skip __post_init__
+        out.append(obj)
+        a, ta = b, tb
     return out
 
 
@@ -449,23 +479,29 @@ _SCALAR_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+_SCALAR_TYPE_SETS = {name: frozenset(types) for name, types in _SCALAR_TYPES.items()}
+_NUMBER_TYPES = frozenset({int, float})
+
+
 def _check_columns(cols: dict[str, list], turn_counts: list[int]) -> None:
     """Type-check every scalar column at once (bool never passes for a number)."""
-    for name, types in _SCALAR_TYPES.items():
+    for name, allowed in _SCALAR_TYPE_SETS.items():
         col = cols[name]
-        allowed = set(types)
-        if not all(type(v) in allowed for v in col):
+        if not allowed.issuperset(map(type, col)):
             bad = next(v for v in col if type(v) not in allowed)
             raise WireError(f"field {name!r}: got {type(bad).__name__}")
-    if not all(g >= 1 for g in cols["group_size"]):
+    if cols["group_size"] and min(cols["group_size"]) < 1:
         raise WireError("field 'group_size' must be >= 1")
-    if not all(c >= 1 for c in turn_counts):
+    if turn_counts and min(turn_counts) < 1:
         raise WireError("every trajectory needs at least one turn version")
-    if not all(
-        all(type(k) is str and type(v) in (int, float) for k, v in t.items())
-        for t in cols["timings"]
-    ):
+    timings = cols["timings"]
+    keys = itertools.chain.from_iterable(timings)
+    values = itertools.chain.from_iterable(t.values() for t in timings)
+    if not (_STR_TYPE.issuperset(map(type, keys)) and _NUMBER_TYPES.issuperset(map(type, values))):
         raise WireError("field 'timings' must map names to numbers")
+
+
+_STR_TYPE = frozenset({str})
 
 
 def decode_control(buf: Any) -> Control:
