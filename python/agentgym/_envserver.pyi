@@ -66,6 +66,7 @@ class Server:
         token: str | None = None,
         workers: int | None = None,
         env_threads: int | None = None,
+        blocking_threads: int = 1,
         step_latency: float = 0.0,
     ) -> None: ...
     @property

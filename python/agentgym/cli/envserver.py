@@ -52,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="HTTP worker threads (default: cores)")
     p.add_argument("--env-threads", type=int, default=None, help="env threads (default: cores)")
     p.add_argument(
+        "--blocking-threads",
+        type=int,
+        default=1,
+        help="threads that take requests' env work (default 1, which keeps each session's "
+        "memory on one thread; batches still spread over --env-threads)",
+    )
+    p.add_argument(
         "--step-latency-ms",
         type=float,
         default=0.0,
@@ -91,6 +98,7 @@ def start(args: argparse.Namespace):
         token=args.token or os.environ.get(TOKEN_ENV) or None,
         workers=args.workers,
         env_threads=args.env_threads,
+        blocking_threads=args.blocking_threads,
         step_latency=args.step_latency_ms / 1000.0,
     )
 

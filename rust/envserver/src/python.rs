@@ -239,7 +239,7 @@ struct PyServer {
 impl PyServer {
     #[new]
     #[pyo3(signature = (env, *, host="127.0.0.1", port=36001, options=None, max_sessions=65536, max_body_bytes=8388608,
-        max_action_bytes=None, idle_timeout=Some(3600.0), token=None, workers=None, env_threads=None, step_latency=0.0))]
+        max_action_bytes=None, idle_timeout=Some(3600.0), token=None, workers=None, env_threads=None, blocking_threads=1, step_latency=0.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -254,8 +254,12 @@ impl PyServer {
         token: Option<String>,
         workers: Option<usize>,
         env_threads: Option<usize>,
+        blocking_threads: usize,
         step_latency: f64,
     ) -> PyResult<Self> {
+        if blocking_threads == 0 {
+            return Err(PyValueError::new_err("blocking_threads must be at least 1"));
+        }
         let config = ServerConfig {
             env: env.to_string(),
             options: options.unwrap_or_default(),
@@ -268,6 +272,7 @@ impl PyServer {
             token,
             workers,
             env_threads,
+            blocking_threads,
             step_latency: seconds("step_latency", step_latency)?,
         };
         let inner = py.detach(|| Server::start(config)).map_err(server_to_py)?;

@@ -67,7 +67,16 @@ impl IntoResponse for ApiError {
 
 /// A JSON reply with the given status.
 pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response {
-    let bytes = serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec());
+    json_bytes_response(status, to_json_bytes(value))
+}
+
+/// `value` as JSON text (a `Value` always serializes; `null` is the unreachable fallback).
+pub fn to_json_bytes(value: &serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec())
+}
+
+/// A reply whose body is JSON text already serialized.
+pub fn json_bytes_response(status: StatusCode, bytes: Vec<u8>) -> Response {
     let mut response = (status, bytes).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response

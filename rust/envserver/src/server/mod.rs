@@ -58,6 +58,11 @@ pub struct ServerConfig {
     pub workers: Option<usize>,
     /// Threads for batched env work (the caller plus helpers); `None`: one per core.
     pub env_threads: Option<usize>,
+    /// Threads that run the requests' env work (each batch still spreads over `env_threads`).
+    /// One by default: a session's memory is then allocated and freed by the same thread.
+    /// With tokio's default of up to 512, requests rotated over several threads, and the
+    /// allocator's cross-thread frees cost ~30% of a `/batch/step` (bench/RESULTS.md).
+    pub blocking_threads: usize,
     /// Extra latency added to every step request, to stand in for a slow env or network in
     /// benchmarks; zero in normal use.
     pub step_latency: Duration,
@@ -77,6 +82,7 @@ impl Default for ServerConfig {
             token: None,
             workers: None,
             env_threads: None,
+            blocking_threads: 1,
             step_latency: Duration::ZERO,
         }
     }
@@ -138,6 +144,7 @@ impl Server {
         if let Some(n) = config.workers {
             builder.worker_threads(n.max(1));
         }
+        builder.max_blocking_threads(config.blocking_threads.max(1));
         let runtime = builder.enable_all().thread_name("envserver-http").build().map_err(ServerError::Runtime)?;
         let (tx, rx) = oneshot::channel();
         let done = Arc::new(Done::default());
