@@ -8,9 +8,14 @@
 
 use super::grid::{Action, DIR_TO_VEC};
 
-/// Most cells a search window may have (7x7 view: at most 8x8).
-const MAX_CELLS: usize = 64;
+/// Row stride of cell indices: a window is at most 8 cells wide (7x7 view: 8x8 at most), so
+/// a cell's index is `row * 8 + column` and turns back into a cell with a shift and a mask.
+const STRIDE: i32 = 8;
+/// Most cells a search window may have.
+const MAX_CELLS: usize = (STRIDE * STRIDE) as usize;
 const MAX_STATES: usize = MAX_CELLS * 4;
+/// No state (states are below `MAX_STATES`).
+const NONE: u16 = u16::MAX;
 
 /// The rectangle of cells the planner may use: `x0..x1` by `y0..y1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +39,7 @@ impl SearchWindow {
         let (x0, x1) = span(c.0, o.0);
         let (y0, y1) = span(c.1, o.1);
         let w = Self { x0, x1, y0, y1 };
-        assert!(w.cells() <= MAX_CELLS, "search window too large: {w:?}");
+        assert!(w.width() <= STRIDE && w.y1 - w.y0 <= STRIDE, "search window too large: {w:?}");
         w
     }
 
@@ -46,18 +51,18 @@ impl SearchWindow {
         self.x1 - self.x0
     }
 
-    fn cells(&self) -> usize {
-        (self.width() * (self.y1 - self.y0)).max(0) as usize
+    /// The indices of the window's cells.
+    fn cell_indices(&self) -> impl Iterator<Item = usize> + '_ {
+        (self.y0..self.y1).flat_map(move |y| (self.x0..self.x1).map(move |x| self.cell_index((x, y))))
     }
 
-    /// Index of a cell of the window (row-major), below 64.
+    /// Index of a cell of the window (row-major with a stride of 8), below 64.
     pub fn cell_index(&self, (x, y): (i32, i32)) -> usize {
-        ((y - self.y0) * self.width() + (x - self.x0)) as usize
+        ((y - self.y0) * STRIDE + (x - self.x0)) as usize
     }
 
     fn cell_at(&self, index: usize) -> (i32, i32) {
-        let w = self.width() as usize;
-        (self.x0 + (index % w) as i32, self.y0 + (index / w) as i32)
+        (self.x0 + (index as i32 & (STRIDE - 1)), self.y0 + (index as i32 >> 3))
     }
 }
 
@@ -91,8 +96,8 @@ pub fn find_path(
 ) -> Option<Vec<Action>> {
     debug_assert!(window.contains(start), "the agent lies outside its search window");
     let mut blocked_cell = [false; MAX_CELLS];
-    for (k, b) in blocked_cell.iter_mut().enumerate().take(window.cells()) {
-        *b = blocked(window.cell_at(k));
+    for k in window.cell_indices() {
+        blocked_cell[k] = blocked(window.cell_at(k));
     }
     let state_of = |pos: (i32, i32), d: u8| (window.cell_index(pos) * 4 + d as usize) as u16;
     let start_state = state_of(start, dir);
@@ -155,8 +160,8 @@ impl Reach {
     pub fn new(start: (i32, i32), dir: u8, window: &SearchWindow, blocked: impl Fn((i32, i32)) -> bool) -> Self {
         debug_assert!(window.contains(start), "the agent lies outside its search window");
         let mut blocked_cell = [false; MAX_CELLS];
-        for (k, b) in blocked_cell.iter_mut().enumerate().take(window.cells()) {
-            *b = blocked(window.cell_at(k));
+        for k in window.cell_indices() {
+            blocked_cell[k] = blocked(window.cell_at(k));
         }
         let start_state = (window.cell_index(start) * 4 + dir as usize) as u16;
         let mut queue = Vec::with_capacity(MAX_STATES);
@@ -173,13 +178,13 @@ impl Reach {
         }
     }
 
-    /// Dequeues and expands one state; false once the queue is empty.
-    fn advance(&mut self) -> bool {
-        let Some(&state) = self.queue.get(self.head) else {
-            return false;
-        };
+    /// Dequeues and expands one state: `None` once the queue is empty, else `Some(state)` when
+    /// this was `state`'s first dequeue and `Some(NONE)` for a repeated one.
+    fn advance(&mut self) -> Option<u16> {
+        let &state = self.queue.get(self.head)?;
         self.head += 1;
-        if self.order[state as usize] == u16::MAX {
+        let first = self.order[state as usize] == u16::MAX;
+        if first {
             self.order[state as usize] = self.dequeued;
             self.dequeued += 1;
         }
@@ -198,38 +203,33 @@ impl Reach {
             self.queue.push(next);
             self.parent[next as usize] = (state, action);
         }
-        true
-    }
-
-    /// The earliest-dequeued state that reaches `target`, among those dequeued so far.
-    fn first_reaching(&self, target: (i32, i32), arrive: bool) -> Option<u16> {
-        let mut best: Option<u16> = None;
-        for d in 0..4u8 {
-            let v = DIR_TO_VEC[d as usize];
-            let pos = if arrive { target } else { (target.0 - v.0, target.1 - v.1) };
-            if !self.window.contains(pos) {
-                continue;
-            }
-            let state = (self.window.cell_index(pos) * 4 + d as usize) as u16;
-            let order = self.order[state as usize];
-            if order != u16::MAX && best.is_none_or(|b| order < self.order[b as usize]) {
-                best = Some(state);
-            }
-        }
-        best
+        Some(if first { state } else { NONE })
     }
 
     /// What `find_path(start, dir, target, arrive, window, blocked)` returns.
     pub fn path(&mut self, target: (i32, i32), arrive: bool) -> Option<Vec<Action>> {
-        // A reaching state dequeued later than one already found cannot win, so the search
-        // goes on only while none is found.
-        let found = loop {
-            if let Some(state) = self.first_reaching(target, arrive) {
-                break Some(state);
+        // The states that reach the target: the target cell in each heading (`arrive`), or
+        // the cell before it facing it.
+        let mut reaching = [NONE; 4];
+        for (d, slot) in reaching.iter_mut().enumerate() {
+            let v = DIR_TO_VEC[d];
+            let pos = if arrive { target } else { (target.0 - v.0, target.1 - v.1) };
+            if self.window.contains(pos) {
+                *slot = (self.window.cell_index(pos) * 4 + d) as u16;
             }
-            if !self.advance() {
-                break None;
-            }
+        }
+        // The earliest-dequeued of them so far wins: a later one cannot beat it. Failing
+        // that, the search goes on until one of them is dequeued for the first time.
+        let known = reaching.iter().filter(|&&s| s != NONE && self.order[s as usize] != u16::MAX);
+        let found = match known.min_by_key(|&&s| self.order[s as usize]) {
+            Some(&state) => Some(state),
+            None => loop {
+                match self.advance() {
+                    None => break None,
+                    Some(state) if state != NONE && reaching.contains(&state) => break Some(state),
+                    Some(_) => {}
+                }
+            },
         };
         found.map(|state| trace(&self.parent, self.start_state, state))
     }
