@@ -456,14 +456,18 @@ impl EnvPool {
         let tuner = &self.tuners[op as usize];
         let (parallel, timed) = tuner.choose();
         let start = Instant::now();
-        let out = if parallel { self.split(helpers, keys, n, f) } else { (0..n).map(f).collect() };
-        if timed {
+        let (out, was_split) =
+            if parallel { self.split(helpers, keys, n, f) } else { ((0..n).map(f).collect(), false) };
+        // A batch that was to be split but ran on the caller alone (helpers busy with another
+        // caller's batch) measures contention, not either mode: it is not recorded.
+        if timed && parallel == was_split {
             tuner.record(parallel, start.elapsed().as_nanos() as f64 / n as f64);
         }
         out
     }
 
-    /// `f(0..n)` on the caller and the helpers, results in order of index.
+    /// `f(0..n)` on the caller and the helpers, results in order of index, and whether the
+    /// helpers took part.
     ///
     /// Item `i` runs on thread `keys[i] % threads` (the caller is thread 0), so a session is
     /// stepped, reset and sampled by the same thread every time and its state stays in that
@@ -476,7 +480,7 @@ impl EnvPool {
         keys: Option<&[u64]>,
         n: usize,
         f: impl Fn(usize) -> T + Sync,
-    ) -> Vec<T> {
+    ) -> (Vec<T>, bool) {
         let threads = helpers.threads();
         let owner = |i: usize| keys.map_or(i, |k| k[i] as usize) % threads;
         let shares: Vec<Mutex<Vec<(usize, T)>>> = (0..threads).map(|_| Mutex::new(Vec::new())).collect();
@@ -485,13 +489,13 @@ impl EnvPool {
             *shares[t].lock() = mine;
         };
         if !helpers.run(&work) {
-            return (0..n).map(&f).collect();
+            return ((0..n).map(&f).collect(), false);
         }
         let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
         for (i, result) in shares.into_iter().flat_map(Mutex::into_inner) {
             out[i] = Some(result);
         }
-        out.into_iter().map(|r| r.expect("every index has an owner thread")).collect()
+        (out.into_iter().map(|r| r.expect("every index has an owner thread")).collect(), true)
     }
 }
 
