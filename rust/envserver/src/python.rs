@@ -34,14 +34,79 @@ type StepColumns<'py> = (
     Vec<Option<String>>,
 );
 
+/// The `#[pymethods]` block of a pool class: the batched methods `EnvPool` and `RemotePool`
+/// share (same Python signatures and semantics), then the class's own methods (`$own`).
+/// `$err` maps the inner pool's error to a Python exception; `$step` is its checked step.
+macro_rules! pool_pymethods {
+    ($ty:ident, $err:ident, $step:ident, $($own:tt)*) => {
+        #[pymethods]
+        impl $ty {
+            fn create(&self, py: Python<'_>, n: usize) -> PyResult<Vec<u64>> {
+                py.detach(|| self.inner.create(n)).map_err($err)
+            }
+
+            /// Returns (observations, errors); a failed slot has observation None and an
+            /// error message.
+            fn reset(&self, py: Python<'_>, ids: Vec<u64>, task_ids: Vec<i64>) -> PyResult<ResetColumns> {
+                let out = py.detach(|| self.inner.reset(&ids, &task_ids)).map_err($err)?;
+                Ok(out.into_iter().map(|r| r.map_or_else(|e| (None, Some(e)), |o| (Some(o), None))).unzip())
+            }
+
+            fn step<'py>(
+                &self,
+                py: Python<'py>,
+                ids: Vec<u64>,
+                actions: Vec<Bound<'py, PyAny>>,
+            ) -> PyResult<StepColumns<'py>> {
+                let actions =
+                    actions.iter().enumerate().map(|(i, a)| action_text(i, a)).collect::<PyResult<Vec<_>>>()?;
+                let results = py.detach(|| self.inner.$step(&ids, &actions)).map_err($err)?;
+                Ok(columns(py, results))
+            }
+
+            fn close(&self, py: Python<'_>, ids: Vec<u64>) -> PyResult<usize> {
+                py.detach(|| self.inner.close(&ids)).map_err($err)
+            }
+
+            #[pyo3(signature = (cap))]
+            fn set_horizon(&self, cap: Option<u32>) -> PyResult<()> {
+                if cap == Some(0) {
+                    return Err(PyValueError::new_err("horizon cap must be >= 1, or None for no cap"));
+                }
+                self.inner.set_horizon(cap);
+                Ok(())
+            }
+
+            #[getter]
+            fn horizon(&self) -> Option<u32> {
+                self.inner.horizon()
+            }
+
+            #[getter]
+            fn env(&self) -> String {
+                self.inner.env_name().to_string()
+            }
+
+            fn __len__(&self) -> usize {
+                self.inner.len()
+            }
+
+            fn ids(&self) -> Vec<u64> {
+                self.inner.ids()
+            }
+
+            $($own)*
+        }
+    };
+}
+
 /// Native session multiplexer; use `agentgym.envs.EnvPool`, which wraps it.
 #[pyclass(name = "EnvPool", module = "agentgym._envserver", frozen)]
 struct PyEnvPool {
     inner: EnvPool,
 }
 
-#[pymethods]
-impl PyEnvPool {
+pool_pymethods! { PyEnvPool, to_py, step_checked,
     #[new]
     #[pyo3(signature = (env, *, threads=None, options=None, max_action_bytes=None, max_sessions=None))]
     fn new(
@@ -63,67 +128,14 @@ impl PyEnvPool {
         Ok(Self { inner })
     }
 
-    fn create(&self, py: Python<'_>, n: usize) -> PyResult<Vec<u64>> {
-        py.detach(|| self.inner.create(n)).map_err(to_py)
-    }
-
-    /// Returns (observations, errors); a failed slot has observation None and an error message.
-    fn reset(&self, py: Python<'_>, ids: Vec<u64>, task_ids: Vec<i64>) -> PyResult<ResetColumns> {
-        let out = py.detach(|| self.inner.reset(&ids, &task_ids)).map_err(to_py)?;
-        Ok(out
-            .into_iter()
-            .map(|r| match r {
-                Ok(obs) => (Some(obs), None),
-                Err(e) => (None, Some(e)),
-            })
-            .unzip())
-    }
-
-    fn step<'py>(&self, py: Python<'py>, ids: Vec<u64>, actions: Vec<Bound<'py, PyAny>>) -> PyResult<StepColumns<'py>> {
-        let actions = actions.iter().enumerate().map(|(i, a)| action_text(i, a)).collect::<PyResult<Vec<_>>>()?;
-        let results = py.detach(|| self.inner.step_checked(&ids, &actions)).map_err(to_py)?;
-        Ok(columns(py, results))
-    }
-
-    fn close(&self, py: Python<'_>, ids: Vec<u64>) -> PyResult<usize> {
-        py.detach(|| self.inner.close(&ids)).map_err(to_py)
-    }
-
-    #[pyo3(signature = (cap))]
-    fn set_horizon(&self, cap: Option<u32>) -> PyResult<()> {
-        if cap == Some(0) {
-            return Err(PyValueError::new_err("horizon cap must be >= 1, or None for no cap"));
-        }
-        self.inner.set_horizon(cap);
-        Ok(())
-    }
-
-    #[getter]
-    fn horizon(&self) -> Option<u32> {
-        self.inner.horizon()
-    }
-
     #[getter]
     fn num_tasks(&self) -> u64 {
         self.inner.num_tasks()
     }
 
     #[getter]
-    fn env(&self) -> String {
-        self.inner.env_name().to_string()
-    }
-
-    #[getter]
     fn num_threads(&self) -> usize {
         self.inner.num_threads()
-    }
-
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-
-    fn ids(&self) -> Vec<u64> {
-        self.inner.ids()
     }
 
     fn observations(&self, py: Python<'_>, ids: Vec<u64>) -> PyResult<Vec<String>> {
@@ -317,8 +329,7 @@ struct PyRemotePool {
     inner: RemotePool,
 }
 
-#[pymethods]
-impl PyRemotePool {
+pool_pymethods! { PyRemotePool, remote_to_py, step,
     #[new]
     #[pyo3(signature = (urls, env, *, dialect="id", batch=None, max_in_flight=64, connect_timeout=5.0, timeout=60.0,
         token=None, max_action_bytes=None, num_tasks=None))]
@@ -349,48 +360,9 @@ impl PyRemotePool {
         Ok(Self { inner })
     }
 
-    fn create(&self, py: Python<'_>, n: usize) -> PyResult<Vec<u64>> {
-        py.detach(|| self.inner.create(n)).map_err(remote_to_py)
-    }
-
-    /// Returns (observations, errors), as `EnvPool.reset`.
-    fn reset(&self, py: Python<'_>, ids: Vec<u64>, task_ids: Vec<i64>) -> PyResult<ResetColumns> {
-        let out = py.detach(|| self.inner.reset(&ids, &task_ids)).map_err(remote_to_py)?;
-        Ok(out.into_iter().map(|r| r.map_or_else(|e| (None, Some(e)), |o| (Some(o), None))).unzip())
-    }
-
-    fn step<'py>(&self, py: Python<'py>, ids: Vec<u64>, actions: Vec<Bound<'py, PyAny>>) -> PyResult<StepColumns<'py>> {
-        let actions = actions.iter().enumerate().map(|(i, a)| action_text(i, a)).collect::<PyResult<Vec<_>>>()?;
-        let results = py.detach(|| self.inner.step(&ids, &actions)).map_err(remote_to_py)?;
-        Ok(columns(py, results))
-    }
-
-    fn close(&self, py: Python<'_>, ids: Vec<u64>) -> PyResult<usize> {
-        py.detach(|| self.inner.close(&ids)).map_err(remote_to_py)
-    }
-
-    #[pyo3(signature = (cap))]
-    fn set_horizon(&self, cap: Option<u32>) -> PyResult<()> {
-        if cap == Some(0) {
-            return Err(PyValueError::new_err("horizon cap must be >= 1, or None for no cap"));
-        }
-        self.inner.set_horizon(cap);
-        Ok(())
-    }
-
-    #[getter]
-    fn horizon(&self) -> Option<u32> {
-        self.inner.horizon()
-    }
-
     #[getter]
     fn num_tasks(&self, py: Python<'_>) -> PyResult<u64> {
         py.detach(|| self.inner.num_tasks()).map_err(remote_to_py)
-    }
-
-    #[getter]
-    fn env(&self) -> String {
-        self.inner.env_name().to_string()
     }
 
     /// The HTTP client runs on one thread per process (all requests of a batch overlap on it).
@@ -402,14 +374,6 @@ impl PyRemotePool {
     #[getter]
     fn urls(&self) -> Vec<String> {
         self.inner.urls().to_vec()
-    }
-
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-
-    fn ids(&self) -> Vec<u64> {
-        self.inner.ids()
     }
 
     fn observations(&self, ids: Vec<u64>) -> PyResult<Vec<String>> {
