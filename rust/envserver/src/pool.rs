@@ -59,8 +59,9 @@ impl StepResult {
     }
 }
 
+/// Where a session stands; local and remote sessions share it.
 #[derive(Debug, Clone, PartialEq)]
-enum Phase {
+pub(crate) enum Phase {
     /// Created, never reset.
     Fresh,
     Running,
@@ -68,8 +69,41 @@ enum Phase {
     Finished {
         truncated: bool,
     },
-    /// The env panicked; the message is kept and the session only accepts reset or close.
+    /// The env (or its server) failed; the message is kept and the session only accepts reset
+    /// or close.
     Failed(String),
+}
+
+impl Phase {
+    /// Why session `id` cannot step in this phase, if it cannot.
+    pub(crate) fn step_refusal(&self, id: u64) -> Option<String> {
+        match self {
+            Phase::Fresh => Some(format!("session {id} has not been reset; call reset first")),
+            Phase::Finished { truncated } => {
+                let why = if *truncated { "was truncated at the horizon cap" } else { "is done" };
+                Some(format!("session {id}: the episode {why}; call reset before stepping"))
+            }
+            Phase::Failed(msg) => Some(format!("session {id} failed earlier ({msg}); reset or close it")),
+            Phase::Running => None,
+        }
+    }
+}
+
+/// A pool's horizon cap: how many steps a session may take after its reset (`None`: no cap).
+#[derive(Debug, Default)]
+pub(crate) struct HorizonCap(AtomicU32);
+
+impl HorizonCap {
+    pub(crate) fn set(&self, cap: Option<u32>) {
+        self.0.store(cap.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> Option<u32> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            cap => Some(cap),
+        }
+    }
 }
 
 struct Session {
@@ -95,8 +129,7 @@ pub struct EnvPool {
     factory: SharedFactory,
     sessions: RwLock<HashMap<u64, SessionRef>>,
     next_id: AtomicU64,
-    /// 0 means no cap.
-    horizon: AtomicU32,
+    horizon: HorizonCap,
     /// Threads that step a batch: the caller plus `helpers`.
     threads: usize,
     /// `threads - 1` helper threads (none when stepping is single-threaded).
@@ -207,7 +240,7 @@ impl EnvPool {
             factory,
             sessions: RwLock::new(HashMap::new()),
             next_id: AtomicU64::new(1),
-            horizon: AtomicU32::new(0),
+            horizon: HorizonCap::default(),
             threads,
             helpers,
             tuners: Default::default(),
@@ -250,14 +283,11 @@ impl EnvPool {
 
     /// Sets (or with `None` removes) the horizon cap for steps taken from now on.
     pub fn set_horizon(&self, cap: Option<u32>) {
-        self.horizon.store(cap.unwrap_or(0), Ordering::Relaxed);
+        self.horizon.set(cap);
     }
 
     pub fn horizon(&self) -> Option<u32> {
-        match self.horizon.load(Ordering::Relaxed) {
-            0 => None,
-            cap => Some(cap),
-        }
+        self.horizon.get()
     }
 
     /// Opens `n` sessions (not yet reset) and returns their ids.
@@ -390,16 +420,8 @@ impl EnvPool {
 
     fn step_one(&self, session: &SessionRef, id: u64, action: &str, cap: Option<u32>) -> StepResult {
         let mut s = session.lock();
-        match &s.phase {
-            Phase::Fresh => return StepResult::failed(format!("session {id} has not been reset; call reset first")),
-            Phase::Finished { truncated } => {
-                let why = if *truncated { "was truncated at the horizon cap" } else { "is done" };
-                return StepResult::failed(format!("session {id}: the episode {why}; call reset before stepping"));
-            }
-            Phase::Failed(msg) => {
-                return StepResult::failed(format!("session {id} failed earlier ({msg}); reset or close it"))
-            }
-            Phase::Running => {}
+        if let Some(refusal) = s.phase.step_refusal(id) {
+            return StepResult::failed(refusal);
         }
         if action.len() > self.max_action_bytes {
             return StepResult::failed(format!(

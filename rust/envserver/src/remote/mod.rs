@@ -18,7 +18,7 @@ mod wire;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 pub use client::{CallError, ClientOptions, ServerClient};
 pub use wire::WireDialect;
 
-use crate::pool::{check_ids, check_lengths, PoolError, StepResult, DEFAULT_MAX_ACTION_BYTES};
+use crate::pool::{check_ids, check_lengths, HorizonCap, Phase, PoolError, StepResult, DEFAULT_MAX_ACTION_BYTES};
 
 /// How a RemotePool reaches its servers.
 #[derive(Debug, Clone)]
@@ -79,14 +79,6 @@ pub enum RemoteError {
     Unavailable(String),
 }
 
-#[derive(Debug, Clone, PartialEq)]
-enum Phase {
-    Fresh,
-    Running,
-    Finished { truncated: bool },
-    Failed(String),
-}
-
 #[derive(Debug, Clone)]
 struct Session {
     server: usize,
@@ -130,7 +122,7 @@ pub struct RemotePool {
     probes: Mutex<Vec<Option<Probe>>>,
     sessions: Mutex<HashMap<u64, Session>>,
     next_id: AtomicU64,
-    horizon: AtomicU32,
+    horizon: HorizonCap,
     pub stats: RemoteStats,
 }
 
@@ -157,7 +149,7 @@ impl RemotePool {
             probes,
             sessions: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
-            horizon: AtomicU32::new(0),
+            horizon: HorizonCap::default(),
             stats: RemoteStats::default(),
         };
         pool.io()?;
@@ -203,14 +195,11 @@ impl RemotePool {
     }
 
     pub fn set_horizon(&self, cap: Option<u32>) {
-        self.horizon.store(cap.unwrap_or(0), Ordering::Relaxed);
+        self.horizon.set(cap);
     }
 
     pub fn horizon(&self) -> Option<u32> {
-        match self.horizon.load(Ordering::Relaxed) {
-            0 => None,
-            cap => Some(cap),
-        }
+        self.horizon.get()
     }
 
     /// Opens `n` sessions spread over the reachable servers (fewest sessions first). Shares that
@@ -599,14 +588,8 @@ impl RemotePool {
 
     /// Why session `id` cannot step now, if it cannot; checked before anything is sent.
     fn refuse_step(&self, id: u64, s: &Session, action: &Result<String, String>) -> Option<String> {
-        match &s.phase {
-            Phase::Fresh => return Some(format!("session {id} has not been reset; call reset first")),
-            Phase::Finished { truncated } => {
-                let why = if *truncated { "was truncated at the horizon cap" } else { "is done" };
-                return Some(format!("session {id}: the episode {why}; call reset before stepping"));
-            }
-            Phase::Failed(msg) => return Some(format!("session {id} failed earlier ({msg}); reset or close it")),
-            Phase::Running => {}
+        if let Some(refusal) = s.phase.step_refusal(id) {
+            return Some(refusal);
         }
         match action {
             Err(reason) => Some(format!("session {id}: {reason}; not sent to the server")),
