@@ -1,6 +1,6 @@
 """End-to-end throughput of the quickstart: async (default) against --sync, same config, same run.
 
-    python bench/bench_e2e.py [--config configs/quickstart.yaml] [--steps 12] [--set k=v ...]
+    python bench/bench_e2e.py [--config configs/quickstart.yaml] [--steps 24] [--set k=v ...]
 
 Runs ``agentgym train`` twice into fresh run dirs (async first, then --sync) for ``--steps``
 learner updates each, and reports samples/s (trajectories trained per wall second, from
@@ -104,7 +104,7 @@ def table(results: dict[str, dict]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/quickstart.yaml")
-    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--out", default=None, help="JSON file for the raw figures")
     args = parser.parse_args()
