@@ -51,7 +51,9 @@ BAD_REQUESTS = [
     ("negative task", "POST", "/reset", {"id": 1, "data_idx": -3}, {}, 422),
     ("huge body", "POST", "/step", b'{"id": 1, "action": "' + b"a" * 10000 + b'"}', {}, 413),
     ("over-long action", "POST", "/step", {"id": 1, "action": "get " + "a" * 100}, {}, 422),
-    ("custom goal", "POST", "/create", {"goal": "stick"}, {}, 422),
+    ("custom goal no recipe makes", "POST", "/create", {"goal": "unobtainium"}, {}, 422),
+    ("custom commands without goal", "POST", "/create", {"commands": "craft 1 x using 1 y"}, {}, 422),
+    ("custom goal of wrong type", "POST", "/create", {"goal": 7}, {}, 422),
     ("batch length mismatch", "POST", "/batch/step", {"ids": [1], "actions": []}, {}, 422),
     ("batch n wrong type", "POST", "/batch/create", {"n": "3"}, {}, 422),
     ("batch n negative", "POST", "/batch/create", {"n": -3}, {}, 422),
@@ -167,3 +169,11 @@ def test_connection_survives_garbage(server):
     assert r.status == 200
     r.read()
     conn.close()
+
+
+def test_refused_custom_goal_leaves_no_session(server):
+    _, url = server
+    before = requests.get(url + "/health").json()["sessions"]
+    r = requests.post(url + "/create", json={"goal": "unobtainium"})
+    assert r.status_code == 422 and "not an item any recipe makes" in r.json()["error"]
+    assert requests.get(url + "/health").json()["sessions"] == before

@@ -123,6 +123,43 @@ def test_textcraft_episode_like_agentgym(textcraft_url):
     assert c.post("close", {}) is False
 
 
+def test_textcraft_create_with_a_custom_goal(textcraft_url):
+    # AgentGym's server accepts `goal`/`commands` on /create but its reset discards them; ours
+    # starts that episode. The goal is an item id or the words players type.
+    local = EnvPool("textcraft")
+    ids = local.create(1)
+    task = _solvable_tasks(local, 1)[0]
+    local.reset(ids, [task])
+    goal_id = local.info(ids)[0]["goal_id"]
+    for goal in (goal_id, goal_id.removeprefix("minecraft:").replace("_", " ")):
+        c = AgentGymLikeClient(textcraft_url, {"commands": None, "goal": goal})
+        obs = c.created["observation"]
+        assert obs.startswith("Crafting commands:\n")
+        assert obs.endswith(f"Goal: craft {goal_id.removeprefix('minecraft:').replace('_', ' ')}.")
+        assert c.get("observation") == obs
+        step = {"done": False}
+        for action in _textcraft_solution(obs):
+            step = c.post("step", {"action": action})
+            if step["done"]:
+                break
+        assert step["done"] and step["reward"] == 1
+        # a later reset plays the numbered tasks again
+        assert c.post("reset", {"data_idx": task})["observation"] == local.reset(ids, [task])[0]
+        assert c.post("close", {}) is True
+    # the client's own commands are shown as given (here: the goal's recipe lines only)
+    name = goal_id.removeprefix("minecraft:").replace("_", " ")
+    commands = "\n".join(line for line in obs.splitlines() if line.startswith("craft "))
+    c = AgentGymLikeClient(textcraft_url, {"commands": commands, "goal": name})
+    assert c.created["observation"] == f"Crafting commands:\n{commands}\n\nGoal: craft {name}."
+    step = {"done": False}
+    for action in _textcraft_solution(c.created["observation"]):
+        step = c.post("step", {"action": action})
+        if step["done"]:
+            break
+    assert step["done"] and step["reward"] == 1
+    local.close(ids)
+
+
 def test_babyai_episode_like_agentgym(babyai_url):
     c = AgentGymLikeClient(babyai_url)
     assert c.created == {"id": c.env_id}

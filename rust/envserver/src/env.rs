@@ -28,6 +28,19 @@ pub enum EnvError {
     InvalidOption { key: String, message: String },
     #[error("{0}")]
     Data(String),
+    /// A request the env cannot serve (e.g. a custom task where it has none, or an invalid one).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// An episode a client describes instead of choosing a numbered task (TextCraft's
+/// `POST /create {"goal", "commands"}` in AgentGym's wire format).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomTask {
+    /// What the episode asks for (TextCraft: the item to craft, `minecraft:oak_planks` or `oak planks`).
+    pub goal: String,
+    /// The crafting commands to show (TextCraft); `None`: the env derives them from the goal.
+    pub commands: Option<String>,
 }
 
 /// One text environment episode at a time. Implementations are plain single-threaded
@@ -51,6 +64,12 @@ pub trait TextEnv: Send {
     /// Env-specific facts about the current episode (level name, goal, ...), as JSON.
     fn info(&self) -> serde_json::Value {
         serde_json::Value::Null
+    }
+
+    /// Starts an episode the client describes. An invalid description is an `Err` and leaves
+    /// the session as it was. Envs without such episodes refuse.
+    fn reset_custom(&mut self, _task: &CustomTask) -> Result<String, EnvError> {
+        Err(EnvError::Unsupported("this env only plays its numbered tasks; reset with a task id".into()))
     }
 }
 

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::env::{EnvError, Options, SharedFactory, TextEnv};
+use crate::env::{CustomTask, EnvError, Options, SharedFactory, TextEnv};
 use crate::rng::Rng;
 use crate::workers::Workers;
 
@@ -305,6 +305,31 @@ impl EnvPool {
             table.insert(*id, Arc::new(Mutex::new(session)));
         }
         Ok(ids)
+    }
+
+    /// Starts the episode `task` describes in session `id` (see [`TextEnv::reset_custom`]). An
+    /// env that refuses the description answers `PoolError::Env` and the session is unchanged;
+    /// a panic marks the session failed.
+    pub fn reset_custom(&self, id: u64, task: &CustomTask) -> Result<String, PoolError> {
+        let session = self.lookup(&[id])?.remove(0);
+        let mut s = session.lock();
+        let result = match catch_unwind(AssertUnwindSafe(|| s.env.reset_custom(task))) {
+            Ok(Ok(obs)) => {
+                s.phase = Phase::Running;
+                s.steps = 0;
+                s.task_id = None;
+                Ok(obs)
+            }
+            Ok(Err(e)) => Err(PoolError::Env(e)),
+            Err(panic) => {
+                self.stats.env_panics.fetch_add(1, Ordering::Relaxed);
+                let msg = format!("env panicked while starting a custom task: {}", panic_message(&panic));
+                s.phase = Phase::Failed(msg.clone());
+                Err(PoolError::Env(EnvError::Data(format!("session {id}: {msg}"))))
+            }
+        };
+        self.stats.resets.fetch_add(1, Ordering::Relaxed);
+        result
     }
 
     /// Starts episode `task_ids[i]` in session `ids[i]`. Per-session failures (a panic inside

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::error::ApiError;
 use super::sessions::Meta;
+use crate::env::CustomTask;
 
 /// Which AgentGym server the replies imitate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,18 +50,21 @@ impl Dialect {
         }
     }
 
-    /// TextCraft's `/create` may name custom `commands` or a `goal`; the native env plays only its
-    /// numbered tasks, so those are refused rather than silently ignored.
-    pub fn check_create(self, commands: &Option<String>, goal: &Option<String>) -> Result<(), ApiError> {
-        for (name, value) in [("commands", commands), ("goal", goal)] {
-            if value.is_some() {
-                return Err(ApiError::unprocessable(format!(
-                    "`{name}` is not supported by agentgym-envserver: episodes are the env's numbered \
-                     tasks; create without it and reset with `data_idx`"
-                )));
+    /// TextCraft's `/create` may name a `goal` (and the `commands` to show): the new session
+    /// then plays that episode instead of a numbered task. AgentGym's server accepts the fields
+    /// but its reset discards them; here they take effect or are refused, never ignored.
+    /// BabyAI's `/create` takes no fields.
+    pub fn custom_task(self, commands: Option<String>, goal: Option<String>) -> Result<Option<CustomTask>, ApiError> {
+        match (self, goal, commands) {
+            (_, None, None) => Ok(None),
+            (Dialect::BabyAi, ..) => {
+                Err(ApiError::unprocessable("`commands` and `goal` are TextCraft fields; BabyAI's /create takes none"))
             }
+            (Dialect::TextCraft, None, Some(_)) => {
+                Err(ApiError::unprocessable("`commands` needs a `goal`: the item the episode asks to craft"))
+            }
+            (Dialect::TextCraft, Some(goal), commands) => Ok(Some(CustomTask { goal, commands })),
         }
-        Ok(())
     }
 
     pub fn create_reply(self, id: u64, observation: Option<String>) -> Value {

@@ -91,8 +91,8 @@ pub async fn hello(State(s): AppRef) -> ApiResult {
 
 pub async fn create(State(s): AppRef, req: Request) -> ApiResult {
     let b: CreateBody = body(&s, req).await?;
-    s.dialect.check_create(&b.commands, &b.goal)?;
-    blocking_ok(move || s.create_one()).await
+    let custom = s.dialect.custom_task(b.commands, b.goal)?;
+    blocking_ok(move || s.create_one(custom)).await
 }
 
 pub async fn reset(State(s): AppRef, req: Request) -> ApiResult {

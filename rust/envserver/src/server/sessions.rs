@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use super::dialect::{reward_json, Dialect};
 use super::error::ApiError;
 use super::metrics::Metrics;
+use crate::env::{CustomTask, EnvError};
 use crate::pool::{EnvPool, PoolError, StepResult};
 
 /// Per-session facts the pool does not keep.
@@ -66,9 +67,24 @@ impl AppState {
 
     // --- AgentGym's single-session endpoints -------------------------------------------------
 
-    pub fn create_one(&self) -> Result<Value, ApiError> {
+    pub fn create_one(&self, custom: Option<CustomTask>) -> Result<Value, ApiError> {
         let id = self.create(1)?[0];
-        let observation = if self.dialect.create_resets() {
+        let observation = if let Some(task) = custom {
+            match self.pool.reset_custom(id, &task) {
+                Ok(observation) => {
+                    self.record_reset(id);
+                    Some(observation)
+                }
+                Err(err) => {
+                    // the session was made for this episode only: it does not outlive the refusal
+                    self.close_ids(&[id]);
+                    return Err(match err {
+                        PoolError::Env(EnvError::Unsupported(msg)) => ApiError::unprocessable(msg),
+                        other => other.into(),
+                    });
+                }
+            }
+        } else if self.dialect.create_resets() {
             let task = (id - 1) % self.pool.num_tasks().max(1);
             Some(self.reset_checked(id, task as i64)?)
         } else {

@@ -46,7 +46,7 @@ mod recipes;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::env::{check_option_keys, EnvError, EnvFactory, Options, StepOutcome, TextEnv};
+use crate::env::{check_option_keys, CustomTask, EnvError, EnvFactory, Options, StepOutcome, TextEnv};
 use crate::rng::Rng;
 
 pub use game::Inventory;
@@ -63,6 +63,7 @@ struct World {
     book: RecipeBook,
     goals: Vec<Goal>,
     reset_observations: Vec<String>,
+    max_distractors: usize,
 }
 
 /// Loads the recipes once; every session shares them.
@@ -101,7 +102,7 @@ impl TextCraftFactory {
                 goals::reset_observation(&book, &goal.item, max_distractors, &mut rng)
             })
             .collect();
-        Ok(Self { world: Arc::new(World { book, goals, reset_observations }) })
+        Ok(Self { world: Arc::new(World { book, goals, reset_observations, max_distractors }) })
     }
 
     /// The goals, in task id order.
@@ -132,7 +133,7 @@ impl EnvFactory for TextCraftFactory {
     fn make(&self) -> Box<dyn TextEnv> {
         Box::new(TextCraft {
             world: Arc::clone(&self.world),
-            task: None,
+            target: None,
             inventory: Inventory::default(),
             observation: String::new(),
         })
@@ -142,9 +143,31 @@ impl EnvFactory for TextCraftFactory {
 /// One session: the goal of the current episode and what is carried.
 pub struct TextCraft {
     world: Arc<World>,
-    task: Option<usize>,
+    target: Option<Target>,
     inventory: Inventory,
     observation: String,
+}
+
+/// What the current episode asks for.
+enum Target {
+    /// Numbered task `t`: `world.goals[t]`.
+    Task(usize),
+    /// A client's goal (`reset_custom`): the item id.
+    Custom(String),
+}
+
+impl TextCraft {
+    fn goal_item(&self) -> Option<&str> {
+        match self.target.as_ref()? {
+            Target::Task(t) => Some(&self.world.goals[*t].item),
+            Target::Custom(item) => Some(item),
+        }
+    }
+}
+
+/// Seeds the distractors of a custom goal: FNV-1a of its item id, the same on every machine.
+fn custom_seed(item: &str) -> u64 {
+    item.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 impl TextEnv for TextCraft {
@@ -154,7 +177,7 @@ impl TextEnv for TextCraft {
             return Err(EnvError::TaskOutOfRange { env: "textcraft".into(), task_id, num_tasks });
         }
         let task = task_id as usize;
-        self.task = Some(task);
+        self.target = Some(Target::Task(task));
         self.inventory.clear();
         self.observation.clone_from(&self.world.reset_observations[task]);
         Ok(self.observation.clone())
@@ -162,8 +185,7 @@ impl TextEnv for TextCraft {
 
     fn step(&mut self, action: &str) -> StepOutcome {
         let outcome = game::apply(&self.world.book, &mut self.inventory, action);
-        let goal = self.task.map(|t| self.world.goals[t].item.as_str());
-        let done = outcome.crafted.is_some() && outcome.crafted.as_deref() == goal;
+        let done = outcome.crafted.is_some() && outcome.crafted.as_deref() == self.goal_item();
         self.observation = outcome.observation;
         StepOutcome { observation: self.observation.clone(), reward: if done { 1.0 } else { 0.0 }, done }
     }
@@ -173,10 +195,13 @@ impl TextEnv for TextCraft {
     }
 
     fn info(&self) -> serde_json::Value {
-        let Some(task) = self.task else {
+        let Some(item) = self.goal_item() else {
             return serde_json::Value::Null;
         };
-        let goal = &self.world.goals[task];
+        let depth = match self.target {
+            Some(Target::Task(t)) => serde_json::json!(self.world.goals[t].depth),
+            _ => serde_json::Value::Null,
+        };
         let inventory: Vec<serde_json::Value> = self
             .inventory
             .entries()
@@ -184,11 +209,41 @@ impl TextEnv for TextCraft {
             .map(|(id, n)| serde_json::json!([recipes::display_name(id), clamp_i64(*n)]))
             .collect();
         serde_json::json!({
-            "goal": recipes::display_name(&goal.item),
-            "goal_id": goal.item,
-            "depth": goal.depth,
+            "goal": recipes::display_name(item),
+            "goal_id": item,
+            "depth": depth,
+            "custom": matches!(self.target, Some(Target::Custom(_))),
             "inventory": inventory,
         })
+    }
+
+    /// The goal may be an item id (`minecraft:oak_planks`) or the words players type (`oak
+    /// planks`); it must be an item some recipe makes. Without `commands`, the commands shown
+    /// are the goal's recipe tree plus distractors, drawn as for a numbered task.
+    fn reset_custom(&mut self, task: &CustomTask) -> Result<String, EnvError> {
+        let goal = task.goal.trim();
+        let item = if goal.starts_with("minecraft:") { goal.to_string() } else { recipes::item_id(goal) };
+        let book = &self.world.book;
+        if book.item_recipes(&item).is_empty() {
+            return Err(EnvError::Unsupported(format!(
+                "goal {:?} is not an item any recipe makes (e.g. {:?})",
+                task.goal,
+                self.world.goals.first().map_or("", |g| g.item.as_str())
+            )));
+        }
+        let observation = match &task.commands {
+            Some(commands) => {
+                format!("Crafting commands:\n{commands}\n\nGoal: craft {}.", recipes::display_name(&item))
+            }
+            None => {
+                let mut rng = Rng::derive(DISTRACTOR_SEED, custom_seed(&item));
+                goals::reset_observation(book, &item, self.world.max_distractors, &mut rng)
+            }
+        };
+        self.target = Some(Target::Custom(item));
+        self.inventory.clear();
+        self.observation.clone_from(&observation);
+        Ok(observation)
     }
 }
 
@@ -240,6 +295,33 @@ mod tests {
         assert_eq!(steps[5], ("Crafted 4 minecraft:torch".to_string(), 1.0, true));
         assert_eq!(steps[6], ("Inventory: [oak planks] (2) [stick] (3) [torch] (4) ".to_string(), 0.0, false));
         assert!(steps[1..5].iter().all(|(_, r, d)| *r == 0.0 && !d));
+    }
+
+    #[test]
+    fn custom_goal_plays_like_a_task_and_bad_goals_change_nothing() {
+        let f = factory();
+        let mut env = f.make();
+        let custom =
+            |goal: &str, commands: Option<&str>| CustomTask { goal: goal.into(), commands: commands.map(Into::into) };
+        let err = env.reset_custom(&custom("unobtainium", None)).unwrap_err();
+        assert!(matches!(err, EnvError::Unsupported(_)), "{err}");
+        assert_eq!(env.observation(), "", "a refused goal leaves the session as it was");
+        // derived commands: deterministic, and the same for the id and the typed words
+        let first = env.reset_custom(&custom("minecraft:torch", None)).unwrap();
+        assert!(first.ends_with("\n\nGoal: craft torch.") && first.contains("craft 4 torch using"));
+        assert_eq!(f.make().reset_custom(&custom("torch", None)).unwrap(), first);
+        for action in
+            ["get 1 oak logs", "craft 4 oak planks using 1 oak logs", "craft 4 stick using 2 oak planks", "get 1 coal"]
+        {
+            assert!(!env.step(action).done);
+        }
+        let last = env.step("craft 4 torch using 1 coal, 1 stick");
+        assert_eq!((last.reward, last.done), (1.0, true));
+        assert_eq!(env.info()["custom"], true);
+        // commands as given
+        let obs = env.reset_custom(&custom("stick", Some("craft 4 stick using 2 oak planks"))).unwrap();
+        assert_eq!(obs, "Crafting commands:\ncraft 4 stick using 2 oak planks\n\nGoal: craft stick.");
+        assert_eq!(env.step("inventory").observation, "Inventory: You are not carrying anything.");
     }
 
     #[test]
