@@ -152,7 +152,7 @@ impl Episode {
     /// Re-reads the view, rebuilds the action menu and writes the description into `out`.
     fn refresh(&mut self, out: &mut String) {
         let scene = Scene::read(&self.world, &self.image);
-        self.menu = Menu::build(&scene, self.world.carrying.as_ref());
+        self.menu.rebuild(&scene, self.world.carrying.as_ref());
         scene.describe(self.world.carrying.as_ref(), out);
     }
 
@@ -516,7 +516,7 @@ mod tests {
         for task in 0..NUM_LEVELS * 3 {
             let e = level_env(task);
             let ep = e.episode.as_ref().unwrap();
-            for (name, moves) in &ep.menu.actions.0 {
+            for (name, moves) in ep.menu.actions.iter() {
                 let Some(target) = name.strip_prefix("go to ").and_then(|n| n.rsplit_once(' ')) else { continue };
                 let mut ep2 =
                     Episode { task_id: task, world: ep.world.clone(), image: ep.image.clone(), menu: Menu::default() };

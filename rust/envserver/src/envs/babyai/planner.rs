@@ -115,7 +115,9 @@ pub fn find_path(
         let v = DIR_TO_VEC[d as usize];
         let reached = if arrive { pos == target } else { (pos.0 + v.0, pos.1 + v.1) == target };
         if reached {
-            return Some(trace(&parent, start_state, state));
+            let mut path = Vec::new();
+            trace(&parent, start_state, state, &mut path);
+            return Some(path);
         }
         for action in [Action::Forward, Action::Left, Action::Right] {
             let (npos, nd) = apply(pos, d, action);
@@ -208,6 +210,12 @@ impl Reach {
 
     /// What `find_path(start, dir, target, arrive, window, blocked)` returns.
     pub fn path(&mut self, target: (i32, i32), arrive: bool) -> Option<Vec<Action>> {
+        let mut out = Vec::new();
+        self.path_into(target, arrive, &mut out).then_some(out)
+    }
+
+    /// [`Reach::path`] written into `out` (cleared first); false when there is no path.
+    pub fn path_into(&mut self, target: (i32, i32), arrive: bool, out: &mut Vec<Action>) -> bool {
         // The states that reach the target: the target cell in each heading (`arrive`), or
         // the cell before it facing it.
         let mut reaching = [NONE; 4];
@@ -231,19 +239,25 @@ impl Reach {
                 }
             },
         };
-        found.map(|state| trace(&self.parent, self.start_state, state))
+        match found {
+            Some(state) => {
+                trace(&self.parent, self.start_state, state, out);
+                true
+            }
+            None => false,
+        }
     }
 }
 
-fn trace(parent: &[(u16, Action)], start: u16, mut state: u16) -> Vec<Action> {
-    let mut path = Vec::new();
+/// The moves from `start` to `state`, written into `out` (cleared first).
+fn trace(parent: &[(u16, Action)], start: u16, mut state: u16, out: &mut Vec<Action>) {
+    out.clear();
     while state != start {
         let (prev, action) = parent[state as usize];
-        path.push(action);
+        out.push(action);
         state = prev;
     }
-    path.reverse();
-    path
+    out.reverse();
 }
 
 #[cfg(test)]

@@ -331,24 +331,60 @@ impl Counts {
 }
 
 /// An insertion-ordered map with small linear lookups; re-inserting keeps the first
-/// position, as a Python dict does.
+/// position, as a Python dict does. `clear` keeps the entries' buffers and later inserts reuse
+/// them, so a menu rebuilt every step allocates only when it outgrows the last one.
 #[derive(Debug, Clone, Default)]
-pub struct Ordered<V>(pub Vec<(String, V)>);
+pub struct Ordered<V> {
+    entries: Vec<(String, V)>,
+    len: usize,
+}
 
-impl<V> Ordered<V> {
-    pub fn insert(&mut self, key: String, value: V) {
-        match self.0.iter_mut().find(|(k, _)| *k == key) {
-            Some(entry) => entry.1 = value,
-            None => self.0.push((key, value)),
+impl<V: Default> Ordered<V> {
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// The value under `key`: the existing one, or a reused (stale) buffer under a new key.
+    fn slot(&mut self, key: &str) -> &mut V {
+        if let Some(i) = self.entries[..self.len].iter().position(|(k, _)| k == key) {
+            return &mut self.entries[i].1;
         }
+        if self.len == self.entries.len() {
+            self.entries.push((String::new(), V::default()));
+        }
+        let entry = &mut self.entries[self.len];
+        self.len += 1;
+        entry.0.clear();
+        entry.0.push_str(key);
+        &mut entry.1
     }
 
     pub fn get(&self, key: &str) -> Option<&V> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|(k, _)| k.as_str())
+        self.iter().map(|(k, _)| k)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        self.entries[..self.len].iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+impl Ordered<Vec<Action>> {
+    pub fn insert(&mut self, key: &str, moves: &[Action]) {
+        let value = self.slot(key);
+        value.clear();
+        value.extend_from_slice(moves);
+    }
+}
+
+impl Ordered<String> {
+    pub fn insert(&mut self, key: &str, message: fmt::Arguments<'_>) {
+        let value = self.slot(key);
+        value.clear();
+        let _ = value.write_fmt(message);
     }
 }
 
@@ -358,6 +394,9 @@ impl<V> Ordered<V> {
 pub struct Menu {
     pub actions: Ordered<Vec<Action>>,
     pub errors: Ordered<String>,
+    /// Scratch buffers kept across rebuilds: the key being written, the path being planned.
+    key: String,
+    path: Vec<Action>,
 }
 
 /// Path search from the scene's agent state: one search, run on the first request, answers
@@ -368,53 +407,59 @@ struct Planner<'a> {
 }
 
 impl Planner<'_> {
-    fn path(&mut self, target: (i32, i32), arrive: bool) -> Option<Vec<Action>> {
+    /// Writes the path into `out`; false (and `out` unspecified) when there is none.
+    fn path(&mut self, target: (i32, i32), arrive: bool, out: &mut Vec<Action>) -> bool {
         let scene = self.scene;
         let reach =
             self.reach.get_or_insert_with(|| Reach::new(scene.pos, scene.dir, &scene.window, |c| scene.blocked(c)));
-        reach.path(target, arrive)
+        reach.path_into(target, arrive, out)
     }
 }
 
+const NO_PATH: &str = "as there is no path leading to it";
+
 impl Menu {
-    /// AgentGym's action menu, in its order: turns, move forward, pickups, drop, door
-    /// actions, go to goal, go to objects, check available actions.
-    pub fn build(scene: &Scene, carrying: Option<&Obj>) -> Self {
-        let mut menu = Menu::default();
+    /// Rebuilds AgentGym's action menu, in its order: turns, move forward, pickups, drop,
+    /// door actions, go to goal, go to objects, check available actions.
+    pub fn rebuild(&mut self, scene: &Scene, carrying: Option<&Obj>) {
+        self.actions.clear();
+        self.errors.clear();
         let mut plan = Planner { scene, reach: None };
-        menu.actions.insert("turn left".into(), vec![Action::Left]);
-        menu.actions.insert("turn right".into(), vec![Action::Right]);
+        self.actions.insert("turn left", &[Action::Left]);
+        self.actions.insert("turn right", &[Action::Right]);
         match scene.ahead {
-            Some((_, steps)) if steps <= 1 => menu
+            Some((_, steps)) if steps <= 1 => self
                 .errors
-                .insert("move forward".into(), "There is a barrier in front of you, you can't move forward.".into()),
-            _ => menu.actions.insert("move forward".into(), vec![Action::Forward]),
+                .insert("move forward", format_args!("There is a barrier in front of you, you can't move forward.")),
+            _ => self.actions.insert("move forward", &[Action::Forward]),
         }
         if carrying.is_none() {
-            menu.pickups(scene, &mut plan);
+            self.pickups(scene, &mut plan);
         }
-        menu.drop(scene, carrying);
-        menu.doors(scene, &mut plan, carrying);
-        menu.goals(scene, &mut plan);
-        menu.gotos(scene, &mut plan);
-        menu.actions.insert(CHECK.into(), Vec::new());
-        menu
+        self.drop(scene, carrying);
+        self.doors(scene, &mut plan, carrying);
+        self.goals(scene, &mut plan);
+        self.gotos(scene, &mut plan);
+        self.actions.insert(CHECK, &[]);
+    }
+
+    /// Sets the scratch key to `args`.
+    fn set_key(&mut self, args: fmt::Arguments<'_>) {
+        self.key.clear();
+        let _ = self.key.write_fmt(args);
     }
 
     /// "<verb> <name> <n>", n counting the reachable things of that name so far; an
-    /// unreachable thing leaves an error under the next number instead.
-    fn numbered(&mut self, counts: &mut Counts, verb: &str, label: Label, path: Option<Vec<Action>>) {
+    /// unreachable thing leaves an error under the next number instead. The path is
+    /// `self.path` when `reachable`.
+    fn numbered(&mut self, counts: &mut Counts, verb: &str, label: Label, reachable: bool) {
         let n = counts.get(label) + 1;
-        let key = format!("{verb} {label} {n}");
-        match path {
-            None => {
-                let msg = format!("You cannot {key}, as there is no path leading to it.");
-                self.errors.insert(key, msg);
-            }
-            Some(path) => {
-                counts.set(label, n);
-                self.actions.insert(key, path);
-            }
+        self.set_key(format_args!("{verb} {label} {n}"));
+        if reachable {
+            counts.set(label, n);
+            self.actions.insert(&self.key, &self.path);
+        } else {
+            self.errors.insert(&self.key, format_args!("You cannot {}, {NO_PATH}.", self.key));
         }
     }
 
@@ -424,11 +469,11 @@ impl Menu {
             if matches!(t.label.kind, ObjKind::Wall | ObjKind::Door | ObjKind::Goal) {
                 continue;
             }
-            let path = plan.path(t.pos, false).map(|mut p| {
-                p.push(Action::Pickup);
-                p
-            });
-            self.numbered(&mut counts, "pickup", t.label, path);
+            let reachable = plan.path(t.pos, false, &mut self.path);
+            if reachable {
+                self.path.push(Action::Pickup);
+            }
+            self.numbered(&mut counts, "pickup", t.label, reachable);
         }
     }
 
@@ -439,10 +484,10 @@ impl Menu {
         } else if scene.blocked(add(scene.pos, f, 1)) {
             "You cannot drop the object, as there is already an object in front of you."
         } else {
-            self.actions.insert("drop".into(), vec![Action::Drop]);
+            self.actions.insert("drop", &[Action::Drop]);
             return;
         };
-        self.errors.insert("drop".into(), msg.into());
+        self.errors.insert("drop", format_args!("{msg}"));
     }
 
     fn doors(&mut self, scene: &Scene, plan: &mut Planner, carrying: Option<&Obj>) {
@@ -452,17 +497,15 @@ impl Menu {
             let n = counts.bump(label);
             let state = label.door.unwrap_or(DoorState::Closed);
             if state == DoorState::Open {
-                let key = format!("go through {label} {n}");
-                match plan.path(t.pos, true) {
-                    Some(path) => self.actions.insert(key, path),
-                    None => {
-                        let msg = format!("You cannot {key}, as there is no path leading to it.");
-                        self.errors.insert(key, msg);
-                    }
+                self.set_key(format_args!("go through {label} {n}"));
+                if plan.path(t.pos, true, &mut self.path) {
+                    self.actions.insert(&self.key, &self.path);
+                } else {
+                    self.errors.insert(&self.key, format_args!("You cannot {}, {NO_PATH}.", self.key));
                 }
                 continue;
             }
-            let through = format!("toggle and go through {label} {n}");
+            self.set_key(format_args!("toggle and go through {label} {n}"));
             if state == DoorState::Locked {
                 let reason = match carrying {
                     Some(o) if o.kind == ObjKind::Key && o.color == label.color => None,
@@ -472,47 +515,40 @@ impl Menu {
                     _ => Some("you are not carrying a key"),
                 };
                 if let Some(reason) = reason {
-                    let msg = format!("You cannot {through}, as {reason}.");
-                    self.errors.insert(through, msg);
+                    self.errors.insert(&self.key, format_args!("You cannot {}, as {reason}.", self.key));
                     continue;
                 }
             }
-            let path = plan.path(t.pos, false);
-            let facing = path.as_ref().is_some_and(Vec::is_empty);
-            match path {
-                Some(mut path) => {
-                    path.extend([Action::Toggle, Action::Forward]);
-                    self.actions.insert(through, path);
-                }
-                None => {
-                    // AgentGym prints its whole door-count table here; kept for fidelity.
-                    let msg = format!(
-                        "You cannot toggle and go through {label} {}, as there is no path \
-                         leading to it.",
-                        counts.python_repr()
-                    );
-                    self.errors.insert(through, msg);
-                }
+            let reachable = plan.path(t.pos, false, &mut self.path);
+            let facing = reachable && self.path.is_empty();
+            if reachable {
+                self.path.extend([Action::Toggle, Action::Forward]);
+                self.actions.insert(&self.key, &self.path);
+            } else {
+                // AgentGym prints its whole door-count table here; kept for fidelity.
+                let table = counts.python_repr();
+                self.errors
+                    .insert(&self.key, format_args!("You cannot toggle and go through {label} {table}, {NO_PATH}."));
             }
             if facing {
-                self.actions.insert("toggle".into(), vec![Action::Toggle]);
+                self.actions.insert("toggle", &[Action::Toggle]);
             }
             if state == DoorState::Closed {
-                let key = format!("go through {label} {n}");
-                let msg = format!("You cannot {key}, as it is closed. You should toggle it first.");
-                self.errors.insert(key, msg);
+                self.set_key(format_args!("go through {label} {n}"));
+                self.errors.insert(
+                    &self.key,
+                    format_args!("You cannot {}, as it is closed. You should toggle it first.", self.key),
+                );
             }
         }
     }
 
     fn goals(&mut self, scene: &Scene, plan: &mut Planner) {
         for t in scene.things.iter().filter(|t| t.label.kind == ObjKind::Goal) {
-            match plan.path(t.pos, true) {
-                Some(path) => self.actions.insert("go to goal".into(), path),
-                None => self.errors.insert(
-                    "go to goal".into(),
-                    "You cannot go to the goal, as there is no path leading to it.".into(),
-                ),
+            if plan.path(t.pos, true, &mut self.path) {
+                self.actions.insert("go to goal", &self.path);
+            } else {
+                self.errors.insert("go to goal", format_args!("You cannot go to the goal, {NO_PATH}."));
             }
         }
     }
@@ -523,8 +559,8 @@ impl Menu {
             if matches!(t.label.kind, ObjKind::Wall | ObjKind::Goal) {
                 continue;
             }
-            let path = plan.path(t.pos, false);
-            self.numbered(&mut counts, "go to", t.label, path);
+            let reachable = plan.path(t.pos, false, &mut self.path);
+            self.numbered(&mut counts, "go to", t.label, reachable);
         }
     }
 }
