@@ -189,12 +189,12 @@ impl Episode {
             return reply(text::NO_CHANGE);
         }
         let Some(moves) = self.menu.actions.get(action) else {
-            return reply(self.menu.errors.get(action).map_or(text::NOT_RECOGNIZED, String::as_str));
+            return reply(self.menu.errors.get(action).unwrap_or(text::NOT_RECOGNIZED));
         };
         if moves.is_empty() {
             return reply(text::NO_CHANGE);
         }
-        let moves = moves.clone();
+        let moves = moves.to_vec();
         self.run(&moves)
     }
 

@@ -330,61 +330,110 @@ impl Counts {
     }
 }
 
-/// An insertion-ordered map with small linear lookups; re-inserting keeps the first
-/// position, as a Python dict does. `clear` keeps the entries' buffers and later inserts reuse
-/// them, so a menu rebuilt every step allocates only when it outgrows the last one.
-#[derive(Debug, Clone, Default)]
-pub struct Ordered<V> {
-    entries: Vec<(String, V)>,
-    len: usize,
+/// The buffer an [`Ordered`] keeps its values in, back to back.
+pub trait Values: Default {
+    type Item: ?Sized;
+    /// Where the next value would start.
+    fn end(&self) -> usize;
+    fn clear(&mut self);
+    fn get(&self, range: std::ops::Range<usize>) -> &Self::Item;
 }
 
-impl<V: Default> Ordered<V> {
+impl Values for String {
+    type Item = str;
+    fn end(&self) -> usize {
+        self.len()
+    }
+    fn clear(&mut self) {
+        self.clear();
+    }
+    fn get(&self, range: std::ops::Range<usize>) -> &str {
+        &self[range]
+    }
+}
+
+impl Values for Vec<Action> {
+    type Item = [Action];
+    fn end(&self) -> usize {
+        self.len()
+    }
+    fn clear(&mut self) {
+        self.clear();
+    }
+    fn get(&self, range: std::ops::Range<usize>) -> &[Action] {
+        &self[range]
+    }
+}
+
+/// An insertion-ordered map with small linear lookups; re-inserting keeps the first
+/// position, as a Python dict does. Keys sit back to back in one `String` and values in one
+/// `V`, so a menu is a handful of contiguous buffers (cache-friendly with thousands of
+/// sessions), and `clear` keeps them: a menu rebuilt every step allocates only when it grows.
+#[derive(Debug, Clone, Default)]
+pub struct Ordered<V: Values> {
+    keys: String,
+    values: V,
+    /// Per entry: where its key ends in `keys` (it starts where the previous one ends) and its
+    /// value's range in `values`.
+    entries: Vec<(u32, u32, u32)>,
+}
+
+impl<V: Values> Ordered<V> {
     pub fn clear(&mut self) {
-        self.len = 0;
+        self.keys.clear();
+        self.entries.clear();
+        self.values.clear();
     }
 
-    /// The value under `key`: the existing one, or a reused (stale) buffer under a new key.
-    fn slot(&mut self, key: &str) -> &mut V {
-        if let Some(i) = self.entries[..self.len].iter().position(|(k, _)| k == key) {
-            return &mut self.entries[i].1;
-        }
-        if self.len == self.entries.len() {
-            self.entries.push((String::new(), V::default()));
-        }
-        let entry = &mut self.entries[self.len];
-        self.len += 1;
-        entry.0.clear();
-        entry.0.push_str(key);
-        &mut entry.1
+    fn ranges(&self) -> impl Iterator<Item = (&str, std::ops::Range<usize>)> {
+        let mut start = 0;
+        self.entries.iter().map(move |&(key_end, v0, v1)| {
+            let key = &self.keys[start..key_end as usize];
+            start = key_end as usize;
+            (key, v0 as usize..v1 as usize)
+        })
     }
 
-    pub fn get(&self, key: &str) -> Option<&V> {
+    /// Inserts `key` with the value `write` appends to the values buffer; an existing key
+    /// keeps its position and takes the new value (the old one stays unused until `clear`).
+    pub fn insert_with(&mut self, key: &str, write: impl FnOnce(&mut V)) {
+        let start = self.values.end();
+        write(&mut self.values);
+        let value = (start as u32, self.values.end() as u32);
+        let existing = self.ranges().position(|(k, _)| k == key);
+        match existing {
+            Some(i) => (self.entries[i].1, self.entries[i].2) = value,
+            None => {
+                self.keys.push_str(key);
+                self.entries.push((self.keys.len() as u32, value.0, value.1));
+            }
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&V::Item> {
         self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.iter().map(|(k, _)| k)
+        self.ranges().map(|(k, _)| k)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
-        self.entries[..self.len].iter().map(|(k, v)| (k.as_str(), v))
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &V::Item)> {
+        self.ranges().map(|(k, r)| (k, self.values.get(r)))
     }
 }
 
 impl Ordered<Vec<Action>> {
     pub fn insert(&mut self, key: &str, moves: &[Action]) {
-        let value = self.slot(key);
-        value.clear();
-        value.extend_from_slice(moves);
+        self.insert_with(key, |values| values.extend_from_slice(moves));
     }
 }
 
 impl Ordered<String> {
     pub fn insert(&mut self, key: &str, message: fmt::Arguments<'_>) {
-        let value = self.slot(key);
-        value.clear();
-        let _ = value.write_fmt(message);
+        self.insert_with(key, |values| {
+            let _ = values.write_fmt(message);
+        });
     }
 }
 
@@ -582,4 +631,40 @@ pub fn push_actions<'a>(out: &mut String, names: impl IntoIterator<Item = &'a st
         out.push('"');
     }
     out.push(']');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordered_keeps_first_position_takes_last_value_and_reuses_buffers() {
+        let mut menu: Ordered<Vec<Action>> = Ordered::default();
+        for round in 0..3 {
+            menu.clear();
+            menu.insert("turn left", &[Action::Left]);
+            menu.insert("toggle", &[Action::Toggle]);
+            menu.insert("go to red ball 1", &[Action::Forward, Action::Forward]);
+            menu.insert("toggle", &[Action::Toggle, Action::Forward]);
+            menu.insert("check available actions", &[]);
+            let entries: Vec<(&str, &[Action])> = menu.iter().collect();
+            assert_eq!(
+                entries,
+                vec![
+                    ("turn left", &[Action::Left][..]),
+                    ("toggle", &[Action::Toggle, Action::Forward][..]),
+                    ("go to red ball 1", &[Action::Forward, Action::Forward][..]),
+                    ("check available actions", &[][..]),
+                ],
+                "round {round}"
+            );
+            assert_eq!(menu.get("go to red ball 1"), Some(&[Action::Forward, Action::Forward][..]));
+            assert_eq!(menu.get("go to red ball"), None);
+        }
+        let mut errors: Ordered<String> = Ordered::default();
+        errors.insert("drop", format_args!("You cannot drop the object, as {}.", "you are not carrying anything"));
+        assert_eq!(errors.get("drop"), Some("You cannot drop the object, as you are not carrying anything."));
+        errors.clear();
+        assert_eq!(errors.keys().count(), 0);
+    }
 }
