@@ -14,9 +14,11 @@ import numpy as np
 from agentgym import _envserver
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StepBatch:
     """What one batched step returns, one entry per session, in the order of the ids given.
+
+    (Not frozen: a frozen dataclass costs ~0.5 us more to build, a tenth of a one-session step.)
 
     ``errors[i]`` is ``None`` for a normal step. Otherwise the step was not taken (the action was
     too long or not UTF-8, the episode had already finished, the session was never reset) or the
@@ -39,6 +41,11 @@ class StepBatch:
     def ok(self) -> bool:
         """True when no session reported an error."""
         return all(e is None for e in self.errors)
+
+
+def _as_list(items: Sequence[Any]) -> list[Any]:
+    """``items`` as a list, without copying one that already is."""
+    return items if type(items) is list else list(items)
 
 
 class SessionError(RuntimeError):
@@ -149,7 +156,7 @@ class EnvPool:
 
     def step(self, ids: Sequence[int], actions: Sequence[str]) -> StepBatch:
         """Applies ``actions[i]`` to session ``ids[i]`` (one FFI crossing, GIL released)."""
-        return StepBatch(*self._native.step(list(ids), list(actions)))
+        return StepBatch(*self._native.step(_as_list(ids), _as_list(actions)))
 
     def close(self, ids: Sequence[int]) -> None:
         """Closes sessions and frees their memory."""
@@ -197,7 +204,7 @@ class EnvPool:
             raise NotImplementedError(
                 "sample_actions runs on local pools only; use available_actions on a remote pool"
             )
-        return sample(list(ids), seed)
+        return sample(_as_list(ids), seed)
 
     def info(self, ids: Sequence[int]) -> list[dict[str, Any]]:
         """Env facts about each session's episode plus ``phase``, ``task_id``, ``pool_steps``."""
