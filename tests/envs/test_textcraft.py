@@ -76,3 +76,33 @@ def test_out_of_range_task_id() -> None:
     ids = pool.create(1)
     with pytest.raises(ValueError):
         pool.reset(ids, [pool.num_tasks])
+
+
+def test_reset_custom_goal() -> None:
+    pool = EnvPool("textcraft", recipes_dir=FIXTURE)
+    [sid] = pool.create(1)
+    with pytest.raises(ValueError, match="not an item any recipe makes"):
+        pool.reset_custom(sid, "unobtainium")
+    assert pool.info([sid])[0]["phase"] == "fresh"  # a refused goal changes nothing
+    with pytest.raises(KeyError):
+        pool.reset_custom(sid + 1000, "torch")
+    obs = pool.reset_custom(sid, "torch")
+    assert obs == pool.reset_custom(sid, "minecraft:torch")  # derived commands: deterministic
+    assert obs.endswith("\n\nGoal: craft torch.") and "craft 4 torch using 1 coal, 1 stick" in obs
+    shown = pool.reset_custom(sid, "torch", commands="craft 4 torch using 1 coal, 1 stick")
+    assert shown == "Crafting commands:\ncraft 4 torch using 1 coal, 1 stick\n\nGoal: craft torch."
+    for action in [
+        "get 1 oak logs",
+        "craft 4 oak planks using 1 oak logs",
+        "craft 4 stick using 2 oak planks",
+        "get 1 coal",
+    ]:
+        assert not pool.step([sid], [action]).dones[0]
+    batch = pool.step([sid], ["craft 4 torch using 1 coal, 1 stick"])
+    assert batch.dones[0] and batch.rewards[0] == 1.0
+    info = pool.info([sid])[0]
+    assert info["custom"] is True and info["goal_id"] == "minecraft:torch"
+    assert info["depth"] is None and info["task_id"] is None
+    babyai = EnvPool("babyai")
+    with pytest.raises(ValueError, match="numbered tasks"):
+        babyai.reset_custom(babyai.create(1)[0], "red ball")

@@ -206,6 +206,18 @@ class EnvPool:
             )
         return sample(_as_list(ids), seed)
 
+    def reset_custom(self, id: int, goal: str, commands: str | None = None) -> str:
+        """Starts in session ``id`` an episode the caller describes instead of a task id, and
+        returns its first observation. TextCraft: ``goal`` is the item to craft (``torch`` or
+        ``minecraft:torch``) and ``commands`` the crafting commands to show (derived from the
+        goal, deterministically, when omitted). Raises ``ValueError`` for a goal the env cannot
+        play (the session is then unchanged) and ``KeyError`` for an unknown id. Local pools
+        only; over HTTP, TextCraft's ``/create`` takes the same two fields."""
+        reset_custom = getattr(self._native, "reset_custom", None)
+        if reset_custom is None:
+            raise NotImplementedError("reset_custom runs on local pools only")
+        return reset_custom(int(id), goal, commands)
+
     def info(self, ids: Sequence[int]) -> list[dict[str, Any]]:
         """Env facts about each session's episode plus ``phase``, ``task_id``, ``pool_steps``."""
         return [json.loads(s) for s in self._native.info(list(ids))]

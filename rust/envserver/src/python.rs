@@ -8,7 +8,7 @@ use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use crate::env::EnvError;
+use crate::env::{CustomTask, EnvError};
 use crate::pool::{EnvPool, PoolError, StepResult};
 
 /// The single mapping from Rust errors to Python exceptions.
@@ -148,6 +148,13 @@ pool_pymethods! { PyEnvPool, to_py, step_checked,
 
     fn sample_actions(&self, py: Python<'_>, ids: Vec<u64>, seed: u64) -> PyResult<Vec<Option<String>>> {
         py.detach(|| self.inner.sample_actions(&ids, seed)).map_err(to_py)
+    }
+
+    /// Starts the episode `goal` (and `commands`) describe in session `id`; see `EnvPool.reset_custom`.
+    #[pyo3(signature = (id, goal, commands=None))]
+    fn reset_custom(&self, py: Python<'_>, id: u64, goal: String, commands: Option<String>) -> PyResult<String> {
+        let task = CustomTask { goal, commands };
+        py.detach(|| self.inner.reset_custom(id, &task)).map_err(to_py)
     }
 
     /// Per-session info as JSON strings (the facade decodes them).
