@@ -72,9 +72,9 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + S
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("request handler failed: {e}")))?
 }
 
-/// [`blocking`] for a JSON reply, serialized on the blocking thread too: the observations are
-/// then freed by the thread that allocated them. Freed on the async thread instead, each was
-/// a cross-thread free, and the allocator's cost of those was ~30% of a `/batch/step`.
+/// [`blocking`] for a JSON reply, serialized on the blocking thread too, so the observations
+/// are freed by the thread that allocated them (a cross-thread free is the allocator's slow
+/// path; see `ServerConfig::blocking_threads` for the change that measurably mattered).
 async fn blocking_ok(f: impl FnOnce() -> Result<Value, ApiError> + Send + 'static) -> ApiResult {
     let bytes = blocking(move || f().map(|value| to_json_bytes(&value))).await?;
     Ok(json_bytes_response(StatusCode::OK, bytes))
