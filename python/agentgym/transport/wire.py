@@ -405,6 +405,22 @@ def decode_trajectories(frames: Sequence[Any]) -> list[Trajectory]:
     if len(frames) != 1 + len(_TRAJ_ARRAYS):
         raise WireError(f"trajectories: expected {1 + len(_TRAJ_ARRAYS)} frames, got {len(frames)}")
     msg = _unpack(frames[0], "trajectories")
+    n, cols, lengths, turn_counts = _header_columns(msg)
+    arrays = {
+        name: _view(msg.get(name), frame, dtype, name)
+        for (name, dtype), frame in zip(_TRAJ_ARRAYS, frames[1:], strict=True)
+    }
+    total = sum(lengths)
+    if not len(arrays["tokens"]) == len(arrays["logprobs"]) == len(arrays["loss_mask"]) == total:
+        raise WireError(f"trajectories: token buffers do not hold {total} entries")
+    if len(arrays["turn_versions"]) != sum(turn_counts):
+        raise WireError("trajectories: turn_versions does not match turn_counts")
+    return _build_trajectories(n, cols, lengths, turn_counts, arrays)
+
+
+def _header_columns(msg: dict[str, Any]) -> tuple[int, dict[str, list], list[int], list[int]]:
+    """The batch size, the scalar columns, and the token and turn counts, shape-checked: every
+    column a list of ``n`` entries, the counts non-negative ints (whole columns at once)."""
     n = _field(msg, "n", int)
     try:
         columns = [msg[name] for name in _LIST_FIELDS]
@@ -417,24 +433,14 @@ def decode_trajectories(frames: Sequence[Any]) -> list[Trajectory]:
         raise WireError(f"field {name!r}: got {type(bad).__name__}")
     if any(len(c) != n for c in columns):
         raise WireError(f"trajectories: columns do not all have {n} entries")
-    cols = dict(zip(_TRAJ_SCALARS, columns, strict=False))  # lengths: the 2 last
     lengths, turn_counts = columns[-2], columns[-1]
-    if not (
-        _INT_TYPE.issuperset(map(type, lengths)) and _INT_TYPE.issuperset(map(type, turn_counts))
-    ):
+    counts_are_ints = _INT_TYPE.issuperset(map(type, lengths)) and _INT_TYPE.issuperset(
+        map(type, turn_counts)
+    )
+    if not counts_are_ints or (n and min(min(lengths), min(turn_counts)) < 0):
         raise WireError("trajectories: lengths must be non-negative integers")
-    if n and min(min(lengths), min(turn_counts)) < 0:
-        raise WireError("trajectories: lengths must be non-negative integers")
-    arrays = {
-        name: _view(msg.get(name), frame, dtype, name)
-        for (name, dtype), frame in zip(_TRAJ_ARRAYS, frames[1:], strict=True)
-    }
-    total = sum(lengths)
-    if not len(arrays["tokens"]) == len(arrays["logprobs"]) == len(arrays["loss_mask"]) == total:
-        raise WireError(f"trajectories: token buffers do not hold {total} entries")
-    if len(arrays["turn_versions"]) != sum(turn_counts):
-        raise WireError("trajectories: turn_versions does not match turn_counts")
-    return _build_trajectories(n, cols, lengths, turn_counts, arrays)
+    cols = dict(zip(_TRAJ_SCALARS, columns, strict=False))  # the 2 last are the counts
+    return n, cols, lengths, turn_counts
 
 
 def _build_trajectories(n, cols, lengths, turn_counts, arrays) -> list[Trajectory]:
