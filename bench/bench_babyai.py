@@ -8,7 +8,10 @@ drawing the action natively (``EnvPool.sample_actions``), and copying every menu
 lists to draw with ``random.choice`` as the reference does.
 
     python bench/bench_babyai.py                 # 1, 64, 1024, 4096 sessions
-    python bench/bench_babyai.py --sessions 1 64 --seconds 2
+    python bench/bench_babyai.py --sessions 1 64 --seconds 2 --repeats 3
+
+Each cell is the median of ``--repeats`` measurements, the three sides taking turns, so a
+passing disturbance of the machine moves one measurement rather than one side's figure.
 
 Build the extension with ``maturin develop --release`` first: debug builds are ~10x slower.
 """
@@ -21,6 +24,7 @@ import io
 import os
 import platform
 import random
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -137,26 +141,39 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 64, 1024, 4096])
     parser.add_argument("--seconds", type=float, default=5.0, help="timing budget per cell")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=3, help="measurements per cell (median)")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
 
-    print(f"Machine: {machine()}, load average {os.getloadavg()[0]:.2f} at start\n")
+    print(
+        f"Machine: {machine()}, load average {os.getloadavg()[0]:.2f} at start; "
+        f"median of {args.repeats} per cell\n"
+    )
     print(
         "| sessions | Python reference steps/s | Rust EnvPool, native draw | ratio "
         "| Rust EnvPool, menus as Python lists | ratio |"
     )
     print("|---:|---:|---:|---:|---:|---:|")
     for n in args.sessions:
-        native = bench_rust(n, args.seconds, random.Random(args.seed), native=True)
-        menus = bench_rust(n, args.seconds, random.Random(args.seed), native=False)
-        # minigrid prints every rejected level sample to stdout; keep the table readable.
-        with contextlib.redirect_stdout(io.StringIO()):
-            py = bench_python(n, args.seconds, random.Random(args.seed))
-        base = py.per_second
+        native, menus, py = median_rates(n, args.seconds, args.seed, args.repeats)
         print(
-            f"| {n} | {base:,.0f} | {native.per_second:,.0f} | {native.per_second / base:,.0f}x "
-            f"| {menus.per_second:,.0f} | {menus.per_second / base:,.0f}x |",
+            f"| {n} | {py:,.0f} | {native:,.0f} | {native / py:,.0f}x "
+            f"| {menus:,.0f} | {menus / py:,.0f}x |",
             flush=True,
         )
+
+
+def median_rates(n: int, seconds: float, seed: int, repeats: int) -> tuple[float, float, float]:
+    """Median steps/s of the native-draw, menus-as-lists and reference sides, taking turns."""
+    native, menus, py = [], [], []
+    for _ in range(repeats):
+        native.append(bench_rust(n, seconds, random.Random(seed), native=True).per_second)
+        menus.append(bench_rust(n, seconds, random.Random(seed), native=False).per_second)
+        # minigrid prints every rejected level sample to stdout; keep the table readable.
+        with contextlib.redirect_stdout(io.StringIO()):
+            py.append(bench_python(n, seconds, random.Random(seed)).per_second)
+    return statistics.median(native), statistics.median(menus), statistics.median(py)
 
 
 if __name__ == "__main__":
