@@ -56,6 +56,11 @@ impl SearchWindow {
         (self.y0..self.y1).flat_map(move |y| (self.x0..self.x1).map(move |x| self.cell_index((x, y))))
     }
 
+    /// The window's cells for which `blocked` holds, as a bit set (bit = [`Self::cell_index`]).
+    pub fn mask(&self, blocked: impl Fn((i32, i32)) -> bool) -> u64 {
+        self.cell_indices().filter(|&k| blocked(self.cell_at(k))).fold(0, |bits, k| bits | (1 << k))
+    }
+
     /// Index of a cell of the window (row-major with a stride of 8), below 64.
     pub fn cell_index(&self, (x, y): (i32, i32)) -> usize {
         ((y - self.y0) * STRIDE + (x - self.x0)) as usize
@@ -146,7 +151,8 @@ pub fn find_path(
 /// any target, exactly the path `find_path` gives.
 pub struct Reach {
     window: SearchWindow,
-    blocked_cell: [bool; MAX_CELLS],
+    /// Blocked cells of `window`, one bit per [`SearchWindow::cell_index`].
+    blocked: u64,
     start_state: u16,
     /// Position in the first-dequeue order of each state; `u16::MAX` while not dequeued.
     order: [u16; MAX_STATES],
@@ -158,19 +164,16 @@ pub struct Reach {
 }
 
 impl Reach {
-    /// A search from `(start, dir)` through the cells of `window` that are not `blocked`.
-    pub fn new(start: (i32, i32), dir: u8, window: &SearchWindow, blocked: impl Fn((i32, i32)) -> bool) -> Self {
+    /// A search from `(start, dir)` through the cells of `window` whose bit in `blocked` (see
+    /// [`SearchWindow::mask`]) is clear.
+    pub fn new(start: (i32, i32), dir: u8, window: &SearchWindow, blocked: u64) -> Self {
         debug_assert!(window.contains(start), "the agent lies outside its search window");
-        let mut blocked_cell = [false; MAX_CELLS];
-        for k in window.cell_indices() {
-            blocked_cell[k] = blocked(window.cell_at(k));
-        }
         let start_state = (window.cell_index(start) * 4 + dir as usize) as u16;
         let mut queue = Vec::with_capacity(MAX_STATES);
         queue.push(start_state);
         Self {
             window: *window,
-            blocked_cell,
+            blocked,
             start_state,
             order: [u16::MAX; MAX_STATES],
             parent: [(0u16, Action::Done); MAX_STATES],
@@ -195,7 +198,7 @@ impl Reach {
         let d = (state % 4) as u8;
         for action in [Action::Forward, Action::Left, Action::Right] {
             let (npos, nd) = apply(pos, d, action);
-            if !w.contains(npos) || self.blocked_cell[w.cell_index(npos)] {
+            if !w.contains(npos) || self.blocked & (1 << w.cell_index(npos)) != 0 {
                 continue;
             }
             let next = (w.cell_index(npos) * 4 + nd as usize) as u16;
@@ -329,7 +332,7 @@ mod tests {
             let w = SearchWindow::around(start, dir, 7);
             let walls: Vec<bool> = (0..64).map(|_| rng.index(100) < 30).collect();
             let blocked = |p: (i32, i32)| p != start && w.contains(p) && walls[w.cell_index(p)];
-            let mut reach = Reach::new(start, dir, &w, blocked);
+            let mut reach = Reach::new(start, dir, &w, w.mask(blocked));
             for x in w.x0 - 1..=w.x1 {
                 for y in w.y0 - 1..=w.y1 {
                     for arrive in [false, true] {

@@ -200,7 +200,8 @@ pub struct Scene {
     /// The nearest wall or box straight ahead and its distance in steps.
     pub ahead: Option<(ObjKind, i32)>,
     pub window: SearchWindow,
-    /// Cells of `window` (bit = `window.cell_index`) holding a blocking thing.
+    /// Cells of `window` (bit = `window.cell_index`) holding a blocking thing: the planner's
+    /// obstacles.
     blocked_cells: u64,
     pub pos: (i32, i32),
     pub dir: u8,
@@ -460,7 +461,7 @@ impl Planner<'_> {
     fn path(&mut self, target: (i32, i32), arrive: bool, out: &mut Vec<Action>) -> bool {
         let scene = self.scene;
         let reach =
-            self.reach.get_or_insert_with(|| Reach::new(scene.pos, scene.dir, &scene.window, |c| scene.blocked(c)));
+            self.reach.get_or_insert_with(|| Reach::new(scene.pos, scene.dir, &scene.window, scene.blocked_cells));
         reach.path_into(target, arrive, out)
     }
 }
