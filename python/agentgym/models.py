@@ -10,6 +10,7 @@ either that directory or a real checkpoint directory the same way.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import random
@@ -159,6 +160,12 @@ def load_model(path: str | Path, *, device: str = "cpu", dtype: Any = None) -> t
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32)
     return model.to(device).eval(), tokenizer
+
+
+def keeps_logits(model: Any) -> bool:
+    """Whether ``model.forward`` takes transformers' ``logits_to_keep``, so that logits can be
+    computed only at the positions a caller needs (a 1-D tensor of positions)."""
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
 def load_tokenizer(path: str | Path) -> Any:

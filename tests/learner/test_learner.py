@@ -129,3 +129,56 @@ def test_weights_round_trip_through_blobs():
     assert out.keys() == sd.keys()
     for k in sd:
         assert out[k].dtype == torch.bfloat16 and torch.equal(out[k], sd[k])
+
+
+@pytest.mark.parametrize("loss", [LossConfig(), LossConfig(kl_coef=0.05, entropy_coef=0.01)])
+def test_first_minibatch_prox_from_its_own_pass_gives_the_recomputed_update(monkeypatch, loss):
+    """pi_prox taken (detached) from the first minibatch's training pass: the same update as
+    with a separate recompute pass, across epochs and minibatches."""
+    trajs = make_groups(tiny_model())
+    results = []
+    for reuse in (True, False):
+        model = tiny_model()
+        learner = Learner(model, config(minibatches=2, ppo_epochs=2, loss=loss))
+        assert learner.prox_from_first_pass
+        monkeypatch.setattr(Learner, "prox_from_first_pass", reuse)
+        metrics = [learner.step(trajs) for _ in range(2)]
+        monkeypatch.undo()
+        results.append((params(model), metrics))
+    (p1, m1), (p2, m2) = results
+    for k in p1:
+        assert torch.allclose(p1[k], p2[k], atol=1e-6), k
+    for a, b in zip(m1, m2, strict=True):
+        for key in ("loss/policy", "loss/kl", "clip_fraction", "approx_kl_prox", "grad_norm"):
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    gae = Learner(tiny_model(), config(advantage=AdvantageConfig(estimator="gae")))
+    kl_reward = Learner(tiny_model(), config(advantage=AdvantageConfig(kl_reward_coef=0.1)))
+    assert not gae.prox_from_first_pass and not kl_reward.prox_from_first_pass
+
+
+class NoKeepWrapper(torch.nn.Module):
+    """A causal LM whose forward has no ``logits_to_keep``: logits at every position."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, input_ids, **kwargs):
+        return self.lm(input_ids=input_ids, **kwargs)
+
+
+def test_logits_kept_only_where_generated_tokens_are_predicted_give_the_same_logprobs():
+    from agentgym.learner.batch import collate
+    from agentgym.learner.learner import forward_tokens
+    from agentgym.models import keeps_logits
+
+    model = tiny_model()
+    batch = collate(make_groups(model))
+    assert keeps_logits(model) and not keeps_logits(NoKeepWrapper(model))
+    kept = forward_tokens(model, batch, 0.7)
+    full = forward_tokens(NoKeepWrapper(model), batch, 0.7)
+    on = batch.loss_mask > 0
+    assert on.any() and not on.all()
+    assert torch.allclose(kept.logp, full.logp, atol=1e-5)
+    assert torch.allclose(kept.entropy, full.entropy, atol=1e-5)
+    assert (kept.logp[~on] == 0).all() and (kept.logp[on] < 0).all()

@@ -123,20 +123,27 @@ def test_kl_estimators():
 
 
 def test_token_logprobs_at_temperature_match_sampling_distribution():
-    logits = torch.randn(2, 4, 11)
+    logits = torch.randn(2, 4, 11, requires_grad=True)
     tokens = torch.randint(0, 11, (2, 4))
+    mask = torch.tensor([[0, 1, 1, 0], [0, 0, 1, 1]], dtype=torch.float32)
     for temp in (1.0, 0.7):
-        lp = L.token_logprobs(logits, tokens, temp)
-        probs = torch.softmax(logits / temp, -1)
-        assert lp[:, 0].tolist() == [0.0, 0.0]
+        lp, ent = L.token_logprobs(logits, tokens, mask, temp)
+        probs = torch.softmax(logits.detach() / temp, -1)
         for b in range(2):
-            for t in range(1, 4):
-                assert lp[b, t].item() == pytest.approx(
-                    probs[b, t - 1, tokens[b, t]].log().item(), abs=1e-5
-                )
-    ent = L.token_entropy(logits, 1.0)
-    p = torch.softmax(logits[:, :-1], -1)
-    assert torch.allclose(ent[:, 1:], -(p * p.log()).sum(-1), atol=1e-5)
+            for t in range(4):
+                if not mask[b, t]:  # off the loss mask (and position 0): nothing computed
+                    assert lp[b, t].item() == 0.0 and ent[b, t].item() == 0.0
+                    continue
+                p = probs[b, t - 1]
+                assert lp[b, t].item() == pytest.approx(p[tokens[b, t]].log().item(), abs=1e-5)
+                assert ent[b, t].item() == pytest.approx(-(p * p.log()).sum().item(), abs=1e-5)
+    assert lp.requires_grad and not ent.requires_grad
+    _, ent = L.token_logprobs(logits, tokens, mask, entropy_grad=True)
+    assert ent.requires_grad
+    # no masked position at all: zeros that still backpropagate (to zero gradients)
+    lp, _ = L.token_logprobs(logits, tokens, torch.zeros_like(mask))
+    lp.sum().backward()
+    assert lp.abs().sum() == 0 and logits.grad.abs().sum() == 0
 
 
 def test_value_loss_clipping():

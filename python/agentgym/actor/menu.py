@@ -154,33 +154,49 @@ class MenuPolicy(nn.Module):
             lm, action_token_ids(tokenizer, env), prefix, tokenizer.convert_tokens_to_ids(IM_START)
         )
 
-    def forward(self, input_ids: torch.Tensor, **kwargs: Any) -> Any:
+    def forward(
+        self, input_ids: torch.Tensor, logits_to_keep: int | torch.Tensor = 0, **kwargs: Any
+    ) -> Any:
         """The wrapped model's output with reply-start logits restricted to the menu.
 
-        A first call with a cache (an engine's prefill) only needs the last position, so only
-        its logits are computed; cached decode steps see one token and are never masked.
+        ``logits_to_keep`` as in transformers: an int keeps the last that many positions (0: all),
+        a 1-D tensor keeps those positions. A first call with a cache (an engine's prefill) only
+        needs the last position, so by default only its logits are computed; cached decode steps
+        see one token and are never masked.
         """
         prefill = kwargs.get("use_cache") and kwargs.get("past_key_values") is None
-        if prefill:
-            kwargs.setdefault("logits_to_keep", 1)
-        out = self.lm(input_ids=input_ids, **kwargs)
+        if prefill and isinstance(logits_to_keep, int) and logits_to_keep == 0:
+            logits_to_keep = 1
+        out = self.lm(input_ids=input_ids, logits_to_keep=logits_to_keep, **kwargs)
         if input_ids.shape[1] > 1 or kwargs.get("past_key_values") is None:
-            out.logits = self._mask(input_ids, out.logits)
+            out.logits = self._mask(input_ids, out.logits, logits_to_keep)
         return out
 
-    def _mask(self, input_ids: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
-        offset = input_ids.shape[1] - logits.shape[1]  # logits_to_keep drops leading positions
+    def _mask(
+        self, input_ids: torch.Tensor, logits: torch.Tensor, kept: int | torch.Tensor
+    ) -> torch.Tensor:
+        T = input_ids.shape[1]
+        if isinstance(kept, int):  # the last logits.shape[1] positions
+            kept = torch.arange(T - logits.shape[1], T, device=logits.device)
+        if len(kept) == 0:
+            return logits
         allowed = reply_menus(
-            input_ids, self.reply_prefix, self.im_start_id, self.is_action, first=offset
+            input_ids, self.reply_prefix, self.im_start_id, self.is_action, first=int(kept[0])
         )
         if not allowed:
             return logits
-        logits = logits.clone()
-        for (row, pos), menu in allowed.items():
-            keep = torch.zeros_like(self.is_action)
-            keep[menu] = True
-            logits[row, pos - offset].masked_fill_(~keep, MASKED_LOGIT)
-        return logits
+        # One mask and one out-of-place fill: an in-place fill per reply on a copy of the
+        # logits made autograd copy the whole [B, T, V] gradient once per reply.
+        rows = torch.tensor([row for row, _ in allowed], device=logits.device)
+        positions = torch.tensor([pos for _, pos in allowed], device=logits.device)
+        columns = torch.searchsorted(kept, positions).clamp(max=len(kept) - 1)
+        present = kept[columns] == positions  # a reply start whose logits were not kept
+        keep = torch.zeros(len(allowed), logits.shape[-1], dtype=torch.bool, device=logits.device)
+        for k, menu in enumerate(allowed.values()):
+            keep[k, menu] = True
+        banned = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
+        banned[rows[present], columns[present]] = ~keep[present]
+        return logits.masked_fill(banned, MASKED_LOGIT)
 
 
 def reply_menus(

@@ -11,7 +11,9 @@ Two ways to drive it, differing only in transport:
 One update: collate -> recompute pi_prox (and the reference / values when needed) -> advantages
 -> ``ppo_epochs`` x ``minibatches`` optimizer steps with gradient accumulation over
 micro-batches -> version + 1 -> horizon controller. Dropout is off throughout (the model stays
-in eval mode), so pi_prox and pi_theta are the same function before the first step.
+in eval mode), so pi_prox and pi_theta are the same function before the first step: the first
+minibatch takes pi_prox from its own forward pass (detached) instead of a separate one, unless
+the advantages need pi_prox or values of every row first (KL reward, GAE).
 """
 
 from __future__ import annotations
@@ -44,12 +46,12 @@ from agentgym.learner.losses import (
     aggregate,
     kl_estimate,
     policy_loss,
-    token_entropy,
     token_logprobs,
     value_loss,
 )
 from agentgym.learner.metrics import MetricsWriter
 from agentgym.learner.weights import state_dict_to_blobs
+from agentgym.models import keeps_logits
 from agentgym.transport.channels import LearnerChannels
 from agentgym.transport.wire import Control, Trajectory
 
@@ -86,20 +88,32 @@ def forward_tokens(
     value_head: ValueHead | None = None,
     entropy_grad: bool = False,
 ) -> ForwardOut:
-    """Log-probs (at ``temperature``), entropies and optional values of ``batch``'s tokens.
+    """Log-probs (at ``temperature``) and entropies of ``batch``'s generated tokens (0 off the
+    loss mask, where nothing reads them), and optional values at every token.
 
     Values at position t come from the hidden state at t-1, like the log-prob of token t: both
     describe the state in which token t was chosen.
+
+    No attention mask is passed: batches are right-padded, so under the causal mask a real token
+    never sees padding, and positions default to 0..T-1 as they are for unpadded rows. Outputs
+    at real tokens are those of the masked call; the model can take its fused causal attention
+    path instead of materialising a [B, T, T] mask. Padding positions are masked out later.
     """
+    kwargs = {}
+    positions = None
+    if keeps_logits(model):  # logits only where a generated token is predicted, in any row
+        positions = (batch.loss_mask[:, 1:] > 0).any(0).nonzero().squeeze(1)
+        kwargs["logits_to_keep"] = positions
     out = model(
         input_ids=batch.tokens,
-        attention_mask=batch.attention_mask,
         output_hidden_states=value_head is not None,
         use_cache=False,
+        **kwargs,
     )
-    logp = token_logprobs(out.logits, batch.tokens, temperature)
-    with nullcontext() if entropy_grad else torch.no_grad():
-        entropy = token_entropy(out.logits, temperature)
+    logp, entropy = token_logprobs(
+        out.logits, batch.tokens, batch.loss_mask, temperature,
+        positions=positions, entropy_grad=entropy_grad,
+    )  # fmt: skip
     values = None
     if value_head is not None:
         values = nn.functional.pad(value_head(out.hidden_states[-1][:, :-1]), (1, 0))
@@ -108,7 +122,8 @@ def forward_tokens(
 
 @dataclass(frozen=True)
 class Prepared:
-    """Per-token tensors computed once per update, before any parameter changes."""
+    """Per-token tensors computed once per update, before any parameter changes (pi_prox of
+    the first minibatch's rows is filled in by that minibatch's own pass)."""
 
     prox_logp: Tensor
     advantages: Tensor
@@ -161,6 +176,16 @@ class Learner:
         )  # fmt: skip
 
     @property
+    def prox_from_first_pass(self) -> bool:
+        """Whether the first minibatch of an update takes pi_prox from its own forward pass.
+
+        It trains on the parameters that define pi_prox, so that pass gives pi_prox for its
+        rows and a separate one is saved; not when the advantages need pi_prox (KL reward) or
+        values (GAE) of every row before the first optimizer step.
+        """
+        return self.value_head is None and self.cfg.advantage.kl_reward_coef == 0
+
+    @property
     def _needs_ref(self) -> bool:
         return self.cfg.loss.kl_coef > 0 or self.cfg.advantage.kl_reward_coef > 0
 
@@ -170,12 +195,19 @@ class Learner:
         """One update on ``trajectories`` (whole groups); returns this update's metrics."""
         start = time.perf_counter()
         batch = collate(trajectories, self.cfg.pad_token_id).to(self.device)
-        prep = self._prepare(batch)
-        parts: list[dict[str, float]] = []
-        for _ in range(self.cfg.ppo_epochs):
-            order = torch.randperm(batch.size, generator=self.generator).to(self.device)
-            for index in order.tensor_split(min(self.cfg.minibatches, batch.size)):
-                parts.append(self._update(batch, prep, index))
+        splits = min(self.cfg.minibatches, batch.size)
+        orders = [
+            torch.randperm(batch.size, generator=self.generator).to(self.device)
+            for _ in range(self.cfg.ppo_epochs)
+        ]
+        minibatches = [order.tensor_split(splits) for order in orders]
+        reuse = self.prox_from_first_pass
+        prep = self._prepare(batch, skip=minibatches[0][0] if reuse else None)
+        parts = [
+            self._update(batch, prep, index, prox_from_pass=reuse and i + j == 0)
+            for i, epoch in enumerate(minibatches)
+            for j, index in enumerate(epoch)
+        ]
         lags = (self.version - batch.min_versions).tolist()
         cap = self.horizon.cap
         self.version += 1
@@ -201,22 +233,34 @@ class Learner:
         return metrics
 
     @torch.no_grad()
-    def _prepare(self, batch: TrainBatch) -> Prepared:
-        prox, ref, values = [], [], []
-        for index in torch.arange(batch.size, device=self.device).split(self.cfg.micro_batch_size):
+    def _prepare(self, batch: TrainBatch, skip: Tensor | None = None) -> Prepared:
+        """pi_prox (and reference log-probs, values, advantages) before any parameter change.
+
+        Rows in ``skip`` get no pi_prox here (0): their update takes it from its own forward
+        pass, made before the first optimizer step.
+        """
+        prox_logp = torch.zeros_like(batch.behav_logp)
+        ref_logp = torch.zeros_like(prox_logp) if self.ref_model is not None else None
+        old_values = torch.zeros_like(prox_logp) if self.value_head is not None else None
+        rows = torch.ones(batch.size, dtype=torch.bool, device=self.device)
+        if skip is not None:
+            rows[skip] = False
+        for index in rows.nonzero().squeeze(1).split(self.cfg.micro_batch_size):
+            if len(index) == 0:  # every row is in the first minibatch
+                break
             mb = batch.select(index)
-            pad = batch.tokens.shape[1] - mb.tokens.shape[1]
             with self._autocast():
                 out = forward_tokens(self.model, mb, self.cfg.temperature, self.value_head)
-                prox.append(nn.functional.pad(out.logp, (0, pad)))
-                if out.values is not None:
-                    values.append(nn.functional.pad(out.values, (0, pad)))
-                if self.ref_model is not None:
-                    ref_out = forward_tokens(self.ref_model, mb, self.cfg.temperature)
-                    ref.append(nn.functional.pad(ref_out.logp, (0, pad)))
-        prox_logp = torch.cat(prox)
-        ref_logp = torch.cat(ref) if ref else None
-        old_values = torch.cat(values) if values else None
+            prox_logp[index, : out.logp.shape[1]] = out.logp
+            if old_values is not None and out.values is not None:
+                old_values[index, : out.values.shape[1]] = out.values
+        if ref_logp is not None:
+            for index in torch.arange(batch.size, device=self.device).split(
+                self.cfg.micro_batch_size
+            ):
+                with self._autocast():
+                    ref = forward_tokens(self.ref_model, batch.select(index), self.cfg.temperature)
+                ref_logp[index, : ref.logp.shape[1]] = ref.logp
         advantages, returns = self._advantages(batch, prox_logp, ref_logp, old_values)
         return Prepared(prox_logp, advantages, ref_logp, old_values, returns)
 
@@ -240,13 +284,16 @@ class Learner:
             token_rewards = token_rewards - a.kl_reward_coef * kl
         return adv_fns.gae(token_rewards, values, m, gamma=a.gamma, lam=a.lam)
 
-    def _update(self, batch: TrainBatch, prep: Prepared, index: Tensor) -> dict[str, float]:
+    def _update(
+        self, batch: TrainBatch, prep: Prepared, index: Tensor, prox_from_pass: bool
+    ) -> dict[str, float]:
         mask = batch.loss_mask[index]
         counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
         sums: defaultdict[str, float] = defaultdict(float)
         for micro in index.split(self.cfg.micro_batch_size):
             share = float(batch.loss_mask[micro].sum() / counts["num_tokens"].clamp(min=1))
-            for key, value in self._micro_backward(batch.select(micro), prep, micro, counts):
+            mb = batch.select(micro)
+            for key, value in self._micro_backward(mb, prep, micro, counts, prox_from_pass):
                 if key.endswith("_max"):
                     sums[key] = max(sums[key], value)
                 elif key.startswith("stat/"):  # token-weighted mean over micro-batches
@@ -261,7 +308,9 @@ class Learner:
         sums["grad_norm"] = float(grad_norm)
         return {k.removeprefix("stat/"): v for k, v in sums.items()}
 
-    def _micro_backward(self, mb: TrainBatch, prep: Prepared, micro: Tensor, counts: dict):
+    def _micro_backward(
+        self, mb: TrainBatch, prep: Prepared, micro: Tensor, counts: dict, prox_from_pass: bool
+    ):
         cfg, L = self.cfg.loss, mb.tokens.shape[1]
         entropy_grad = cfg.entropy_coef > 0
         with self._autocast():
@@ -269,8 +318,11 @@ class Learner:
                 self.model, mb, self.cfg.temperature, self.value_head, entropy_grad
             )
         m = mb.loss_mask
+        if prox_from_pass:  # kept for these rows' later epochs
+            prep.prox_logp[micro, :L] = out.logp.detach()
+        prox = _rows(prep.prox_logp, micro, L)
         pl = policy_loss(
-            out.logp, _rows(prep.prox_logp, micro, L), mb.behav_logp,
+            out.logp, prox, mb.behav_logp,
             _rows(prep.advantages, micro, L), m, self._policy_cfg, **counts,
         )  # fmt: skip
         loss = pl.loss

@@ -13,6 +13,7 @@ appear in the decoupled objective (AReaL):
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -23,22 +24,39 @@ AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
 BEHAVIOUR_WEIGHTS = ("token", "sequence", "mask", "none")
 
 
-def token_logprobs(logits: Tensor, tokens: Tensor, temperature: float = 1.0) -> Tensor:
-    """float[B, T]: log pi(tokens[t] | tokens[<t]) at ``temperature``; position 0 is 0.
+def token_logprobs(
+    logits: Tensor,
+    tokens: Tensor,
+    mask: Tensor,
+    temperature: float = 1.0,
+    *,
+    positions: Tensor | None = None,
+    entropy_grad: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """float[B, T] log pi(tokens[t] | tokens[<t]) and the entropy of that next-token
+    distribution, at ``temperature``, for the positions where ``mask`` is set; 0 elsewhere and
+    at position 0.
 
-    ``logits`` is [B, T, V] as a causal LM returns it (position t predicts token t+1). Dividing
-    by the sampling temperature makes these the same log-probs the actor's sampler used.
+    ``logits`` is [B, T, V] as a causal LM returns it (position t predicts token t+1), or
+    [B, K, V] holding only the K sorted ``positions`` (a model's ``logits_to_keep``), which must
+    include every position that predicts a masked token. Dividing by the sampling temperature
+    makes these the same log-probs the actor's sampler used. The softmax is taken only where it
+    is needed: in a multi-turn episode the generated tokens are often a small share of the
+    sequence. The entropy carries a gradient only if ``entropy_grad``.
     """
-    scaled = logits[:, :-1].float() / temperature
-    target = tokens[:, 1:].unsqueeze(-1)
-    picked = scaled.gather(-1, target).squeeze(-1) - torch.logsumexp(scaled, dim=-1)
-    return F.pad(picked, (1, 0))
-
-
-def token_entropy(logits: Tensor, temperature: float = 1.0) -> Tensor:
-    """float[B, T]: entropy of the next-token distribution that produced token t (0 at t=0)."""
-    logp = F.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
-    return F.pad(-(logp.exp() * logp).sum(-1), (1, 0))
+    B, T = tokens.shape
+    rows, cols = (mask[:, 1:] > 0).nonzero(as_tuple=True)  # token cols + 1, predicted at cols
+    at = cols if positions is None else torch.searchsorted(positions, cols)
+    scaled = logits[rows, at].float() / temperature
+    logp = F.log_softmax(scaled, dim=-1)
+    picked = logp.gather(-1, tokens[rows, cols + 1].unsqueeze(-1)).squeeze(-1)
+    with nullcontext() if entropy_grad else torch.no_grad():
+        entropy = -(logp.exp() * logp).sum(-1)
+    zeros = picked.new_zeros(B, max(T - 1, 0))
+    index = (rows, cols)
+    return F.pad(zeros.index_put(index, picked), (1, 0)), F.pad(
+        zeros.index_put(index, entropy), (1, 0)
+    )
 
 
 def kl_estimate(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
