@@ -1,7 +1,7 @@
 """transformers engine: batched sampling on CPU or GPU for many concurrent episodes.
 
 Requests from many coroutines go into one queue. A background task takes whatever is queued
-(after a short gathering window), groups it by sampling parameters and runs one left-padded,
+(after a short gathering window), groups it by sampling parameters and runs one right-padded,
 KV-cached decode loop per group in a worker thread, so the event loop keeps running while the
 model computes. Rows that finish leave the batch. Weights are swapped between batches under the
 same lock, so every generation comes from exactly one policy version.
@@ -26,6 +26,7 @@ import torch
 
 from agentgym.engines.base import Generation, SamplingParams
 from agentgym.engines.sampling import greedy_rows, processed_logprobs, sample_rows
+from agentgym.models import keeps_logits
 
 
 @dataclass
@@ -52,7 +53,7 @@ class HFEngine:
         """Wrap `model` (already on its device, eval mode is set here).
 
         stop_token_ids: tokens that end every generation (EOS, <|im_end|>).
-        pad_token_id: filler for left padding and finished rows (never attended to).
+        pad_token_id: filler for padding and finished rows (never attended to).
         max_batch_size: most prompts in one forward pass.
         gather_s: how long the batcher waits after the first request for others to join.
         seed: seeds the stream used by requests without their own seed.
@@ -223,10 +224,17 @@ def decode(
     stop_token_ids: set[int] | frozenset[int],
     pad_token_id: int,
 ) -> list[Generation]:
-    """Left-padded, KV-cached sampling of one continuation per prompt (no batching across calls)."""
+    """KV-cached sampling of one continuation per prompt (no batching across calls).
+
+    The prompts are right-padded and prefilled without an attention mask: under the causal mask
+    no real token sees the padding after it, so the model can take its fused causal attention
+    path, and only the logits at each prompt's last token are computed (where the model takes
+    ``logits_to_keep``). Decode steps then mask the padding slots of the cache and continue each
+    row at its own position.
+    """
     device = next(model.parameters()).device
-    input_ids, mask = _left_pad(prompts, pad_token_id, device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    input_ids, mask = _right_pad(prompts, pad_token_id, device)
+    last = mask.sum(-1) - 1  # position of each prompt's last token
     limit = getattr(model.config, "max_position_embeddings", None)
     budget = params.max_new_tokens
     if limit is not None:
@@ -234,10 +242,15 @@ def decode(
     generators = [torch.Generator().manual_seed(s) for s in seeds]
     out = [Generation([], [], "length") for _ in prompts]
     live = list(range(len(prompts)))  # original row index of each batch row
-    result = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True)
+    kept = last.unique()  # sorted
+    keep = {"logits_to_keep": kept} if keeps_logits(model) else {}
+    result = model(input_ids=input_ids, use_cache=True, **keep)
+    column = torch.searchsorted(kept, last) if keep else last
+    logits = result.logits[torch.arange(len(prompts), device=device), column]
+    positions = last[:, None]
     cache = result.past_key_values
     for _ in range(budget):
-        tokens, logps = _pick(result.logits[:, -1, :], params, [generators[i] for i in live])
+        tokens, logps = _pick(logits, params, [generators[i] for i in live])
         keep = _record(out, live, tokens.tolist(), logps.tolist(), stop_token_ids)
         if not keep:
             break
@@ -247,7 +260,7 @@ def decode(
             tokens, mask, positions = tokens[idx], mask[idx], positions[idx]
             live = [live[k] for k in keep]
         mask = torch.cat([mask, mask.new_ones(len(live), 1)], dim=1)
-        positions = positions[:, -1:] + 1
+        positions = positions + 1
         result = model(
             input_ids=tokens[:, None].to(device),
             attention_mask=mask,
@@ -255,18 +268,19 @@ def decode(
             past_key_values=cache,
             use_cache=True,
         )
+        logits = result.logits[:, -1, :]
     return out
 
 
-def _left_pad(
+def _right_pad(
     prompts: list[list[int]], pad: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad, dtype=torch.long)
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, p in enumerate(prompts):
-        ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-        mask[row, width - len(p) :] = 1
+        ids[row, : len(p)] = torch.tensor(p, dtype=torch.long)
+        mask[row, : len(p)] = 1
     return ids.to(device), mask.to(device)
 
 
