@@ -135,6 +135,8 @@ class EvalConfig:
     """Sampling temperature (None: engine.temperature)."""
     groups_in_flight: int = 16
     """Tasks evaluated at once."""
+    seed: int = 0
+    """Seed of the sampling: the same seed, checkpoint and tasks give the same episodes."""
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,36 @@ def test_group_trajectories_share_task_cap_and_match_learner_logprobs(menu_run):
     assert torch.allclose(logp[mask], batch.behav_logp[mask], atol=1e-4)
 
 
+def test_seeded_group_gives_the_same_episodes_whatever_else_is_in_flight(menu_run):
+    """The engine's own seed stream is handed out in request order, which depends on timing;
+    a seeded group samples turn t with derive_seed(seed, t) instead."""
+    config, model, tokenizer = menu_run
+    pool = EnvPool("babyai")
+    params = sampling_params(config)
+
+    def spec(task_id, group_id, seed):
+        return EpisodeSpec("babyai", task_id, group_id, 6, 3, "bare", False, 1024, seed=seed)
+
+    async def play(specs, engine_seed):
+        engine = make_engine(config, model, tokenizer, seed=engine_seed)
+        try:
+            results = await asyncio.gather(
+                *(
+                    run_group(s, engine, pool, ChatCodec(tokenizer), params, next_ids(0))
+                    for s in specs
+                )
+            )
+        finally:
+            await engine.close()
+        return [[t.tokens.tolist() for t in r.trajectories] for r in results]
+
+    alone = asyncio.run(play([spec(0, 1, 11)], engine_seed=1))[0]
+    crowded = asyncio.run(play([spec(5, 2, 12), spec(0, 1, 11), spec(3, 3, 13)], engine_seed=2))
+    assert crowded[1] == alone
+    other_seed = asyncio.run(play([spec(0, 1, 99)], engine_seed=1))[0]
+    assert other_seed != alone
+
+
 class FlakyPool(EnvPool):
     """An EnvPool whose second session fails on its first step."""
 

@@ -93,3 +93,5 @@ def test_eval_reports_avg_and_pass_at_k_per_level(trained):
     assert len(result["episodes"]) == 8
     table = format_table(result)
     assert "avg@2" in table and "level 1" in table
+    # seeded: the same checkpoint, tasks and eval.seed give the same episodes
+    assert evaluate(config, trained / "checkpoints", limit=4)["episodes"] == result["episodes"]

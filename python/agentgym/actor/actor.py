@@ -29,7 +29,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgym.actor.episodes import Clocks, EpisodeSpec, GroupResult, next_ids, run_group
+from agentgym.actor.episodes import (
+    Clocks,
+    EpisodeSpec,
+    GroupResult,
+    derive_seed,
+    next_ids,
+    run_group,
+)
 from agentgym.agent.turns import ChatCodec
 from agentgym.engines.base import Engine, SamplingParams
 from agentgym.envs import EnvPool
@@ -177,15 +184,17 @@ class Actor:
 
     def _start_group(self) -> None:
         assert self._control is not None
+        group_id = next(self._group_ids)
         spec = EpisodeSpec(
             env=self.s.env,
             task_id=self._rng.choice(self.s.task_ids),
-            group_id=next(self._group_ids),
+            group_id=group_id,
             group_size=self.s.group_size,
             horizon_cap=self._control.horizon_cap,
             reply_format=self.s.reply_format,  # type: ignore[arg-type]
             system_prompt=self.s.system_prompt,
             max_context_tokens=self.s.max_context_tokens,
+            seed=derive_seed(self.s.seed, group_id),
         )
         self.stats.groups_started += 1
         task = asyncio.create_task(self._run_group(spec))

@@ -7,10 +7,11 @@ batching over turns). A session whose env fails drops only its own trajectory.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from agentgym.agent.parsing import EMPTY_ACTION_MESSAGE, ParsedAction, parse_action, sanitize_action
@@ -41,6 +42,16 @@ class EpisodeSpec:
     reply_format: Literal["action_line", "bare"] = "action_line"
     system_prompt: bool = True
     max_context_tokens: int = 4096
+    seed: int | None = None
+    """Seeds the sampling: turn t samples with ``derive_seed(seed, t)`` (its i-th live episode
+    with that + i), so the same seed, weights and task give the same episodes whatever else is
+    in flight; None: the engine's own stream."""
+
+
+def derive_seed(*parts: int) -> int:
+    """A seed below 2**62 mixed from ``parts`` (the same on every machine)."""
+    digest = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 2  # leaves room for + i below 2**63
 
 
 @dataclass
@@ -116,6 +127,8 @@ async def run_group(
         turns = 0
         generated = 0
         while live := [e for e in episodes if not (e.done or e.error)]:
+            if spec.seed is not None:
+                params = replace(params, seed=derive_seed(spec.seed, turns))
             generated += await _turn(spec, engine, pool, params, live, clocks)
             turns += 1
             _apply_limits(spec, live, turns)

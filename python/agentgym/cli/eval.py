@@ -98,7 +98,7 @@ def evaluate(config: RunConfig, checkpoint: str | Path, *, limit: int | None = N
 
 
 async def _episodes(config, model, tokenizer, tasks, cap) -> list[dict[str, Any]]:
-    from agentgym.actor.episodes import EpisodeSpec, next_ids, run_group
+    from agentgym.actor.episodes import EpisodeSpec, derive_seed, next_ids, run_group
     from agentgym.actor.policy import make_engine, sampling_params
     from agentgym.agent.turns import ChatCodec
     from agentgym.envs import EnvPool
@@ -122,6 +122,7 @@ async def _episodes(config, model, tokenizer, tasks, cap) -> list[dict[str, Any]
             a.reply_format,
             a.system_prompt,
             a.max_context_tokens,
+            seed=derive_seed(config.eval.seed, task_id),
         )
         async with semaphore:
             result = await run_group(spec, engine, pool, codec, params, ids)
