@@ -245,7 +245,7 @@ class Learner:
         rows = torch.ones(batch.size, dtype=torch.bool, device=self.device)
         if skip is not None:
             rows[skip] = False
-        for index in rows.nonzero().squeeze(1).split(self.cfg.micro_batch_size):
+        for index in self._by_length(batch, rows.nonzero().squeeze(1)):
             if len(index) == 0:  # every row is in the first minibatch
                 break
             mb = batch.select(index)
@@ -255,9 +255,7 @@ class Learner:
             if old_values is not None and out.values is not None:
                 old_values[index, : out.values.shape[1]] = out.values
         if ref_logp is not None:
-            for index in torch.arange(batch.size, device=self.device).split(
-                self.cfg.micro_batch_size
-            ):
+            for index in self._by_length(batch, torch.arange(batch.size, device=self.device)):
                 with self._autocast():
                     ref = forward_tokens(self.ref_model, batch.select(index), self.cfg.temperature)
                 ref_logp[index, : ref.logp.shape[1]] = ref.logp
@@ -290,7 +288,7 @@ class Learner:
         mask = batch.loss_mask[index]
         counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
         sums: defaultdict[str, float] = defaultdict(float)
-        for micro in index.split(self.cfg.micro_batch_size):
+        for micro in self._by_length(batch, index):
             share = float(batch.loss_mask[micro].sum() / counts["num_tokens"].clamp(min=1))
             mb = batch.select(micro)
             for key, value in self._micro_backward(mb, prep, micro, counts, prox_from_pass):
@@ -354,6 +352,12 @@ class Learner:
             "stat/is_weight_ess": pl.weight_ess.item(),
             "stat/approx_kl_prox": pl.approx_kl_prox.item(),
         }.items()
+
+    def _by_length(self, batch: TrainBatch, index: Tensor) -> tuple[Tensor, ...]:
+        """``index`` in micro-batches of rows of similar length, longest first: each micro-batch
+        is padded to its longest row, and attention costs grow with the square of the length."""
+        lengths = batch.attention_mask[index].sum(-1)
+        return index[lengths.argsort(descending=True, stable=True)].split(self.cfg.micro_batch_size)
 
     def _autocast(self):
         if not self.cfg.bf16:
