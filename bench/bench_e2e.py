@@ -1,11 +1,12 @@
 """End-to-end throughput of the quickstart: async (default) against --sync, same config, same run.
 
-    python bench/bench_e2e.py [--config configs/quickstart.yaml] [--steps 24] [--set k=v ...]
+    python bench/bench_e2e.py [--config configs/quickstart.yaml] [--steps N] [--set k=v ...]
 
 Runs ``agentgym train`` twice into fresh run dirs (async first, then --sync) for ``--steps``
-learner updates each, and reports samples/s (trajectories trained per wall second, from
-learner start to the last update), tokens/s (their tokens), and the share of wall time spent in
-envs, generation, training and transport:
+learner updates each (default: the config's ``learner.max_steps``, the whole quickstart), and
+reports samples/s (trajectories trained per second of the actors' wall time, from an actor's
+start to the learner's stop; process start-up is left out), tokens/s (their tokens), and the
+share of that wall time spent in envs, generation, training and transport:
 
 - envs / generation: wall time during which at least one env step / engine call was running in
   an actor (overlaps counted once; summed over actors);
@@ -31,12 +32,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_mode(config: str, sync: bool, steps: int, overrides: list[str], base: Path) -> dict:
+def run_mode(config: str, sync: bool, steps: int | None, overrides: list[str], base: Path) -> dict:
     run_dir = base / ("sync" if sync else "async")
     sets = [
         *overrides,
         f"run_dir={run_dir}",
-        f"learner.max_steps={steps}",
+        *([f"learner.max_steps={steps}"] if steps is not None else []),
         "learner.checkpoint_every=0",
     ]
     cmd = [sys.executable, "-m", "agentgym.cli.main", "train", config, "--quiet"]
@@ -104,7 +105,9 @@ def table(results: dict[str, dict]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/quickstart.yaml")
-    parser.add_argument("--steps", type=int, default=24)
+    parser.add_argument(
+        "--steps", type=int, default=None, help="learner updates per mode (default: the config's)"
+    )
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--out", default=None, help="JSON file for the raw figures")
     args = parser.parse_args()
@@ -116,7 +119,7 @@ def main() -> int:
         )
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cpus; config {args.config}, "
-        f"{args.steps} steps per mode; run dirs in {base}"
+        f"{results['async']['steps']} steps per mode; run dirs in {base}"
     )
     print(table(results))
     if args.out:

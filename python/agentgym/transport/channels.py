@@ -5,7 +5,9 @@ The learner binds three sockets; actors connect to them and may come and go at a
 - trajectories: learner PULL <- actor PUSH. High-water marks on both ends give back-pressure:
   a PUSH blocks (or times out) when the learner falls behind.
 - control: learner PUB -> actor SUB. The learner republishes the current ``Control`` every
-  ``republish_s`` seconds so an actor that joins late learns the version and horizon cap.
+  ``republish_s`` seconds (default 0.1: a new actor waits that long at most for its first
+  control, and a control message is a few bytes) so an actor that joins late learns the
+  version and horizon cap.
 - weights: learner ROUTER <-> actor DEALER. An actor asks for weights newer than the version it
   has; the learner answers with the latest snapshot, split into chunks of about
   ``chunk_bytes``, one request per chunk.
@@ -163,7 +165,7 @@ class LearnerChannels:
         endpoints: Endpoints,
         *,
         rcvhwm: int = 64,
-        republish_s: float = 0.5,
+        republish_s: float = 0.1,
         chunk_bytes: int = 64 << 20,
         context: zmq.Context | None = None,
     ):
