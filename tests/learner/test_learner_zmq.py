@@ -64,7 +64,10 @@ def test_learner_and_actor_over_zmq(tmp_path, transport):
         actor.join(timeout=60)
     assert not actor.is_alive() and seen.get("stopped")
     assert learner.version == 3
-    assert seen["versions"][0] == 0 and seen["versions"][-1] >= 2
+    # with max_staleness 1, update 3 (at version 2) needs a group sampled at version >= 1, so
+    # the actor must have followed the learner at least once (how far depends on timing)
+    assert seen["versions"][0] == 0 and seen["versions"][-1] >= 1
+    assert seen["versions"] == sorted(set(seen["versions"]))
     assert seen["caps"][0] == 2 and seen["caps"][-1] == 4 and 3 in seen["caps"]
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 3
