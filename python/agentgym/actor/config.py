@@ -25,7 +25,8 @@ class ActorConfig:
     max_context_tokens: int = 4096
     """An episode whose conversation would exceed this many tokens ends (counted as truncated)."""
     seed: int = 0
-    """Seeds task sampling (actor i uses seed + i) and the engine's sampling stream."""
+    """Seeds task sampling, the sampling of each group (mixed with its group id) and the engine's
+    own stream; actor i uses seed + i."""
     sample_every: int = 20
     """Write every n-th pushed group of actor 0 to the run's trajectory sample (0: none)."""
     torch_threads: int = 1
