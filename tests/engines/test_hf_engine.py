@@ -56,7 +56,7 @@ def test_logprobs_equal_a_separate_forward_pass(tiny, temperature, top_k, top_p)
         max_new_tokens=12, temperature=temperature, top_k=top_k, top_p=top_p, seed=3
     )
     gens = run(engine.generate(PROMPTS, params))
-    assert engine.batches_run == 1  # the three prompts shared one left-padded batch
+    assert engine.batches_run == 1  # the three prompts shared one right-padded batch
     for prompt, gen in zip(PROMPTS, gens, strict=True):
         assert len(gen.token_ids) == len(gen.logprobs) >= 1
         want = separate_forward_logprobs(model, prompt, gen, params)

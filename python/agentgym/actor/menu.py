@@ -190,7 +190,7 @@ class MenuPolicy(nn.Module):
         rows = torch.tensor([row for row, _ in allowed], device=logits.device)
         positions = torch.tensor([pos for _, pos in allowed], device=logits.device)
         columns = torch.searchsorted(kept, positions).clamp(max=len(kept) - 1)
-        present = kept[columns] == positions  # a reply start whose logits were not kept
+        present = kept[columns] == positions  # False: a reply start whose logits were not kept
         keep = torch.zeros(len(allowed), logits.shape[-1], dtype=torch.bool, device=logits.device)
         for k, menu in enumerate(allowed.values()):
             keep[k, menu] = True
