@@ -2,9 +2,10 @@
 
 The model is a randomly initialised Qwen2 with the sizes of ``agentgym.models.TinyModelSpec``
 (the quickstart model); the batches are GRPO groups of multi-turn episodes with a loss mask
-over about half of the tokens. One update = recompute pi_prox + advantages + one optimizer step
-per minibatch with gradient accumulation; tokens/s counts every real (unpadded) token of the
-batch once per update.
+over about half of the tokens. One update = advantages + one optimizer step per minibatch with
+gradient accumulation (pi_prox of the first minibatch comes from its own forward pass, so with
+the default single minibatch there is no separate pi_prox pass); tokens/s counts every real
+(unpadded) token of the batch once per update.
 
     python bench/bench_learner.py [--steps 3] [--tokens 512 1024] [--threads N]
 """

@@ -167,7 +167,9 @@ class MenuPolicy(nn.Module):
         prefill = kwargs.get("use_cache") and kwargs.get("past_key_values") is None
         if prefill and isinstance(logits_to_keep, int) and logits_to_keep == 0:
             logits_to_keep = 1
-        out = self.lm(input_ids=input_ids, logits_to_keep=logits_to_keep, **kwargs)
+        if not (isinstance(logits_to_keep, int) and logits_to_keep == 0):
+            kwargs["logits_to_keep"] = logits_to_keep  # 0 (all) is the wrapped model's default
+        out = self.lm(input_ids=input_ids, **kwargs)
         if input_ids.shape[1] > 1 or kwargs.get("past_key_values") is None:
             out.logits = self._mask(input_ids, out.logits, logits_to_keep)
         return out
