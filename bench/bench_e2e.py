@@ -98,7 +98,10 @@ def table(results: dict[str, dict]) -> str:
         )
     a, s = results.get("async"), results.get("sync")
     if a and s:
-        lines.append(f"\nasync / sync samples/s: {a['samples_per_s'] / s['samples_per_s']:.2f}x")
+        lines.append(
+            f"\nasync / sync: samples/s {a['samples_per_s'] / s['samples_per_s']:.3f}x, "
+            f"tokens/s {a['tokens_per_s'] / s['tokens_per_s']:.3f}x"
+        )
     return "\n".join(lines)
 
 
