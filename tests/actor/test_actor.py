@@ -208,6 +208,29 @@ def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path):
     assert stats.dropped_env_errors == 0
 
 
+def test_admission_fills_the_first_batch_before_more_groups():
+    """Until a group finishes, only ``share`` groups run (the learner's first batch); after
+    that the in-flight limit and the staleness budget apply."""
+
+    class Engine:
+        version = 0
+
+    settings = ActorSettings(
+        env="babyai", task_ids=(0,), groups_in_flight=4, max_staleness=2, share=2
+    )
+    actor = Actor(settings, Engine(), None, None, None, Endpoints())
+    actor._control, actor._first_version = Control(0, 2), 0
+    admitted = []
+    for _ in range(4):
+        admitted.append(actor._may_admit())
+        actor.stats.groups_started += admitted[-1]
+    assert admitted == [True, True, False, False]
+    actor._groups_finished = 1
+    assert actor._may_admit()  # budget (0 - 0 + 2 + 1) * 2 = 6 groups at version 0
+    actor.stats.groups_started = 6
+    assert not actor._may_admit()
+
+
 def replace_model_copy(model):
     """An independent copy of a MenuPolicy (the actor's engine must not share the tensors)."""
     import copy

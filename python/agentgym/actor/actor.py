@@ -14,6 +14,9 @@ Three things run on one asyncio loop:
       bounds how far sampling runs ahead of training. With ``max_staleness = 0`` (``--sync``)
       it is the synchronous loop: each actor samples its share with the newest weights, then
       waits for the update;
+    * until its first group has finished, the actor runs no more than ``share`` groups: they
+      make the learner's first batch, and on a busy engine more groups would share its batches
+      and delay that batch (the learner would idle at start-up);
 - the groups themselves (``run_group``), each pushed as one message when it finishes.
 """
 
@@ -122,6 +125,7 @@ class Actor:
         self._changed = asyncio.Event()
         self._groups: set[asyncio.Task[None]] = set()
         self._fetching: asyncio.Task[None] | None = None
+        self._groups_finished = 0
         self._samples = 0
 
     # --- entry point ------------------------------------------------------------------------
@@ -179,6 +183,8 @@ class Actor:
             return False
         if c.policy_version - self.engine.version > self.s.max_staleness:
             return False
+        if self._groups_finished == 0 and self.stats.groups_started >= self.s.share:
+            return False
         budget = (c.policy_version - self._first_version + self.s.max_staleness + 1) * self.s.share
         return self.stats.groups_started < budget
 
@@ -203,6 +209,7 @@ class Actor:
 
     def _group_done(self, task: asyncio.Task[None]) -> None:
         self._groups.discard(task)
+        self._groups_finished += 1
         self._changed.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("actor %d: group failed: %r", self.s.index, task.exception())
