@@ -9,12 +9,26 @@ episode. ``loss_mask`` is float or bool [B, T], 1 exactly on tokens the policy g
 The outcome reward belongs to the last *generated* token of the episode (the last position
 where ``loss_mask`` is 1), not to the last token of the sequence, which in a multi-turn episode
 is usually an environment token that no gradient reaches.
+
+Statistics that an estimator divides by a spread (group mean and standard deviation, batch
+whitening) are computed in float64, and a spread at or below ``SPREAD_RTOL`` times the values'
+magnitude counts as rounding, not signal: such a group or batch gets advantage exactly 0. Without
+this, rewards that are equal up to float32 rounding (BabyAI's ``1 - 0.9 * steps / max_steps``
+from several code paths) come out of ``/ std`` as advantages of full size and arbitrary sign.
+Results are returned in the rewards' dtype.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+SPREAD_RTOL = 1e-6
+"""A spread (max |x - mean|, or std) at most this fraction of max |x| is treated as zero.
+
+float32 resolves about 6e-8 of a value, so rewards equal up to a few roundings stay below it, and
+a real difference of one part in a million is far finer than any env's reward scale.
+"""
 
 
 def last_generated_index(loss_mask: Tensor) -> Tensor:
@@ -46,10 +60,34 @@ def _group_sums(values: Tensor, group_index: Tensor, num_groups: int) -> tuple[T
 
 
 def group_mean(rewards: Tensor, group_index: Tensor) -> Tensor:
-    """float[B]: mean reward of each sequence's group."""
-    num_groups = int(group_index.max()) + 1 if len(group_index) else 0
-    sums, counts = _group_sums(rewards, group_index, num_groups)
-    return (sums / counts.clamp(min=1))[group_index]
+    """float[B]: mean reward of each sequence's group (summed in float64)."""
+    num_groups = _num_groups(group_index)
+    sums, counts = _group_sums(rewards.double(), group_index, num_groups)
+    return (sums / counts.clamp(min=1))[group_index].to(rewards.dtype)
+
+
+def _num_groups(group_index: Tensor) -> int:
+    return int(group_index.max()) + 1 if len(group_index) else 0
+
+
+def _group_max(values: Tensor, group_index: Tensor, num_groups: int) -> Tensor:
+    out = torch.zeros(num_groups, dtype=values.dtype, device=values.device)
+    return out.scatter_reduce(0, group_index, values, reduce="amax", include_self=True)
+
+
+def group_centered(rewards: Tensor, group_index: Tensor, rtol: float = SPREAD_RTOL) -> Tensor:
+    """float64[B]: R_b - mean_g R, exactly 0 in groups whose rewards are equal up to rounding.
+
+    A group is flat when max_b |R_b - mean_g R| <= rtol * max_b |R_b| over its members.
+    """
+    num_groups = _num_groups(group_index)
+    r = rewards.double()
+    sums, counts = _group_sums(r, group_index, num_groups)
+    centered = r - (sums / counts.clamp(min=1))[group_index]
+    spread = _group_max(centered.abs(), group_index, num_groups)
+    scale = _group_max(r.abs(), group_index, num_groups)
+    flat = (spread <= rtol * scale)[group_index]
+    return torch.where(flat, torch.zeros_like(centered), centered)
 
 
 def _broadcast(per_seq: Tensor, loss_mask: Tensor) -> Tensor:
@@ -69,17 +107,16 @@ def grpo(
     A_{b,t} = (R_b - mean_g R) / (std_g R + eps) * m_{b,t}, with g the group of b and std the
     unbiased (n-1) standard deviation; ``normalize_std=False`` is Dr.GRPO:
     A_{b,t} = (R_b - mean_g R) * m_{b,t}. A group of one, or a group whose rewards are all
-    equal, has advantage 0 (it carries no relative signal).
+    equal up to rounding (see ``group_centered``), has advantage exactly 0: it carries no
+    relative signal.
     """
-    mean = group_mean(rewards, group_index)
-    centered = rewards - mean
+    centered = group_centered(rewards, group_index)
     if normalize_std:
-        num_groups = int(group_index.max()) + 1
-        sq, counts = _group_sums(centered**2, group_index, num_groups)
+        sq, counts = _group_sums(centered**2, group_index, _num_groups(group_index))
         std = (sq / (counts - 1).clamp(min=1)).sqrt()[group_index]
         # std == 0 means centered == 0 too; keep it 0 even when eps is 0
         centered = torch.where(std > 0, centered / (std + eps), torch.zeros_like(centered))
-    return _broadcast(centered, loss_mask)
+    return _broadcast(centered.to(rewards.dtype), loss_mask)
 
 
 def rloo(rewards: Tensor, group_index: Tensor, loss_mask: Tensor) -> Tensor:
@@ -88,21 +125,31 @@ def rloo(rewards: Tensor, group_index: Tensor, loss_mask: Tensor) -> Tensor:
     A_{b,t} = (R_b - (sum_g R - R_b) / (n_g - 1)) * m_{b,t}, n_g the group size. A group of one
     has no other member to form a baseline, so its advantage is 0.
     """
-    num_groups = int(group_index.max()) + 1
-    sums, counts = _group_sums(rewards, group_index, num_groups)
+    r = rewards.double()
+    sums, counts = _group_sums(r, group_index, _num_groups(group_index))
     n = counts[group_index]
-    baseline = (sums[group_index] - rewards) / (n - 1).clamp(min=1)
-    adv = torch.where(n > 1, rewards - baseline, torch.zeros_like(rewards))
-    return _broadcast(adv, loss_mask)
+    baseline = (sums[group_index] - r) / (n - 1).clamp(min=1)
+    adv = torch.where(n > 1, r - baseline, torch.zeros_like(r))
+    return _broadcast(adv.to(rewards.dtype), loss_mask)
 
 
-def masked_whiten(values: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
-    """(x - mean) / (std + eps) over the masked entries (biased std), 0 elsewhere."""
-    m = mask.to(values.dtype)
-    n = m.sum().clamp(min=1)
-    mean = (values * m).sum() / n
-    var = (((values - mean) * m) ** 2).sum() / n
-    return (values - mean) / (var.sqrt() + eps) * m
+def masked_whiten(
+    values: Tensor, mask: Tensor, eps: float = 1e-8, rtol: float = SPREAD_RTOL
+) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over the masked entries, 0 elsewhere (verl's whitening).
+
+    mean and the unbiased (n-1) variance are taken over entries with mask 1, in float64. When
+    sqrt(var) <= rtol * max |x| the entries are equal up to rounding and the result is all 0.
+    """
+    x, m = values.double(), mask.to(torch.float64)
+    n = m.sum()
+    if n == 0:
+        return torch.zeros_like(values)
+    centered = (x - (x * m).sum() / n) * m
+    var = (centered**2).sum() / (n - 1).clamp(min=1)
+    if var.sqrt() <= rtol * (x.abs() * m).max():
+        return torch.zeros_like(values)
+    return (centered * torch.rsqrt(var + eps)).to(values.dtype)
 
 
 def discounted_returns(token_rewards: Tensor, loss_mask: Tensor, gamma: float = 1.0) -> Tensor:
@@ -132,13 +179,14 @@ def reinforce_pp(
 
     r_{b,t} = R_b [t = last generated] - kl_coef * KL_{b,t}   (on generated tokens)
     G_{b,t} = discounted_returns(r, m, gamma)
-    A = (G - mean(G)) / std(G) over all generated tokens of the batch.
+    A = masked_whiten(G, m): (G - mean G) / sqrt(var G + 1e-8) over all generated tokens.
     ``kl`` is float[B, T], per-token KL of the policy to the reference (k1: log pi - log ref).
     """
-    token_rewards = outcome_token_rewards(rewards, loss_mask)
+    token_rewards = outcome_token_rewards(rewards.double(), loss_mask)
     if kl is not None and kl_coef:
-        token_rewards = token_rewards - kl_coef * kl * loss_mask.to(kl.dtype)
-    return masked_whiten(discounted_returns(token_rewards, loss_mask, gamma), loss_mask)
+        token_rewards = token_rewards - kl_coef * kl.double() * loss_mask.double()
+    returns = discounted_returns(token_rewards, loss_mask, gamma)
+    return masked_whiten(returns, loss_mask).to(rewards.dtype)
 
 
 def reinforce_pp_baseline(
@@ -152,10 +200,11 @@ def reinforce_pp_baseline(
 ) -> Tensor:
     """REINFORCE++ with a group baseline: subtract the group mean, then as ``reinforce_pp``.
 
-    R'_b = R_b - mean_g R; A = reinforce_pp(R', m, kl, kl_coef, gamma).
+    R'_b = R_b - mean_g R; A = reinforce_pp(R', m, kl, kl_coef, gamma). R' is exactly 0 in a
+    group whose rewards are equal up to rounding (``group_centered``).
     """
-    centered = rewards - group_mean(rewards, group_index)
-    return reinforce_pp(centered, loss_mask, kl=kl, kl_coef=kl_coef, gamma=gamma)
+    centered = group_centered(rewards, group_index)
+    return reinforce_pp(centered, loss_mask, kl=kl, kl_coef=kl_coef, gamma=gamma).to(rewards.dtype)
 
 
 def gae(
