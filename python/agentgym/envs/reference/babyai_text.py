@@ -21,7 +21,9 @@ LEVELS: tuple[str, ...] = (
     "BabyAI-GoToRedBallGrey-v0",
     "BabyAI-GoToRedBall-v0",
     "BabyAI-GoToRedBallNoDists-v0",
-    "BabyAI-GoToObjS6-v1",  # AgentGym names v0, which minigrid 3.x only registers as v1
+    # AgentGym's "GoToObjS6-v0": minigrid 2.3.1 (pinned by AgentGym) registers it with
+    # room_size=4, which is minigrid 3.x's GoToObjS4-v0
+    "BabyAI-GoToObjS4-v0",
     "BabyAI-GoToLocalS8N7-v0",
     "BabyAI-GoToObjMazeS7-v0",
     "BabyAI-GoToImpUnlock-v0",

@@ -29,8 +29,9 @@ from minigrid.envs.babyai.core.verifier import (
 
 LAYOUT_FORMAT = "agentgym-babyai-layout/1"
 
-# Level names AgentGym uses that minigrid 3.x registers under another id.
-_RENAMED = {"BabyAI-GoToObjS6-v0": "BabyAI-GoToObjS6-v1"}
+# Level names AgentGym uses whose env minigrid 3.x registers under another id: minigrid 2.3.1,
+# which AgentGym pins, builds GoToObjS6-v0 with room_size=4, as 3.x's GoToObjS4-v0.
+_RENAMED = {"BabyAI-GoToObjS6-v0": "BabyAI-GoToObjS4-v0"}
 
 ACTIONS = ("left", "right", "forward", "pickup", "drop", "toggle", "done")
 

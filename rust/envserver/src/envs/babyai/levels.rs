@@ -6,8 +6,9 @@
 //! which is never true, so minigrid sometimes puts the only key inside the locked room
 //! (about 3% of `Unlock` episodes cannot be solved) and adds distractors to the locked
 //! room. Here the key and those distractors go to other rooms, as the code intends.
-//! `GoToObjS6` (gone from minigrid 3.x) is `GoToObj` with 6-cell rooms, as in the BabyAI
-//! release AgentGym used. `UnlockPickupDist` keeps minigrid's step limit (its fixed
+//! `GoToObjS6` is `GoToObj` with 4-cell rooms (16 steps), as minigrid 2.3.1, the version
+//! AgentGym pins, registers `BabyAI-GoToObjS6-v0` despite its name (minigrid 3.x's
+//! `GoToObjS4-v0` is the same env). `UnlockPickupDist` keeps minigrid's step limit (its fixed
 //! limit is dead code there, so the limit comes from the maze size).
 
 use super::grid::{Color, ObjKind, World};
@@ -164,7 +165,7 @@ const SPECS: [Spec; 40] = [
     spec(8, 1, 1, None, Kind::GoToRedBallGrey),
     spec(8, 1, 1, None, Kind::GoToRedBall { num_dists: 7 }),
     spec(8, 1, 1, None, Kind::GoToRedBall { num_dists: 0 }),
-    spec(6, 1, 1, None, Kind::GoToObj),
+    spec(4, 1, 1, None, Kind::GoToObj),
     spec(8, 1, 1, None, Kind::GoToLocal { num_dists: 7 }),
     spec(7, 3, 3, None, Kind::GoTo { num_dists: 1 }),
     spec(8, 3, 3, None, Kind::GoToImpUnlock),
