@@ -92,6 +92,8 @@ class RemotePool:
         token: str | None = None,
         max_action_bytes: int | None = None,
         num_tasks: int | None = None,
+        task_field: str | None = None,
+        score_field: str | None = None,
     ) -> None: ...
     def create(self, n: int) -> list[int]: ...
     def reset(

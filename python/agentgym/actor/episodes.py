@@ -19,6 +19,7 @@ from agentgym.agent.prompts import initial_messages
 from agentgym.agent.turns import ChatCodec, Conversation
 from agentgym.engines.base import Engine, SamplingParams
 from agentgym.envs import EnvPool, SessionError
+from agentgym.envs.families import EnvFamily, family
 from agentgym.transport.wire import Trajectory
 
 
@@ -185,11 +186,14 @@ async def _turn(spec, engine, pool, params, live: list[_Episode], clocks: Clocks
         else:
             ep.conversation.add_observation(parsed.error)
     if acting:
-        await _step(pool, acting, clocks)
+        await _step(pool, acting, clocks, family(spec.env))
     return sum(len(g.token_ids) for g in gens)
 
 
-async def _step(pool: EnvPool, acting: list[tuple[_Episode, str]], clocks: Clocks) -> None:
+async def _step(
+    pool: EnvPool, acting: list[tuple[_Episode, str]], clocks: Clocks, rules: EnvFamily
+) -> None:
+    """One batched env step; an episode that ends is judged by its family's rules."""
     start = time.perf_counter()
     clocks.env.enter()
     try:
@@ -204,9 +208,9 @@ async def _step(pool: EnvPool, acting: list[tuple[_Episode, str]], clocks: Clock
             continue
         ep.reward += float(batch.rewards[k])
         if batch.dones[k] or batch.truncated[k]:
+            outcome = rules.outcome(ep.reward, bool(batch.dones[k]), bool(batch.truncated[k]))
             ep.done = True
-            ep.truncated = bool(batch.truncated[k]) and not batch.dones[k]
-            ep.success = bool(batch.dones[k]) and ep.reward > 0
+            ep.success, ep.truncated = outcome.success, outcome.truncated
         else:
             ep.conversation.add_observation(batch.observations[k])
 

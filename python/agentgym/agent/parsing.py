@@ -6,11 +6,12 @@ stands alone (AgentGym's ``Action:\\n<action>`` layout). Zero or several such li
 that is empty once sanitised, give a corrective observation instead, and the environment is not
 called for that turn.
 
-Sanitising (per environment): BabyAI and TextCraft actions keep only letters, digits, commas and
-spaces, are lower-cased and have their whitespace collapsed (AgentGym's TextCraft client strips the
-same characters; its "look" becomes "inventory"). Other environments only get surrounding quotes
-and backticks removed and whitespace collapsed, because their actions use brackets and symbols
-(WebShop's ``search[...]``, SciWorld's object names).
+Sanitising follows the env family's registry entry (``agentgym.envs.families``): BabyAI and
+TextCraft actions keep only letters, digits, commas and spaces, are lower-cased and have their
+whitespace collapsed (AgentGym's TextCraft client strips the same characters; its "look" becomes
+"inventory"). Other environments only get surrounding quotes and backticks removed and whitespace
+collapsed, because their actions use brackets and symbols (WebShop's ``search[...]``, SciWorld's
+object names).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from agentgym.envs.families import family
+
 _ACTION_LINE = re.compile(
     r"^[ \t]*\**[ \t]*action[ \t]*\**[ \t]*:[ \t]*\**(.*)$", re.IGNORECASE | re.MULTILINE
 )
 _STRICT_DROP = re.compile(r"[^a-z0-9, ]+")
 _SPACES = re.compile(r"\s+")
-_STRICT_ENVS = frozenset({"babyai", "textcraft"})
-_ALIASES = {"textcraft": {"look": "inventory"}}
 
 NO_ACTION_MESSAGE = (
     "Your reply has no 'Action:' line, so nothing happened. Reply with 'Thought: ...' and then "
@@ -70,10 +71,10 @@ def parse_action(reply: str, env: str) -> ParsedAction:
 
 def sanitize_action(raw: str, env: str) -> str:
     """Normalise an action string the way environment `env` expects it."""
-    env = env.lower()
-    if env in _STRICT_ENVS:
+    entry = family(env)
+    if entry.strict_actions:
         text = _SPACES.sub(" ", _STRICT_DROP.sub("", raw.lower())).strip()
-        return _ALIASES.get(env, {}).get(text, text)
+        return entry.aliases.get(text, text)
     return _SPACES.sub(" ", raw.strip().strip("`'\"").strip()).strip()
 
 

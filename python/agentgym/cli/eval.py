@@ -19,6 +19,7 @@ from typing import Any
 
 from agentgym.cli.common import set_torch_threads
 from agentgym.config import RunConfig, load_config
+from agentgym.envs.families import family
 from agentgym.horizon import HorizonConfig
 
 
@@ -145,9 +146,11 @@ async def _episodes(config, model, tokenizer, tasks, cap) -> list[dict[str, Any]
 
 
 def _levels(env: str, pool, tasks) -> dict[int, str]:
-    """A label per task: the BabyAI level, TextCraft's goal depth, else the env name."""
-    if env == "babyai":
-        return {t: f"level {t % 40}" for t in tasks}
+    """The eval row of each task, by the env family's grouping (BabyAI: level; TextCraft: goal
+    depth; ScienceWorld: task name)."""
+    rules = family(env)
+    if not rules.group_needs_info:
+        return {t: rules.group(env, t, {}) for t in tasks}
     out = {}
     for t in tasks:
         (sid,) = pool.create(1)
@@ -156,7 +159,7 @@ def _levels(env: str, pool, tasks) -> dict[int, str]:
             info = pool.info([sid])[0]
         finally:
             pool.close([sid])
-        out[t] = f"depth {info['depth']}" if "depth" in info else env
+        out[t] = rules.group(env, t, info)
     return out
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from agentgym import _envserver
+from agentgym.envs.families import family
 
 
 @dataclass(slots=True)
@@ -116,12 +117,18 @@ class EnvPool:
                 ``GET /health`` of an ``agentgym-envserver``), ``max_in_flight`` (requests per
                 server at once, default 64), ``connect_timeout`` and ``timeout`` (seconds,
                 default 5 and 60), ``token`` (bearer token), ``max_action_bytes``, ``num_tasks``
-                (default: from an agentgym server's ``/health``).
+                (default: from an agentgym server's ``/health``), ``task_field`` (a reset-reply
+                field put before the first observation, then a newline) and ``score_field`` (a
+                step-reply field with the cumulative score; each step's reward is its change).
+                The env family's registry entry sets these as AgentGym's client reads that
+                family's servers: for ``"sciworld"``, the first observation starts with the task
+                description and an episode's rewards add up to its last score.
 
         A server that dies, hangs or answers garbage fails only its own sessions (see
         ``StepBatch.errors``); a step that may have reached the server is never retried.
         """
         url_list = [urls] if isinstance(urls, str) else list(urls)
+        options = {**family(env).remote_options, **options}
         native = _envserver.RemotePool(url_list, env, **options)
         pool = cls.__new__(cls)
         pool._attach(native, env, options, seed)

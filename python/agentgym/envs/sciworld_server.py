@@ -10,10 +10,25 @@ Drive it with ``EnvPool.remote("http://127.0.0.1:36002", "sciworld")``. Routes, 
 ``GET /observation?id=N -> str``, ``POST /close {"id"} -> true|false``; plus ``GET /health``.
 
 Task ``data_idx`` enumerates (task, variation) pairs in the simulator's task order, leaving out
-the tasks AgentGym leaves out. Each session owns a JVM (about 0.2-0.5 GB), so sessions are capped
-(``--max-sessions``; over it ``/create`` answers 503) and ``/close`` shuts the JVM down. Errors
-are ``{"error": "..."}`` with 404 (unknown id), 409 (episode finished), 422 (bad fields or
-``data_idx``), 503 (over capacity); AgentGym's server answers 200 for those.
+the tasks AgentGym leaves out. Replies carry what AgentGym's server sends; ``/step`` adds
+``truncated``: true when the episode ended at ScienceWorld's move limit (``done`` is then true as
+well, as AgentGym's clients expect), false when it ended by completion (score 100) or failure
+(score < 0). AgentGym's client shows ``task_description + "\n" + observation`` as the first
+observation and takes each step's ``score`` as the reward; ``EnvPool.remote(url, "sciworld")``
+does the same.
+
+Determinism: ScienceWorld orders some objects differently each time a simulator loads a task
+(in 25 of 90 (task, variation) pairs a second load of the same task in one simulator differed),
+but the first load in a fresh simulator is always the same. ``--fresh-simulator`` starts a new
+simulator for every reset, so the same ``data_idx`` gives the same episode, at the cost of
+a JVM start per reset (about 1-2 s instead of 0.1-0.2 s; bench/RESULTS.md). Without it (the
+default, as AgentGym's server) the same ``data_idx`` gives the same task, objects and goal, with
+the order of some listed objects varying.
+
+Each session owns a JVM (about 0.2-0.5 GB), so sessions are capped (``--max-sessions``; over it
+``/create`` answers 503) and ``/close`` shuts the JVM down. Errors are ``{"error": "..."}`` with
+404 (unknown id), 409 (episode finished), 422 (bad fields or ``data_idx``), 503 (over capacity);
+AgentGym's server answers 200 for those.
 """
 
 from __future__ import annotations
@@ -54,13 +69,14 @@ class Session:
 class SciWorldSessions:
     """The session table: JVM-backed simulators, capped in number, freed on close."""
 
-    def __init__(self, max_sessions: int = 16, make_env: Any = None):
+    def __init__(self, max_sessions: int = 16, make_env: Any = None, fresh: bool = False):
         if make_env is None:
             from scienceworld import ScienceWorldEnv
 
             make_env = ScienceWorldEnv
         self._make_env = make_env
         self.max_sessions = max_sessions
+        self.fresh = fresh
         self._sessions: dict[int, Session] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count(0)
@@ -103,6 +119,10 @@ class SciWorldSessions:
         s = self._get(session_id)
         task_name, variation = self.games[data_idx]
         with s.lock:
+            if self.fresh and s.started:  # a task's first load in a new simulator is reproducible
+                fresh_env = self._make_env()
+                s.env.close()
+                s.env = fresh_env
             s.env.load(task_name, variation)
             description = s.env.get_task_description()
             observation, reward, done, info = s.env.step("look around")
@@ -132,6 +152,7 @@ class SciWorldSessions:
             "reward": reward,
             "score": info["score"],
             "done": s.done,
+            "truncated": s.done and _out_of_moves(s.env, info),
         }
 
     def observation(self, session_id: int) -> str:
@@ -169,6 +190,13 @@ class SciWorldSessions:
             raise HttpError(404, f"unknown session id {session_id} (never created or closed)")
         s.last_used = time.monotonic()
         return s
+
+
+def _out_of_moves(env: Any, info: dict[str, Any]) -> bool:
+    """The episode ended at the move limit: neither completed (score 100) nor failed (< 0)."""
+    limit = getattr(env, "envStepLimit", None)
+    over = limit is not None and info.get("moves", 0) > limit
+    return bool(over and 0 <= info["score"] < 100)
 
 
 def _request_models() -> tuple[type, type, type]:
@@ -261,12 +289,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=36002)
     p.add_argument("--max-sessions", type=int, default=16, help="JVM-backed sessions at once")
     p.add_argument("--idle-timeout", type=float, default=3600.0, help="seconds; 0: never")
+    p.add_argument(
+        "--fresh-simulator",
+        action="store_true",
+        help="start a new simulator for every reset: the same data_idx then gives the same "
+        "episode (object order included), at about 1-2 s per reset",
+    )
     args = p.parse_args(argv)
     import socket
 
     import uvicorn
 
-    sessions = SciWorldSessions(max_sessions=args.max_sessions)
+    sessions = SciWorldSessions(max_sessions=args.max_sessions, fresh=args.fresh_simulator)
     stop = threading.Event()
     if args.idle_timeout > 0:
         threading.Thread(

@@ -339,7 +339,7 @@ struct PyRemotePool {
 pool_pymethods! { PyRemotePool, remote_to_py, step,
     #[new]
     #[pyo3(signature = (urls, env, *, dialect="id", batch=None, max_in_flight=64, connect_timeout=5.0, timeout=60.0,
-        token=None, max_action_bytes=None, num_tasks=None))]
+        token=None, max_action_bytes=None, num_tasks=None, task_field=None, score_field=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -353,6 +353,8 @@ pool_pymethods! { PyRemotePool, remote_to_py, step,
         token: Option<String>,
         max_action_bytes: Option<usize>,
         num_tasks: Option<u64>,
+        task_field: Option<String>,
+        score_field: Option<String>,
     ) -> PyResult<Self> {
         let mut config = RemoteConfig::new(urls, env);
         config.dialect = WireDialect::parse(dialect).map_err(PyValueError::new_err)?;
@@ -363,6 +365,8 @@ pool_pymethods! { PyRemotePool, remote_to_py, step,
         config.client.token = token;
         config.max_action_bytes = max_action_bytes.unwrap_or(config.max_action_bytes);
         config.num_tasks = num_tasks;
+        config.task_field = task_field;
+        config.score_field = score_field;
         let inner = py.detach(|| RemotePool::new(config)).map_err(remote_to_py)?;
         Ok(Self { inner })
     }

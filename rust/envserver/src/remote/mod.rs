@@ -12,6 +12,11 @@
 //! - The runtime and connections are built per process id, so a forked child gets fresh ones.
 //! - Observations are the last ones the servers returned, kept here; `info` adds the reset
 //!   reply's other fields (e.g. ScienceWorld's `task_name`, `var_num`, `task_description`).
+//! - Per env family, as AgentGym's clients read their servers: `task_field` names a reset-reply
+//!   field that opens the first observation (`task + "\n" + observation`; ScienceWorld's
+//!   `task_description`), and `score_field` a cumulative score whose change is each step's
+//!   reward (0 at reset, so an episode's rewards add up to its last score). A step reply's
+//!   optional `truncated` flag ends the episode as truncated, not done.
 
 mod client;
 mod wire;
@@ -45,6 +50,10 @@ pub struct RemoteConfig {
     pub max_action_bytes: usize,
     /// Valid task ids are `0..num_tasks`; `None` takes it from an agentgym server's `/health`.
     pub num_tasks: Option<u64>,
+    /// A reset-reply field whose text, then a newline, opens the first observation.
+    pub task_field: Option<String>,
+    /// A step-reply field holding the episode's cumulative score: rewards are its changes.
+    pub score_field: Option<String>,
 }
 
 impl RemoteConfig {
@@ -62,6 +71,8 @@ impl RemoteConfig {
             },
             max_action_bytes: DEFAULT_MAX_ACTION_BYTES,
             num_tasks: None,
+            task_field: None,
+            score_field: None,
         }
     }
 }
@@ -88,6 +99,8 @@ struct Session {
     task_id: Option<u64>,
     observation: String,
     extra: Map<String, Value>,
+    /// The last cumulative score (`score_field`), 0 at reset.
+    score: f64,
 }
 
 /// Counters since the pool was built.
@@ -250,6 +263,7 @@ impl RemotePool {
                 task_id: None,
                 observation: String::new(),
                 extra: Map::new(),
+                score: 0.0,
             };
             table.insert(id, session);
         }
@@ -281,11 +295,12 @@ impl RemotePool {
             for (&i, result) in items.iter().zip(results) {
                 let (id, s) = (ids[i], &sessions[i]);
                 let entry = table.get_mut(&id);
-                out[i] = match result {
+                out[i] = match result.and_then(|r| self.opening(r)) {
                     Ok(reply) => {
                         if let Some(e) = entry {
                             e.phase = Phase::Running;
                             e.steps = 0;
+                            e.score = 0.0;
                             e.task_id = Some(task_ids[i] as u64);
                             e.observation.clone_from(&reply.observation);
                             e.extra = reply.extra;
@@ -309,6 +324,19 @@ impl RemotePool {
         }
         self.stats.resets.fetch_add(ids.len() as u64, Ordering::Relaxed);
         Ok(out)
+    }
+
+    /// The reset reply with `task_field`'s text put before the observation, as AgentGym's client
+    /// shows it; an error when the reply lacks that field.
+    fn opening(&self, mut reply: wire::ResetReply) -> Result<wire::ResetReply, String> {
+        let Some(field) = &self.config.task_field else { return Ok(reply) };
+        match reply.extra.get(field) {
+            Some(Value::String(task)) => {
+                reply.observation = format!("{task}\n{}", reply.observation);
+                Ok(reply)
+            }
+            _ => Err(format!("the reset reply has no string `{field}` (the task of the episode)")),
+        }
     }
 
     /// Applies `actions[i]` to session `ids[i]`; `Err(reason)` actions are refused per session.
@@ -341,8 +369,8 @@ impl RemotePool {
                     (Ok(reply), None) => StepResult {
                         observation: reply.observation,
                         reward: reply.reward,
-                        done: reply.done,
-                        truncated: false,
+                        done: reply.done && !reply.truncated,
+                        truncated: reply.truncated,
                         error: None,
                     },
                     (Err(e), entry) => {
@@ -470,8 +498,8 @@ impl RemotePool {
                 Err(e) => vec![Err(self.step_failure(e)); remote.len()],
             };
         }
-        let d = self.config.dialect;
-        let calls = remote.iter().zip(&actions).map(|(&r, a)| wire::step(c, d, r, a));
+        let (d, score) = (self.config.dialect, self.config.score_field.as_deref());
+        let calls = remote.iter().zip(&actions).map(|(&r, a)| wire::step(c, d, r, a, score));
         join_all(calls).await.into_iter().map(|r| r.map_err(|e| self.step_failure(e))).collect()
     }
 
@@ -623,14 +651,26 @@ impl RemotePool {
     }
 }
 
+/// The session after one step: its reward (the score's change when the pool reads a score), and
+/// whether the episode ended done (by the env's rules) or truncated (the env's own limit, or
+/// the pool's cap).
 fn apply_step(entry: &mut Session, reply: wire::StepReply, cap: Option<u32>) -> StepResult {
     entry.steps += 1;
-    let truncated = !reply.done && cap.is_some_and(|c| entry.steps >= c);
-    if reply.done || truncated {
+    let done = reply.done && !reply.truncated;
+    let truncated = !done && (reply.truncated || cap.is_some_and(|c| entry.steps >= c));
+    if done || truncated {
         entry.phase = Phase::Finished { truncated };
     }
+    let reward = match reply.score {
+        Some(score) => {
+            let change = score - entry.score;
+            entry.score = score;
+            change as f32
+        }
+        None => reply.reward,
+    };
     entry.observation.clone_from(&reply.observation);
-    StepResult { observation: reply.observation, reward: reply.reward, done: reply.done, truncated, error: None }
+    StepResult { observation: reply.observation, reward, done, truncated, error: None }
 }
 
 fn failed(message: String) -> StepResult {
@@ -653,5 +693,53 @@ fn phase_name(phase: &Phase) -> &'static str {
         Phase::Finished { truncated: false } => "done",
         Phase::Finished { truncated: true } => "truncated",
         Phase::Failed(_) => "failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> Session {
+        Session {
+            server: 0,
+            remote_id: 0,
+            phase: Phase::Running,
+            steps: 0,
+            task_id: Some(0),
+            observation: String::new(),
+            extra: Map::new(),
+            score: 0.0,
+        }
+    }
+
+    fn reply(done: bool, truncated: bool, score: Option<f64>) -> wire::StepReply {
+        wire::StepReply { observation: "o".into(), reward: 7.0, done, truncated, score }
+    }
+
+    #[test]
+    fn a_read_score_makes_rewards_its_changes() {
+        let mut s = session();
+        let r: Vec<f32> = [Some(25.0), Some(25.0), Some(75.0), Some(-100.0)]
+            .into_iter()
+            .map(|score| apply_step(&mut s, reply(false, false, score), None).reward)
+            .collect();
+        assert_eq!(r, vec![25.0, 0.0, 50.0, -175.0]);
+        assert_eq!(r.iter().sum::<f32>(), -100.0);
+        assert_eq!(apply_step(&mut session(), reply(false, false, None), None).reward, 7.0);
+    }
+
+    #[test]
+    fn the_envs_own_limit_is_truncation_not_done() {
+        let mut s = session();
+        let out = apply_step(&mut s, reply(true, true, None), None);
+        assert!(out.truncated && !out.done);
+        assert_eq!(s.phase, Phase::Finished { truncated: true });
+        let mut s = session();
+        let out = apply_step(&mut s, reply(true, false, None), Some(1));
+        assert!(out.done && !out.truncated, "an episode done at the cap is done");
+        let mut s = session();
+        let out = apply_step(&mut s, reply(false, false, None), Some(1));
+        assert!(out.truncated && !out.done);
     }
 }

@@ -55,6 +55,11 @@ pub struct StepReply {
     pub observation: String,
     pub reward: f32,
     pub done: bool,
+    /// The env ended the episode at its own limit (an optional `truncated` flag in the reply;
+    /// `agentgym-sciworld-server` sends it at ScienceWorld's move limit, with `done` true).
+    pub truncated: bool,
+    /// The reply's cumulative score, when the pool reads one (`RemoteConfig::score_field`).
+    pub score: Option<f64>,
 }
 
 pub async fn create(c: &ServerClient, d: WireDialect) -> Result<u64, CallError> {
@@ -99,9 +104,26 @@ pub async fn reset(c: &ServerClient, d: WireDialect, remote_id: u64, task_id: u6
     }
 }
 
-pub async fn step(c: &ServerClient, d: WireDialect, remote_id: u64, action: &str) -> Result<StepReply, CallError> {
+pub async fn step(
+    c: &ServerClient,
+    d: WireDialect,
+    remote_id: u64,
+    action: &str,
+    score_field: Option<&str>,
+) -> Result<StepReply, CallError> {
     let reply = c.post("/step", &d.body(remote_id, "action", action.into())).await?;
-    parse_step(&reply).ok_or_else(|| garbage("/step", "an object with `observation`, `reward`, `done`", &reply))
+    let Some(mut parsed) = parse_step(&reply) else {
+        return Err(garbage("/step", "an object with `observation`, `reward`, `done`", &reply));
+    };
+    if let Some(field) = score_field {
+        parsed.score = Some(
+            reply
+                .get(field)
+                .and_then(Value::as_f64)
+                .ok_or_else(|| garbage("/step", &format!("an object with a numeric `{field}`"), &reply))?,
+        );
+    }
+    Ok(parsed)
 }
 
 pub async fn close(c: &ServerClient, d: WireDialect, remote_id: u64) -> Result<(), CallError> {
@@ -152,12 +174,14 @@ pub async fn batch_step(
     let [Some(obs), Some(rewards), Some(dones), Some(errors)] = cols else {
         return Err(garbage("/batch/step", "{observations, rewards, dones, errors} of the batch's length", &reply));
     };
+    let truncated = column(&reply, "truncated", n);
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        out.push(match (errors[i].as_str(), obs[i].as_str(), rewards[i].as_f64(), flag(&dones[i])) {
+        let t = truncated.map_or(Some(false), |t| flag(&t[i]));
+        out.push(match (errors[i].as_str(), obs[i].as_str(), rewards[i].as_f64(), flag(&dones[i]), t) {
             (Some(e), ..) => Err(e.to_string()),
-            (None, Some(o), Some(r), Some(d)) => {
-                Ok(StepReply { observation: o.to_string(), reward: r as f32, done: d })
+            (None, Some(o), Some(r), Some(d), Some(t)) => {
+                Ok(StepReply { observation: o.to_string(), reward: r as f32, done: d, truncated: t, score: None })
             }
             _ => Err(format!("reply slot {i} of /batch/step is malformed")),
         });
@@ -185,7 +209,11 @@ fn parse_step(reply: &Value) -> Option<StepReply> {
     let observation = reply.get("observation").or_else(|| reply.get("state"))?.as_str()?.to_string();
     let reward = reply.get("reward")?.as_f64()? as f32;
     let done = flag(reply.get("done")?)?;
-    Some(StepReply { observation, reward, done })
+    let truncated = match reply.get("truncated") {
+        None | Some(Value::Null) => false,
+        Some(v) => flag(v)?,
+    };
+    Some(StepReply { observation, reward, done, truncated, score: None })
 }
 
 fn column<'a>(reply: &'a Value, key: &str, n: usize) -> Option<&'a Vec<Value>> {
@@ -223,8 +251,17 @@ mod tests {
         let textcraft = json!({"observation": "Got 1 coal", "reward": 0, "done": false});
         assert_eq!(
             parse_step(&textcraft),
-            Some(StepReply { observation: "Got 1 coal".into(), reward: 0.0, done: false })
+            Some(StepReply {
+                observation: "Got 1 coal".into(),
+                reward: 0.0,
+                done: false,
+                truncated: false,
+                score: None
+            })
         );
+        let limit = json!({"observation": "x", "reward": 0, "done": true, "truncated": true});
+        assert!(parse_step(&limit).unwrap().truncated);
+        assert_eq!(parse_step(&json!({"observation": "x", "reward": 0, "done": true, "truncated": "?"})), None);
         let webshop = json!({"state": "page", "reward": 0.5, "done": true, "info": null});
         assert_eq!(parse_step(&webshop).unwrap().reward, 0.5);
         assert_eq!(parse_step(&json!({"observation": 3, "reward": 0, "done": false})), None);

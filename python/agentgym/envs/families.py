@@ -1,0 +1,162 @@
+"""One registry entry per env family: what the agent, the actor and eval need to know of an env.
+
+An entry holds the system instruction (AgentGym's "Thought: ... Action: ..." format), how a
+reply's action is sanitised, how an episode's end is read (success, truncation), how eval groups
+tasks, and the options a remote pool needs to read that family's servers as AgentGym's clients
+do. Code that would otherwise branch on an env's name reads its entry instead; an env without an
+entry gets ``GENERIC``.
+
+The success rule is the env's own completion signal, the same for training metrics and eval:
+BabyAI and TextCraft reward only a reached goal (reward > 0 at the end); ScienceWorld completes a
+task at score 100 (its ``completed`` flag), fails it at a negative score, and otherwise ends an
+episode at its move limit, which is truncation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+_FORMAT = (
+    "Answer every turn in exactly this format:\n"
+    "Thought: <one or two short sentences of reasoning>\n"
+    "Action: <exactly one action>\n"
+    "Write a single Action line per turn; nothing after it."
+)
+
+BABYAI_INSTRUCTION = (
+    "You are an agent in a grid world made of rooms. Each turn you receive a description of what "
+    "you see and the goal of the episode; reach the goal with as few actions as you can.\n"
+    "Actions you can take:\n"
+    "- turn left\n"
+    "- turn right\n"
+    "- move forward\n"
+    "- go to <color> <object> <n>: walk next to the n-th visible object of that kind\n"
+    "- pick up <color> <object> <n>: pick up an object you can reach (you carry one at most)\n"
+    "- go through <color> open door <n>: pass through an open door\n"
+    "- toggle and go through <color> <state> door <n>: open a closed or locked door and pass it; "
+    "a locked door needs a key of the same color in your hands\n"
+    "- toggle: open or close the door right in front of you\n"
+    "When the observation lists available actions, choose one of them.\n" + _FORMAT
+)
+
+TEXTCRAFT_INSTRUCTION = (
+    "You are crafting items in a text version of Minecraft. The first message lists the crafting "
+    "commands you may use and the item to craft.\n"
+    "Commands:\n"
+    "- get <quantity> <item>: take a base ingredient from the environment\n"
+    "- craft <quantity> <item> using <quantity> <ingredient>, <quantity> <ingredient>, ...: craft "
+    "with one of the listed commands; a generic ingredient such as planks may be replaced by a "
+    "specific kind such as oak planks\n"
+    "- inventory: list what you hold\n"
+    "Always give quantities, e.g. 'get 2 iron ingot' or 'craft 1 iron pickaxe using 3 iron ingot, "
+    "2 stick'. Do not say where an item comes from and do not invent recipes.\n" + _FORMAT
+)
+
+SCIWORLD_INSTRUCTION = (
+    "You are doing a science task in a simulated house with a kitchen, workshop, greenhouse and "
+    "other rooms. The first message states your task and what you see; complete the task.\n"
+    "Actions (OBJ and LOC are names as the observations write them):\n"
+    "- look around, look at OBJ, look in OBJ, inventory, task (repeat the task)\n"
+    "- go to LOC, open OBJ, close OBJ, pick up OBJ, put down OBJ, move OBJ to OBJ\n"
+    "- activate OBJ, deactivate OBJ, use OBJ, use OBJ on OBJ, read OBJ, eat OBJ, flush OBJ\n"
+    "- pour OBJ into OBJ, dunk OBJ into OBJ, mix OBJ\n"
+    "- connect OBJ to OBJ, disconnect OBJ (electrical parts)\n"
+    "- focus on OBJ: declare the object your task is about; focusing on a wrong one fails the "
+    "task\n"
+    "- wait (10 time steps), wait1 (1 time step)\n" + _FORMAT
+)
+
+GENERIC_INSTRUCTION = (
+    "You are an agent acting in a text environment. Each turn you receive an observation; act to "
+    "complete the task it describes.\n" + _FORMAT
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an episode ended, by its family's rules."""
+
+    success: bool
+    truncated: bool
+
+
+def _goal_reached(reward: float, done: bool, truncated: bool) -> Outcome:
+    return Outcome(success=done and reward > 0, truncated=truncated and not done)
+
+
+def _sciworld_outcome(score: float, done: bool, truncated: bool) -> Outcome:
+    # ScienceWorld ends an episode at completion (score 100), failure (score < 0) or its move
+    # limit. AgentGym's server reports all three as done, so a done episode that neither
+    # completed nor failed ran out of moves.
+    completed = done and score >= 100
+    out_of_moves = done and 0 <= score < 100
+    return Outcome(success=completed, truncated=(truncated and not done) or out_of_moves)
+
+
+@dataclass(frozen=True)
+class EnvFamily:
+    """What agentgym knows of one env family (see the module docstring)."""
+
+    name: str
+    instruction: str
+    """The system message of every episode."""
+    strict_actions: bool = False
+    """Sanitiser: True keeps only letters, digits, commas and spaces, lower-cased (the envs whose
+    actions are plain words); False only strips quotes and backticks (actions with symbols)."""
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    """Sanitised actions replaced by another (AgentGym's TextCraft client turns look into
+    inventory)."""
+    outcome: Callable[[float, bool, bool], Outcome] = _goal_reached
+    """(episode reward, done, truncated) at the end -> success and truncation."""
+    eval_group: Callable[[int, Mapping[str, Any]], str] | None = None
+    """(task id, the reset session's info) -> the eval row a task counts in; None: one row."""
+    group_needs_info: bool = True
+    """Whether ``eval_group`` reads the session's info (else eval does not reset to ask)."""
+    remote_options: Mapping[str, Any] = field(default_factory=dict)
+    """Defaults for ``EnvPool.remote`` so its replies read as AgentGym's client reads them."""
+    reward_scale: str = "0..1"
+    """The range of an episode's reward, for docs and metrics labels."""
+
+    def group(self, env: str, task_id: int, info: Mapping[str, Any]) -> str:
+        """The eval row of ``task_id`` (the env's name when the family has no grouping)."""
+        return self.eval_group(task_id, info) if self.eval_group else env
+
+
+FAMILIES: dict[str, EnvFamily] = {
+    f.name: f
+    for f in (
+        EnvFamily(
+            "babyai",
+            BABYAI_INSTRUCTION,
+            strict_actions=True,
+            eval_group=lambda task_id, info: f"level {task_id % 40}",
+            group_needs_info=False,
+            reward_scale="0..1 (1 - 0.9 * steps / max_steps at the goal, else 0)",
+        ),
+        EnvFamily(
+            "textcraft",
+            TEXTCRAFT_INSTRUCTION,
+            strict_actions=True,
+            aliases={"look": "inventory"},
+            eval_group=lambda task_id, info: f"depth {info['depth']}",
+            reward_scale="0..1 (1 when the goal item is crafted)",
+        ),
+        EnvFamily(
+            "sciworld",
+            SCIWORLD_INSTRUCTION,
+            outcome=_sciworld_outcome,
+            eval_group=lambda task_id, info: str(info["task_name"]),
+            remote_options={"task_field": "task_description", "score_field": "score"},
+            reward_scale="-100..100 (the last score; -100 when the task failed)",
+        ),
+    )
+}
+
+GENERIC = EnvFamily("generic", GENERIC_INSTRUCTION)
+
+
+def family(env: str) -> EnvFamily:
+    """The entry of ``env`` (case-insensitive); ``GENERIC`` for an env without one."""
+    return FAMILIES.get(env.lower(), GENERIC)
