@@ -16,7 +16,7 @@ import yaml
 
 from agentgym.actor.config import ActorConfig
 from agentgym.configtools import ConfigError, from_dict, merge
-from agentgym.learner.config import LearnerConfig
+from agentgym.learner.config import LearnerConfig, OptimConfig
 from agentgym.models import TinyModelSpec
 
 BABYAI_LEVELS = 40
@@ -140,6 +140,39 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class SFTConfig:
+    """``agentgym sft``: supervised fine-tuning on trajectory datasets (AgentTraj, demos)."""
+
+    data: tuple[str, ...] = ()
+    """JSONL files (``agentgym.learner.datasets`` lists the record forms)."""
+    epochs: int = 1
+    """Passes over the data."""
+    batch_size: int = 16
+    """Sequences per optimizer step (the loss is the token mean over all of them)."""
+    micro_batch_size: int = 4
+    """Sequences per forward pass; a step accumulates gradients over its micro-batches, which
+    hold sequences of similar length (longest first)."""
+    max_tokens: int = 2048
+    """Longer sequences are cut to this many tokens (and counted)."""
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-4))
+    """AdamW and gradient clipping."""
+    checkpoint_every: int = 0
+    """Optimizer steps between checkpoints (0: only at the end)."""
+    strict: bool = False
+    """Fail on the first malformed record instead of skipping and counting it."""
+    seed: int = 0
+    """Seeds the order of the examples."""
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1 or self.micro_batch_size < 1:
+            raise ValueError("sft: epochs, batch_size and micro_batch_size must be >= 1")
+        if self.max_tokens < 2:
+            raise ValueError("sft: max_tokens must be >= 2")
+        if self.optim.lr <= 0:
+            raise ValueError("sft: optim.lr must be > 0")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """The whole run; ``configs/*.yaml`` override these defaults."""
 
@@ -159,6 +192,8 @@ class RunConfig:
     """Actor <-> learner sockets."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Evaluation."""
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    """Supervised fine-tuning (``agentgym sft``)."""
     run_dir: str = "runs/default"
     """Where the run writes its config, metrics, checkpoints, samples and model."""
     torch_threads: int = 1

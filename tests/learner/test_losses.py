@@ -154,3 +154,41 @@ def test_value_loss_clipping():
     # token 0: unclipped (1-2)^2 = 1, clipped (0.2-2)^2 = 3.24 -> 3.24; token 1: 1
     assert L.value_loss(v, old, ret, m, clip=0.2).item() == pytest.approx(0.5 * (3.24 + 1) / 2)
     assert L.value_loss(v, old, ret, m, clip=None).item() == pytest.approx(0.5)
+
+
+def test_sft_loss_is_token_mean_nll_on_masked_tokens():
+    from agentgym.learner.losses import sft_loss
+
+    logp = torch.tensor([[0.0, -1.0, -2.0, -9.0], [0.0, -0.5, -7.0, -7.0]])
+    mask = torch.tensor([[0, 1, 1, 0], [0, 1, 0, 0]], dtype=torch.float32)
+    # (1 + 2 + 0.5) / 3 masked tokens
+    assert sft_loss(logp, mask).item() == pytest.approx(3.5 / 3)
+    # micro-batches normalised by the whole update's tokens add up to the same loss
+    halves = sft_loss(logp[:1], mask[:1], num_tokens=3) + sft_loss(logp[1:], mask[1:], num_tokens=3)
+    assert halves.item() == pytest.approx(3.5 / 3)
+
+
+def test_dpo_loss_matches_the_papers_formulas():
+    import math
+
+    from agentgym.learner.losses import dpo_loss, sequence_logprobs
+
+    logp = torch.tensor([[0.0, -1.0, -2.0], [0.0, -0.5, -0.25]])
+    mask = torch.tensor([[0, 1, 1], [0, 1, 0]], dtype=torch.float32)
+    assert sequence_logprobs(logp, mask).tolist() == [-3.0, -0.5]
+    chosen, rejected = torch.tensor([-3.0, -1.0]), torch.tensor([-4.0, -0.5])
+    ref_c, ref_r = torch.tensor([-3.5, -1.0]), torch.tensor([-3.0, -1.5])
+    beta = 0.5
+    # h = (c - rc) - (r - rr): pair 0: 0.5 - (-1) = 1.5; pair 1: 0 - 1 = -1
+    h = [1.5, -1.0]
+    expected = -sum(math.log(1 / (1 + math.exp(-beta * x))) for x in h) / 2
+    loss, margin = dpo_loss(chosen, rejected, ref_c, ref_r, beta=beta)
+    assert loss.item() == pytest.approx(expected)
+    assert margin.tolist() == pytest.approx([0.75, -0.5])
+    ipo, _ = dpo_loss(chosen, rejected, ref_c, ref_r, beta=beta, kind="ipo")
+    assert ipo.item() == pytest.approx(((1.5 - 1) ** 2 + (-1 - 1) ** 2) / 2)
+    # the reference model's term matters: with ref = pi the loss is log 2 whatever pi is
+    same, _ = dpo_loss(chosen, rejected, chosen, rejected, beta=beta)
+    assert same.item() == pytest.approx(math.log(2))
+    with pytest.raises(ValueError, match="unknown preference loss"):
+        dpo_loss(chosen, rejected, ref_c, ref_r, kind="hinge")

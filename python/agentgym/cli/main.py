@@ -1,4 +1,5 @@
-"""``agentgym``: ``train`` (learner + actors on one machine) and ``eval`` (held-out tasks)."""
+"""``agentgym``: ``train`` (learner + actors on one machine), ``eval`` (held-out tasks),
+``sft`` (supervised fine-tuning on trajectory datasets) and ``demos`` (expert demonstrations)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    from agentgym.cli import demos, sft, train
     from agentgym.cli import eval as eval_cmd
-    from agentgym.cli import train
 
     train.add_arguments(sub.add_parser("train", help="train: learner and actors, live progress"))
     eval_cmd.add_arguments(sub.add_parser("eval", help="evaluate a checkpoint on held-out tasks"))
+    sft.add_arguments(sub.add_parser("sft", help="supervised fine-tuning on trajectory datasets"))
+    demos.add_arguments(sub.add_parser("demos", help="write expert demonstrations (planners)"))
     return parser
 
 
@@ -24,6 +27,14 @@ def main(argv: list[str] | None = None) -> int:
         from agentgym.cli import train
 
         return train.run(args)
+    if args.command == "sft":
+        from agentgym.cli import sft
+
+        return sft.run(args)
+    if args.command == "demos":
+        from agentgym.cli import demos
+
+        return demos.run(args)
     from agentgym.cli import eval as eval_cmd
 
     return eval_cmd.run(args)

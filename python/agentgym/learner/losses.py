@@ -223,3 +223,44 @@ def value_loss(
         clipped = old_values + (values - old_values).clamp(-clip, clip)
         err = torch.maximum(err, (clipped - returns) ** 2)
     return 0.5 * aggregate(err, mask, aggregation, num_tokens=num_tokens, num_seqs=num_seqs)
+
+
+def sft_loss(logp: Tensor, mask: Tensor, num_tokens: float | Tensor | None = None) -> Tensor:
+    """Token-mean negative log-likelihood of the masked (assistant) tokens.
+
+    L = -sum_{b,t} m_{b,t} log pi(x_{b,t} | x_{b,<t}) / N, with N = ``num_tokens`` (the masked
+    tokens of the whole update, so that micro-batches add up to the update's mean) or, by
+    default, this batch's masked tokens.
+    """
+    return aggregate(-logp, mask, "token-mean", num_tokens=num_tokens)
+
+
+def sequence_logprobs(logp: Tensor, mask: Tensor) -> Tensor:
+    """float[B]: sum over the masked tokens of each sequence's log-probs (log pi(y | x))."""
+    return (logp * mask.to(logp.dtype)).sum(-1)
+
+
+def dpo_loss(
+    chosen: Tensor,
+    rejected: Tensor,
+    ref_chosen: Tensor,
+    ref_rejected: Tensor,
+    *,
+    beta: float = 0.1,
+    kind: str = "sigmoid",
+) -> tuple[Tensor, Tensor]:
+    """Preference loss over pairs, from sequence log-probs (float[P] each, ``sequence_logprobs``).
+
+    h = (log pi(y_w|x) - log ref(y_w|x)) - (log pi(y_l|x) - log ref(y_l|x))
+    sigmoid (DPO, Rafailov et al. 2023): L = -mean log sigmoid(beta * h)
+    ipo (Azar et al. 2023):              L = mean (h - 1 / (2 beta))^2
+    Returns (loss, the implicit reward margin beta * h per pair, detached).
+    """
+    h = (chosen - ref_chosen) - (rejected - ref_rejected)
+    if kind == "sigmoid":
+        loss = -F.logsigmoid(beta * h).mean()
+    elif kind == "ipo":
+        loss = ((h - 1 / (2 * beta)) ** 2).mean()
+    else:
+        raise ValueError(f"unknown preference loss {kind!r} (sigmoid, ipo)")
+    return loss, (beta * h).detach()

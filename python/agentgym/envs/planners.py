@@ -1,0 +1,193 @@
+"""Expert planners: successful episodes with a short, truthful thought per action.
+
+TextCraft: the goal's recipe tree, read from the crafting commands of the first observation.
+An item is crafted with one of its listed recipes (repeated as often as the count needs); an
+ingredient without a listed recipe is a base item and is fetched with ``get``. A tag ingredient
+(``planks``) is any listed item whose name ends with it (``oak planks``); a base item whose
+plural name the game does not know (``oak logs``) is fetched by its singular. The planner works
+closed-loop in a scratch session, so it can try those alternatives, and returns only the clean
+action sequence that crafted the goal; ``demo_episode`` replays that sequence in a fresh
+session, recording the conversation.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+_CRAFT = re.compile(r"^craft (\d+) (.+?) using (.+)$")
+_GOAL = re.compile(r"Goal: craft (.+)\.\s*$")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One listed crafting command."""
+
+    item: str
+    count: int
+    ingredients: tuple[tuple[int, str], ...]
+
+
+@dataclass
+class Step:
+    """One planned action and why."""
+
+    action: str
+    thought: str
+
+
+def parse_textcraft(observation: str) -> tuple[list[Recipe], str]:
+    """The listed recipes and the goal item of a TextCraft reset observation."""
+    recipes = []
+    for line in observation.splitlines():
+        m = _CRAFT.match(line.strip())
+        if m:
+            parts = [p.strip().split(" ", 1) for p in m.group(3).split(",")]
+            recipes.append(
+                Recipe(m.group(2), int(m.group(1)), tuple((int(n), i) for n, i in parts))
+            )
+    goal = _GOAL.search(observation)
+    if goal is None:
+        raise ValueError("no 'Goal: craft <item>.' line in the observation")
+    return recipes, goal.group(1)
+
+
+@dataclass
+class _Planner:
+    pool: Any
+    session: int
+    recipes: list[Recipe]
+    inventory: Counter = field(default_factory=Counter)
+    steps: list[Step] = field(default_factory=list)
+    done: bool = False
+    making: list[str] = field(default_factory=list)
+    """Items being obtained further up (a recipe cycle is not followed)."""
+
+    def act(self, action: str, thought: str) -> str:
+        batch = self.pool.step([self.session], [action])
+        if batch.errors[0] is not None:
+            raise RuntimeError(batch.errors[0])
+        self.done = bool(batch.dones[0])
+        return batch.observations[0]
+
+    def obtain(self, item: str, n: int, purpose: str, depth: int = 0) -> str | None:
+        """Have ``n`` of ``item`` (or of a member of tag ``item``); returns the name held."""
+        if self.done:  # the goal was crafted on the way; nothing more to do
+            return item
+        for name in [item, *self._members(item)]:
+            if self.inventory[name] >= n:
+                return name
+        if item in self.making or depth > 12:
+            return None
+        self.making.append(item)
+        try:
+            for recipe in [r for r in self.recipes if r.item == item]:
+                if self._craft(recipe, n - self.inventory[recipe.item], purpose, depth):
+                    return recipe.item
+            held = self._get(item, n - self.inventory[item], purpose)
+            if held is not None:
+                return held
+            # not a base item either: a tag, made by any listed item whose name ends with it
+            for recipe in [r for r in self.recipes if r.item.endswith(" " + item)]:
+                if recipe.item not in self.making and self._craft(
+                    recipe, n - self.inventory[recipe.item], purpose, depth
+                ):
+                    return recipe.item
+            return None
+        finally:
+            self.making.pop()
+
+    def _members(self, tag: str) -> list[str]:
+        return [name for name in self.inventory if name.endswith(" " + tag)]
+
+    def _craft(self, recipe: Recipe, missing: int, purpose: str, depth: int) -> bool:
+        times = math.ceil(missing / recipe.count)
+        held = []
+        for k, ingredient in recipe.ingredients:
+            name = self.obtain(ingredient, k * times, f"to craft {recipe.item}", depth + 1)
+            if name is None:
+                return False
+            held.append((k, name))
+        using = ", ".join(f"{k} {name}" for k, name in held)
+        action = f"craft {recipe.count} {recipe.item} using {using}"
+        thought = f"I have what {recipe.item} needs; I craft it {purpose}."
+        for _ in range(times):
+            if self.done:
+                return True
+            if not self.act(action, thought).startswith("Crafted"):
+                return False
+            self.steps.append(Step(action, thought))
+            self.inventory[recipe.item] += recipe.count
+            for k, name in held:
+                self.inventory[name] -= k
+        return True
+
+    def _get(self, item: str, n: int, purpose: str) -> str | None:
+        for name in dict.fromkeys([item, item.removesuffix("s")]):
+            action = f"get {n} {name}"
+            if self.act(action, "").startswith("Got"):
+                thought = f"{name} is a base item and I need {n} {purpose}; I get it."
+                self.steps.append(Step(action, thought))
+                self.inventory[name] += n
+                return name
+        return None
+
+
+def plan_textcraft(pool: Any, task_id: int) -> list[Step] | None:
+    """The actions that craft task ``task_id``'s goal, found in a scratch session of ``pool``
+    (a TextCraft pool), or None when the planner cannot craft it."""
+    (sid,) = pool.create(1)
+    try:
+        (observation,) = pool.reset([sid], [task_id])
+        recipes, goal = parse_textcraft(observation)
+        planner = _Planner(pool, sid, recipes)
+        held = planner.obtain(goal, 1, "because it is the goal")
+        return planner.steps if held is not None and planner.done else None
+    finally:
+        pool.close([sid])
+
+
+def demo_episode(pool: Any, env: str, task_id: int, steps: list[Step]) -> dict[str, Any]:
+    """Replay ``steps`` in a fresh session; the episode as a ``messages`` record (the form
+    ``agentgym.learner.datasets`` reads), opened as the actors open one (the family's
+    instruction, then the first observation)."""
+    from agentgym.envs.families import family
+
+    rules = family(env)
+    (sid,) = pool.create(1)
+    try:
+        (observation,) = pool.reset([sid], [task_id])
+        messages = [
+            {"role": "system", "content": rules.instruction},
+            {"role": "user", "content": observation},
+        ]
+        reward, done, truncated = 0.0, False, False
+        for step in steps:
+            messages.append({"role": "assistant", "content": reply_text(step)})
+            batch = pool.step([sid], [step.action])
+            if batch.errors[0] is not None:
+                raise RuntimeError(batch.errors[0])
+            reward += float(batch.rewards[0])
+            done, truncated = bool(batch.dones[0]), bool(batch.truncated[0])
+            if done or truncated:
+                break
+            messages.append({"role": "user", "content": batch.observations[0]})
+        outcome = rules.outcome(reward, done, truncated)
+        return {
+            "env": env,
+            "task_id": task_id,
+            "reward": reward,
+            "success": outcome.success,
+            "num_turns": sum(m["role"] == "assistant" for m in messages),
+            "messages": messages,
+        }
+    finally:
+        pool.close([sid])
+
+
+def reply_text(step: Step) -> str:
+    """The agent's reply for ``step`` in AgentGym's format."""
+    return f"Thought: {step.thought}\nAction: {step.action}"

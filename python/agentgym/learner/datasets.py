@@ -1,0 +1,223 @@
+"""Trajectory datasets for SFT and DPO: JSONL files read into token ids and loss masks.
+
+Each line is one record, in one of three forms:
+
+- **AgentTraj** (AgentGym's expert trajectories): ``{"item_id": ..., "conversations": [{"from":
+  "human" | "gpt", "loss": bool | null, "value": text}, ...]}``. ``human`` turns are user
+  messages, ``gpt`` turns assistant messages; an assistant turn carries loss unless its ``loss``
+  is ``false`` (AgentGym marks its acknowledgement turn so).
+- **messages** (``agentgym demos`` and exported runs): ``{"messages": [{"role": "system" |
+  "user" | "assistant", "content": text, "loss": bool (optional)}, ...], "env", "task_id",
+  "reward", "success", ...}``. Assistant messages carry loss unless ``loss`` is false.
+- **tokens** (the actors' ``trajectories.jsonl``): ``{"tokens": [...], "loss_mask": [...]}``,
+  used as recorded (the ids of the tokenizer that produced them).
+
+Messages become tokens exactly as the actors build an episode (``agentgym.agent.turns``): the
+chat template renders the opening messages with the generation prompt, each assistant turn is
+its text's tokens plus the template's end-of-turn token (what a model samples), each later user
+turn is the template's delta. Only assistant tokens carry loss.
+
+Bad input loses nothing silently: a line that is not JSON or not one of the forms above is
+skipped and counted (with the first few line numbers), as is a record without any assistant turn
+that carries loss; ``strict=True`` raises instead. Records longer than ``max_tokens`` are cut to
+that length and counted; one with no loss token left is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgym.agent.turns import ChatCodec
+
+_SHOWN_LINES = 5
+_ROLES = {"human": "user", "gpt": "assistant"}
+
+
+class DatasetError(ValueError):
+    """A record that cannot be used (raised in strict mode, counted otherwise)."""
+
+
+@dataclass
+class Example:
+    """One training sequence."""
+
+    tokens: list[int]
+    loss_mask: list[int]
+    meta: dict[str, Any] = field(default_factory=dict)
+    """The record's other fields (``item_id``, ``env``, ``task_id``, ``reward``, ``success``),
+    plus ``source`` (``file:line``)."""
+
+
+@dataclass
+class ReadReport:
+    """What a read kept and what it skipped, with the first line numbers of each kind."""
+
+    kept: int = 0
+    malformed: int = 0
+    no_assistant: int = 0
+    truncated: int = 0
+    empty_after_cut: int = 0
+    first_lines: dict[str, list[str]] = field(default_factory=dict)
+
+    def skip(self, kind: str, where: str) -> None:
+        setattr(self, kind, getattr(self, kind) + 1)
+        shown = self.first_lines.setdefault(kind, [])
+        if len(shown) < _SHOWN_LINES:
+            shown.append(where)
+
+    def summary(self) -> str:
+        """One line: kept, and each kind of skip with its first line numbers."""
+        parts = [f"{self.kept} kept"]
+        for kind in ("malformed", "no_assistant", "truncated", "empty_after_cut"):
+            n = getattr(self, kind)
+            if n:
+                lines = ", ".join(self.first_lines.get(kind, []))
+                parts.append(f"{n} {kind.replace('_', ' ')} (first: {lines})")
+        return "; ".join(parts)
+
+
+def read_dataset(
+    paths: str | Path | Sequence[str | Path],
+    codec: ChatCodec,
+    *,
+    max_tokens: int | None = None,
+    strict: bool = False,
+) -> tuple[list[Example], ReadReport]:
+    """Every usable record of the JSONL files ``paths`` as ``Example``s, and the report."""
+    files = [paths] if isinstance(paths, str | Path) else list(paths)
+    report = ReadReport()
+    examples: list[Example] = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                where = f"{Path(path).name}:{number}"
+                example = _read_line(line, codec, where, report, strict)
+                if example is None:
+                    continue
+                if max_tokens is not None and len(example.tokens) > max_tokens:
+                    example.tokens = example.tokens[:max_tokens]
+                    example.loss_mask = example.loss_mask[:max_tokens]
+                    report.skip("truncated", where)
+                    if not any(example.loss_mask):
+                        _reject(report, "empty_after_cut", where, strict, "no loss token left")
+                        continue
+                examples.append(example)
+                report.kept += 1
+    return examples, report
+
+
+def _read_line(line: str, codec, where: str, report: ReadReport, strict: bool) -> Example | None:
+    try:
+        record = json.loads(line)
+        if not isinstance(record, dict):
+            raise DatasetError("a record must be a JSON object")
+        example = record_to_example(record, codec)
+    except (json.JSONDecodeError, DatasetError, TypeError, KeyError) as e:
+        _reject(report, "malformed", where, strict, str(e))
+        return None
+    if not any(example.loss_mask):
+        _reject(report, "no_assistant", where, strict, "no assistant turn carries loss")
+        return None
+    example.meta["source"] = where
+    return example
+
+
+def _reject(report: ReadReport, kind: str, where: str, strict: bool, why: str) -> None:
+    if strict:
+        raise DatasetError(f"{where}: {why}")
+    report.skip(kind, where)
+
+
+def record_to_example(record: dict[str, Any], codec: ChatCodec) -> Example:
+    """One record (any of the three forms) as an ``Example``; raises ``DatasetError``."""
+    meta = {k: v for k, v in record.items() if k not in ("conversations", "messages", "tokens")}
+    meta.pop("loss_mask", None)
+    if "conversations" in record:
+        return Example(*tokenize_messages(agenttraj_messages(record["conversations"]), codec), meta)
+    if "messages" in record:
+        return Example(*tokenize_messages(_checked_messages(record["messages"]), codec), meta)
+    if "tokens" in record and "loss_mask" in record:
+        tokens, mask = [int(t) for t in record["tokens"]], [int(m) for m in record["loss_mask"]]
+        if len(tokens) != len(mask):
+            raise DatasetError(f"{len(tokens)} tokens but {len(mask)} loss_mask entries")
+        return Example(tokens, [1 if m else 0 for m in mask], meta)
+    raise DatasetError("no 'conversations', 'messages' or 'tokens' + 'loss_mask' field")
+
+
+def agenttraj_messages(conversations: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """AgentTraj turns as chat messages with a ``loss`` flag on assistant turns."""
+    out = []
+    for turn in conversations:
+        role = _ROLES.get(turn.get("from"))
+        if role is None:
+            raise DatasetError(f"turn 'from' must be 'human' or 'gpt', got {turn.get('from')!r}")
+        message = {"role": role, "content": _text(turn.get("value"))}
+        if role == "assistant":
+            message["loss"] = turn.get("loss") is not False
+        out.append(message)
+    return out
+
+
+def _checked_messages(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for m in messages:
+        if m.get("role") not in ("system", "user", "assistant"):
+            raise DatasetError(f"message role must be system, user or assistant: {m.get('role')!r}")
+        message = {"role": m["role"], "content": _text(m.get("content"))}
+        if m["role"] == "assistant":
+            message["loss"] = m.get("loss") is not False
+        out.append(message)
+    return out
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise DatasetError(f"message text must be a string, got {type(value).__name__}")
+    return value
+
+
+def tokenize_messages(messages: list[dict[str, Any]], codec: ChatCodec) -> tuple[list, list]:
+    """(tokens, loss_mask) of a conversation, built as the actors build an episode."""
+    first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), None)
+    if first is None or first == 0:
+        raise DatasetError("a conversation needs opening messages, then an assistant turn")
+    opening = [{"role": m["role"], "content": m["content"]} for m in messages[:first]]
+    tokens = codec.prompt_tokens(opening)
+    mask = [0] * len(tokens)
+    end = end_of_turn_tokens(codec)
+    last: int | None = None
+    expect_assistant = True
+    for m in messages[first:]:
+        if m["role"] == "system":
+            raise DatasetError("a system message may only open a conversation")
+        if (m["role"] == "assistant") != expect_assistant:
+            raise DatasetError("after the opening, user and assistant turns must alternate")
+        if m["role"] == "assistant":
+            reply = codec.encode(m["content"]) + end
+            tokens += reply
+            mask += [int(m["loss"])] * len(reply)
+            last = reply[-1]
+        else:
+            delta = codec.observation_delta(m["content"], last)
+            tokens += delta
+            mask += [0] * len(delta)
+        expect_assistant = not expect_assistant
+    return tokens, mask
+
+
+def end_of_turn_tokens(codec: ChatCodec) -> list[int]:
+    """The special tokens that open the template's text after a reply (ChatML: <|im_end|>):
+    what a model samples to end its turn, and what the actor's stop tokens are."""
+    special = set(codec.tokenizer.all_special_ids)
+    out = []
+    for token in codec.encode(codec.reply_suffix):
+        if token not in special:
+            break
+        out.append(token)
+    return out

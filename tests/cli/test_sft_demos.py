@@ -1,0 +1,71 @@
+"""``agentgym demos`` and ``agentgym sft`` as a user runs them, and their bad-input messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from agentgym.cli.main import main  # noqa: E402
+
+CONFIG = Path(__file__).resolve().parents[2] / "configs" / "textcraft-sft.yaml"
+TINY = [
+    "model.tiny.vocab_size=320",
+    "model.tiny.hidden_size=32",
+    "model.tiny.intermediate_size=64",
+    "model.tiny.num_hidden_layers=1",
+    "model.corpus_episodes=8",
+    "sft.epochs=1",
+    "sft.batch_size=4",
+    "sft.micro_batch_size=2",
+    "tasks.eval.limit=2",
+    "eval.samples=1",
+    "engine.max_new_tokens=8",
+]
+
+
+def _sets(items):
+    return [arg for item in items for arg in ("--set", item)]
+
+
+def test_demos_then_sft_then_eval(tmp_path, capsys):
+    demos = tmp_path / "demos.jsonl"
+    assert main(["demos", "textcraft", "--tasks", "300:308", "--out", str(demos), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "depth 2" in out and "100.0%" in out
+    records = [json.loads(line) for line in demos.read_text().splitlines()]
+    assert len(records) == 8 and all(r["success"] for r in records)
+    run_dir = tmp_path / "run"
+    argv = ["sft", str(CONFIG), *_sets([*TINY, f"run_dir={run_dir}"]), "--data", str(demos)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "data: 8 kept" in out and "sft step 2/2" in out
+    latest = run_dir / "sft" / "checkpoints" / "latest"
+    assert latest.read_text().strip() == "step_00000002"
+    from agentgym.cli.eval import evaluate
+    from agentgym.config import load_config
+
+    config = load_config(CONFIG, [*TINY, f"run_dir={run_dir}"])
+    result = evaluate(config, run_dir / "sft" / "checkpoints")
+    assert result["num_tasks"] == 2 and result["rows"]["textcraft"]["episodes"] == 2
+
+
+def test_sft_bad_input_is_refused_before_any_work(tmp_path):
+    with pytest.raises(SystemExit, match="no such data file: .*missing.jsonl"):
+        main(["sft", str(CONFIG), "--set", f"run_dir={tmp_path}", "--data", "missing.jsonl"])
+    with pytest.raises(SystemExit, match="no data"):
+        main(["sft", str(CONFIG), "--set", f"run_dir={tmp_path}", "--set", "sft.data=[]"])
+    with pytest.raises(ValueError, match="sft: epochs"):
+        main(["sft", str(CONFIG), "--set", "sft.epochs=0"])
+    assert not any(tmp_path.iterdir())
+
+
+def test_demos_bad_task_range(tmp_path):
+    with pytest.raises(SystemExit, match="expected START:STOP"):
+        main(["demos", "textcraft", "--tasks", "7", "--out", str(tmp_path / "d.jsonl")])
+    with pytest.raises(SystemExit, match="task ids 0..418"):
+        main(["demos", "textcraft", "--tasks", "400:500", "--out", str(tmp_path / "d.jsonl")])

@@ -1,0 +1,44 @@
+"""The TextCraft planner: it crafts goals of every depth, and its demos replay as successful
+episodes in AgentGym's Thought/Action format that the actor's parser and the dataset reader take."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentgym.agent.parsing import parse_action
+from agentgym.envs import EnvPool
+from agentgym.envs.planners import demo_episode, parse_textcraft, plan_textcraft
+
+SAMPLE = (0, 3, 10, 60, 120, 200, 300, 418)  # ids are ordered deepest first: depths 4 to 2
+
+
+def test_parse_textcraft_reads_recipes_and_goal():
+    recipes, goal = parse_textcraft(
+        "Crafting commands:\ncraft 4 stick using 2 planks\n"
+        "craft 3 spruce fence using 2 stick, 4 spruce planks\n\nGoal: craft spruce fence."
+    )
+    assert goal == "spruce fence"
+    assert recipes[1].count == 3 and recipes[1].ingredients == ((2, "stick"), (4, "spruce planks"))
+    with pytest.raises(ValueError, match="Goal"):
+        parse_textcraft("craft 4 stick using 2 planks")
+
+
+def test_plans_craft_the_goal_and_demos_replay_them():
+    pool = EnvPool("textcraft")
+    depths = set()
+    for task in SAMPLE:
+        steps = plan_textcraft(pool, task)
+        assert steps, task
+        record = demo_episode(pool, "textcraft", task, steps)
+        assert record["success"] and record["reward"] == 1.0, task
+        messages = record["messages"]
+        assert [m["role"] for m in messages[:2]] == ["system", "user"]
+        replies = [m["content"] for m in messages if m["role"] == "assistant"]
+        assert [parse_action(r, "textcraft").action for r in replies] == [s.action for s in steps]
+        assert all(r.startswith("Thought: ") for r in replies)
+        assert messages[-1]["role"] == "assistant"  # the goal's craft ends the episode
+        (sid,) = pool.create(1)
+        pool.reset([sid], [task])
+        depths.add(pool.info([sid])[0]["depth"])
+        pool.close([sid])
+    assert depths == {2, 3, 4}
