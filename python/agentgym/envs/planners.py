@@ -105,12 +105,9 @@ class _Planner:
 
     def _craft(self, recipe: Recipe, missing: int, purpose: str, depth: int) -> bool:
         times = math.ceil(missing / recipe.count)
-        held = []
-        for k, ingredient in recipe.ingredients:
-            name = self.obtain(ingredient, k * times, f"to craft {recipe.item}", depth + 1)
-            if name is None:
-                return False
-            held.append((k, name))
+        held = self._ingredients(recipe, times, depth)
+        if held is None:
+            return False
         using = ", ".join(f"{k} {name}" for k, name in held)
         action = f"craft {recipe.count} {recipe.item} using {using}"
         thought = f"I have what {recipe.item} needs; I craft it {purpose}."
@@ -124,6 +121,21 @@ class _Planner:
             for k, name in held:
                 self.inventory[name] -= k
         return True
+
+    def _ingredients(self, recipe: Recipe, times: int, depth: int) -> list[tuple[int, str]] | None:
+        """Hold every ingredient of ``times`` crafts at once: making a later ingredient may use
+        up an earlier one (a tripwire hook takes the crossbow's iron ingot), so obtain again
+        until all are there together."""
+        for _ in range(3):
+            held = []
+            for k, ingredient in recipe.ingredients:
+                name = self.obtain(ingredient, k * times, f"to craft {recipe.item}", depth + 1)
+                if name is None:
+                    return None
+                held.append((k, name))
+            if self.done or all(self.inventory[name] >= k * times for k, name in held):
+                return held
+        return None
 
     def _get(self, item: str, n: int, purpose: str) -> str | None:
         for name in dict.fromkeys([item, item.removesuffix("s")]):
