@@ -9,7 +9,8 @@ from agentgym.agent.parsing import parse_action
 from agentgym.envs import EnvPool
 from agentgym.envs.planners import demo_episode, parse_textcraft, plan_textcraft
 
-SAMPLE = (0, 3, 10, 35, 60, 120, 200, 300, 418)  # deepest first: depths 4 to 2; 35 reuses an ingredient
+# ids are ordered deepest first (depths 4 to 2); 35 (crossbow) needs an ingredient twice
+SAMPLE = (0, 3, 10, 35, 60, 120, 200, 300, 418)
 
 
 def test_parse_textcraft_reads_recipes_and_goal():
