@@ -173,6 +173,40 @@ class SFTConfig:
 
 
 @dataclass(frozen=True)
+class DPOConfig:
+    """``agentgym dpo``: offline preference optimisation on pairs of episodes of one task."""
+
+    data: tuple[str, ...] = ()
+    """JSONL files of pairs ``{"chosen": record, "rejected": record}`` (``agentgym pairs``)."""
+    loss: Literal["sigmoid", "ipo"] = "sigmoid"
+    """sigmoid: DPO; ipo: IPO (``agentgym.learner.losses.dpo_loss``)."""
+    beta: float = 0.1
+    """Strength of the pull towards the reference policy."""
+    epochs: int = 1
+    """Passes over the pairs."""
+    batch_size: int = 8
+    """Pairs per optimizer step (the loss is their mean)."""
+    micro_batch_size: int = 2
+    """Pairs per forward pass (each pass runs both sides)."""
+    max_tokens: int = 2048
+    """Longer sequences are cut to this many tokens (and counted)."""
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
+    """AdamW and gradient clipping."""
+    checkpoint_every: int = 0
+    """Optimizer steps between checkpoints (0: only at the end)."""
+    strict: bool = False
+    """Fail on the first bad pair instead of skipping and counting it."""
+    seed: int = 0
+    """Seeds the order of the pairs."""
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1 or self.micro_batch_size < 1:
+            raise ValueError("dpo: epochs, batch_size and micro_batch_size must be >= 1")
+        if self.beta <= 0 or self.optim.lr <= 0:
+            raise ValueError("dpo: beta and optim.lr must be > 0")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """The whole run; ``configs/*.yaml`` override these defaults."""
 
@@ -194,6 +228,8 @@ class RunConfig:
     """Evaluation."""
     sft: SFTConfig = field(default_factory=SFTConfig)
     """Supervised fine-tuning (``agentgym sft``)."""
+    dpo: DPOConfig = field(default_factory=DPOConfig)
+    """Offline preference optimisation (``agentgym dpo``)."""
     run_dir: str = "runs/default"
     """Where the run writes its config, metrics, checkpoints, samples and model."""
     torch_threads: int = 1

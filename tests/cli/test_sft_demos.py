@@ -69,3 +69,30 @@ def test_demos_bad_task_range(tmp_path):
         main(["demos", "textcraft", "--tasks", "7", "--out", str(tmp_path / "d.jsonl")])
     with pytest.raises(SystemExit, match="task ids 0..418"):
         main(["demos", "textcraft", "--tasks", "400:500", "--out", str(tmp_path / "d.jsonl")])
+
+
+def test_pairs_then_dpo(tmp_path, capsys):
+    demos = tmp_path / "demos.jsonl"
+    assert main(["demos", "textcraft", "--tasks", "300:304", "--out", str(demos), "--quiet"]) == 0
+    # rollouts that failed the same tasks: the demo's first reply, then a wrong craft
+    failed = tmp_path / "failed.jsonl"
+    with open(failed, "w") as f:
+        for line in demos.read_text().splitlines():
+            record = json.loads(line)
+            messages = record["messages"][:3] + [
+                {"role": "user", "content": "Could not find enough items."},
+                {"role": "assistant", "content": "Thought: guess.\nAction: craft 1 stick"},
+            ]
+            f.write(json.dumps({**record, "reward": 0.0, "success": False, "messages": messages}))
+            f.write("\n")
+    pairs = tmp_path / "pairs.jsonl"
+    assert main(["pairs", str(demos), str(failed), "--out", str(pairs)]) == 0
+    assert "4 pairs over 4 tasks" in capsys.readouterr().out
+    run_dir = tmp_path / "run"
+    sets = _sets([*TINY, f"run_dir={run_dir}", "dpo.batch_size=2", "dpo.micro_batch_size=1"])
+    assert main(["dpo", str(CONFIG), *sets, "--data", str(pairs)]) == 0
+    out = capsys.readouterr().out
+    assert "pairs: 4 kept" in out and "dpo step 2/2" in out
+    assert (run_dir / "dpo" / "checkpoints" / "latest").read_text().strip() == "step_00000002"
+    with pytest.raises(SystemExit, match="no such file"):
+        main(["pairs", str(tmp_path / "nope.jsonl"), "--out", str(pairs)])

@@ -315,7 +315,8 @@ class Actor:
 
 
 def trajectory_record(t: Trajectory, codec: ChatCodec) -> dict[str, Any]:
-    """A readable JSON record of one trajectory (the text as the model saw it)."""
+    """A JSON record of one trajectory: the text as the model saw it, and its token ids and
+    loss mask (the form ``agentgym sft``, ``agentgym pairs`` and ``agentgym dpo`` read)."""
     return {
         "episode_id": t.episode_id,
         "group_id": t.group_id,
@@ -334,4 +335,6 @@ def trajectory_record(t: Trajectory, codec: ChatCodec) -> dict[str, Any]:
             for i in range(t.num_tokens)
             if t.loss_mask[i]
         ][:64],
+        "tokens": t.tokens.tolist(),
+        "loss_mask": t.loss_mask.tolist(),
     }

@@ -1,5 +1,6 @@
 """``agentgym``: ``train`` (learner + actors on one machine), ``eval`` (held-out tasks),
-``sft`` (supervised fine-tuning on trajectory datasets) and ``demos`` (expert demonstrations)."""
+``sft`` (supervised fine-tuning on trajectory datasets), ``demos`` (expert demonstrations),
+``pairs`` and ``dpo`` (preference pairs and offline preference optimisation)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    from agentgym.cli import demos, sft, train
+    from agentgym.cli import demos, offline, sft, train
     from agentgym.cli import eval as eval_cmd
 
     train.add_arguments(sub.add_parser("train", help="train: learner and actors, live progress"))
     eval_cmd.add_arguments(sub.add_parser("eval", help="evaluate a checkpoint on held-out tasks"))
     sft.add_arguments(sub.add_parser("sft", help="supervised fine-tuning on trajectory datasets"))
     demos.add_arguments(sub.add_parser("demos", help="write expert demonstrations (planners)"))
+    offline.add_pairs_arguments(sub.add_parser("pairs", help="preference pairs per task"))
+    offline.add_dpo_arguments(sub.add_parser("dpo", help="offline preference optimisation"))
     return parser
 
 
@@ -35,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         from agentgym.cli import demos
 
         return demos.run(args)
+    if args.command in ("pairs", "dpo"):
+        from agentgym.cli import offline
+
+        return offline.run_pairs(args) if args.command == "pairs" else offline.run_dpo(args)
     from agentgym.cli import eval as eval_cmd
 
     return eval_cmd.run(args)

@@ -58,6 +58,7 @@ class ReadReport:
 
     kept: int = 0
     malformed: int = 0
+    mismatched: int = 0
     no_assistant: int = 0
     truncated: int = 0
     empty_after_cut: int = 0
@@ -72,7 +73,7 @@ class ReadReport:
     def summary(self) -> str:
         """One line: kept, and each kind of skip with its first line numbers."""
         parts = [f"{self.kept} kept"]
-        for kind in ("malformed", "no_assistant", "truncated", "empty_after_cut"):
+        for kind in ("malformed", "mismatched", "no_assistant", "truncated", "empty_after_cut"):
             n = getattr(self, kind)
             if n:
                 lines = ", ".join(self.first_lines.get(kind, []))
@@ -110,6 +111,65 @@ def read_dataset(
                 examples.append(example)
                 report.kept += 1
     return examples, report
+
+
+def read_pairs(
+    paths: str | Path | Sequence[str | Path],
+    codec: ChatCodec,
+    *,
+    max_tokens: int | None = None,
+    strict: bool = False,
+) -> tuple[list[tuple[Example, Example]], ReadReport]:
+    """(chosen, rejected) pairs of the JSONL files ``paths``: each line ``{"chosen": record,
+    "rejected": record}`` with records in any of the three forms. A pair whose sides name
+    different tasks (``task_id`` or ``item_id``) is refused (``mismatched``); sides are cut to
+    ``max_tokens`` like examples."""
+    files = [paths] if isinstance(paths, str | Path) else list(paths)
+    report = ReadReport()
+    pairs = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if line.strip():
+                    pair = _read_pair(line, codec, f"{Path(path).name}:{number}", report, strict)
+                    if pair is not None:
+                        pairs.append(tuple(_cut(e, max_tokens) for e in pair))
+                        report.kept += 1
+    return pairs, report
+
+
+def _read_pair(line: str, codec, where: str, report: ReadReport, strict: bool):
+    try:
+        record = json.loads(line)
+        if not isinstance(record, dict) or not {"chosen", "rejected"} <= record.keys():
+            raise DatasetError("a pair is an object with 'chosen' and 'rejected'")
+        sides = [record_to_example(record[k], codec) for k in ("chosen", "rejected")]
+    except (json.JSONDecodeError, DatasetError, TypeError, KeyError, AttributeError) as e:
+        _reject(report, "malformed", where, strict, str(e))
+        return None
+    tasks = [_task_of(e.meta) for e in sides]
+    if tasks[0] != tasks[1]:
+        _reject(
+            report, "mismatched", where, strict, f"chosen is task {tasks[0]}, rejected {tasks[1]}"
+        )
+        return None
+    if not all(any(e.loss_mask) for e in sides):
+        _reject(report, "no_assistant", where, strict, "a side has no assistant turn with loss")
+        return None
+    return sides
+
+
+def _task_of(meta: dict[str, Any]) -> Any:
+    return meta.get("task_id", meta.get("item_id"))
+
+
+def _cut(example: Example, max_tokens: int | None) -> Example:
+    if max_tokens is not None and len(example.tokens) > max_tokens:
+        example.tokens, example.loss_mask = (
+            example.tokens[:max_tokens],
+            example.loss_mask[:max_tokens],
+        )
+    return example
 
 
 def _read_line(line: str, codec, where: str, report: ReadReport, strict: bool) -> Example | None:

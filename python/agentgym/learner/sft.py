@@ -59,11 +59,11 @@ def pad_examples(examples: Sequence[Example], pad_token_id: int) -> TrainBatch:
     )
 
 
-def step_batches(n: int, cfg: SFTConfig, epoch: int) -> list[list[int]]:
+def step_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
     """Example indices of each optimizer step of ``epoch`` (a seeded shuffle)."""
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(cfg.seed * 1_000_003 + epoch))
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
     ids = order.tolist()
-    return [ids[i : i + cfg.batch_size] for i in range(0, n, cfg.batch_size)]
+    return [ids[i : i + batch_size] for i in range(0, n, batch_size)]
 
 
 def micro_batches(examples: Sequence[Example], step: list[int], size: int) -> list[list[int]]:
@@ -92,7 +92,11 @@ def train_sft(
     )
     generator = torch.Generator().manual_seed(cfg.seed)
     metrics = MetricsWriter(out / "metrics.jsonl")
-    plan = [(e, s) for e in range(cfg.epochs) for s in step_batches(len(examples), cfg, e)]
+    plan = [
+        (e, s)
+        for e in range(cfg.epochs)
+        for s in step_batches(len(examples), cfg.batch_size, cfg.seed, e)
+    ]
     model.train()
     start, tokens_seen, loss, checkpoint = time.perf_counter(), 0, float("nan"), None
     try:

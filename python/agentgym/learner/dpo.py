@@ -1,0 +1,122 @@
+"""Offline preference optimisation (DPO, IPO) on pairs of episodes of the same task.
+
+The reference policy is a frozen copy of the policy as training starts. For each pair, the
+sequence log-probability of each side is the sum of its assistant tokens' log-probs (what the
+policy generated); ``agentgym.learner.losses.dpo_loss`` turns the four sums into the loss. A
+step's loss is the mean over its pairs, accumulated over micro-batches of pairs; checkpoints use
+the learner's format.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from agentgym.config import DPOConfig
+from agentgym.learner.checkpoint import TrainingState, save_checkpoint
+from agentgym.learner.datasets import Example
+from agentgym.learner.learner import forward_tokens
+from agentgym.learner.losses import dpo_loss, sequence_logprobs
+from agentgym.learner.metrics import MetricsWriter
+from agentgym.learner.sft import pad_examples, step_batches
+
+Pair = tuple[Example, Example]
+
+
+@dataclass
+class DPOResult:
+    """What a run did."""
+
+    steps: int
+    final_loss: float
+    final_accuracy: float
+    """Share of the last step's pairs whose implicit reward prefers the chosen side."""
+    checkpoint: Path | None
+
+
+def side_logprobs(model: nn.Module, examples: Sequence[Example], pad_token_id: int) -> torch.Tensor:
+    """float[N]: log pi(assistant tokens | context) of each example under ``model``."""
+    batch = pad_examples(examples, pad_token_id)
+    out = forward_tokens(model, batch, 1.0)
+    return sequence_logprobs(out.logp, batch.loss_mask)
+
+
+def train_dpo(
+    model: nn.Module,
+    pairs: Sequence[Pair],
+    cfg: DPOConfig,
+    *,
+    pad_token_id: int,
+    out_dir: str | Path,
+    progress: Callable[[str], None] = print,
+) -> DPOResult:
+    """Optimise ``model`` in place on ``pairs`` against a frozen copy of itself."""
+    if not pairs:
+        raise ValueError("dpo: no usable pairs")
+    out = Path(out_dir)
+    reference = copy.deepcopy(model).eval().requires_grad_(False)
+    o = cfg.optim
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay
+    )
+    generator = torch.Generator().manual_seed(cfg.seed)
+    metrics = MetricsWriter(out / "metrics.jsonl")
+    plan = [
+        (e, s)
+        for e in range(cfg.epochs)
+        for s in step_batches(len(pairs), cfg.batch_size, cfg.seed, e)
+    ]
+    model.train()
+    start, loss, accuracy, checkpoint = time.perf_counter(), float("nan"), float("nan"), None
+    try:
+        for number, (epoch, step) in enumerate(plan, start=1):
+            loss, margins = _step(
+                model, reference, optimizer, [pairs[i] for i in step], cfg, pad_token_id
+            )
+            accuracy = float((margins > 0).float().mean())
+            metrics.write(
+                number,
+                {"epoch": epoch, "loss": loss, "reward_margin": float(margins.mean()),
+                 "accuracy": accuracy},
+            )  # fmt: skip
+            elapsed = time.perf_counter() - start
+            progress(
+                f"dpo step {number}/{len(plan)} epoch {epoch + 1}/{cfg.epochs} loss {loss:.4f} "
+                f"accuracy {accuracy:.2f} eta {elapsed / number * (len(plan) - number):.0f}s"
+            )
+            if number == len(plan) or (cfg.checkpoint_every and number % cfg.checkpoint_every == 0):
+                state = TrainingState(number, {}, {"epoch": epoch})
+                checkpoint = save_checkpoint(
+                    out / "checkpoints", state, model, optimizer, generator
+                )
+    finally:
+        metrics.close()
+        model.eval()
+    return DPOResult(len(plan), loss, accuracy, checkpoint)
+
+
+def _step(model, reference, optimizer, pairs: list[Pair], cfg: DPOConfig, pad_token_id: int):
+    total, margins = 0.0, []
+    for i in range(0, len(pairs), cfg.micro_batch_size):
+        micro = pairs[i : i + cfg.micro_batch_size]
+        sides = [c for c, _ in micro] + [r for _, r in micro]
+        logp = side_logprobs(model, sides, pad_token_id)
+        with torch.no_grad():
+            ref = side_logprobs(reference, sides, pad_token_id)
+        n = len(micro)
+        loss, margin = dpo_loss(logp[:n], logp[n:], ref[:n], ref[n:], beta=cfg.beta, kind=cfg.loss)
+        (loss * n / len(pairs)).backward()
+        total += float(loss.detach()) * n / len(pairs)
+        margins.append(margin)
+    clip = cfg.optim.grad_clip
+    params = [p for p in model.parameters() if p.requires_grad]
+    nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"))
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return total, torch.cat(margins)

@@ -1,0 +1,89 @@
+"""DPO training: the policy moves towards the chosen sides, the reference stays frozen, one
+step's gradient does not depend on the micro-batch size; pairs of different tasks are refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from test_sft import examples, tiny_lm  # noqa: E402
+
+from agentgym.config import DPOConfig  # noqa: E402
+from agentgym.learner.datasets import DatasetError, read_pairs  # noqa: E402
+from agentgym.learner.dpo import _step, side_logprobs, train_dpo  # noqa: E402
+
+
+def pairs():
+    ex = examples(8, seed=3)
+    return [(ex[i], ex[i + 1]) for i in range(0, 8, 2)]
+
+
+def test_dpo_prefers_the_chosen_sides_and_keeps_the_reference(tmp_path):
+    model = tiny_lm()
+    data = pairs()
+    before = side_logprobs(model, [c for c, _ in data], 0) - side_logprobs(
+        model, [r for _, r in data], 0
+    )
+    cfg = DPOConfig(epochs=8, batch_size=4, micro_batch_size=2, beta=0.5)
+    cfg = DPOConfig(**{**cfg.__dict__, "optim": type(cfg.optim)(lr=0.01)})
+    result = train_dpo(model, data, cfg, pad_token_id=0, out_dir=tmp_path, progress=lambda s: None)
+    after = side_logprobs(model, [c for c, _ in data], 0) - side_logprobs(
+        model, [r for _, r in data], 0
+    )
+    assert (after - before).min() > 0  # every chosen side gained on its rejected side
+    assert result.final_accuracy == 1.0
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1]["loss"] < lines[0]["loss"]
+    assert lines[0]["reward_margin"] == pytest.approx(0.0, abs=1e-6)  # policy == reference at start
+    assert (tmp_path / "checkpoints" / "latest").exists()
+
+
+def test_gradient_does_not_depend_on_micro_batch_size():
+    grads = []
+    for micro in (1, 4):
+        model = tiny_lm()
+        reference = tiny_lm()
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)
+        opt.zero_grad = lambda set_to_none=True: None
+        # move the policy off the reference so the gradient is not trivially symmetric
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1)))
+        cfg = DPOConfig(batch_size=4, micro_batch_size=micro)
+        _step(model, reference, opt, pairs(), cfg, 0)
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    for name in grads[0]:
+        assert torch.allclose(grads[0][name], grads[1][name], atol=1e-6), name
+
+
+def test_pairs_of_different_tasks_are_refused(tmp_path):
+    from agentgym.agent.turns import ChatCodec
+    from agentgym.models import train_tokenizer
+
+    codec = ChatCodec(train_tokenizer(["Thought: a\nAction: b", "get 1 x"] * 5, vocab_size=300))
+
+    def side(task, reply):
+        return {
+            "task_id": task,
+            "messages": [
+                {"role": "user", "content": "goal"},
+                {"role": "assistant", "content": reply},
+            ],
+        }
+
+    path = tmp_path / "pairs.jsonl"
+    lines = [
+        {"chosen": side(1, "Action: get 1 x"), "rejected": side(1, "Action: b")},
+        {"chosen": side(1, "Action: get 1 x"), "rejected": side(2, "Action: b")},
+        {"chosen": side(1, "Action: get 1 x")},
+    ]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    got, report = read_pairs(path, codec)
+    assert len(got) == 1 and report.mismatched == 1 and report.malformed == 1
+    assert "1 mismatched (first: pairs.jsonl:2)" in report.summary()
+    with pytest.raises(DatasetError, match="pairs.jsonl:2: chosen is task 1, rejected 2"):
+        read_pairs(path, codec, strict=True)
