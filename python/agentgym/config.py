@@ -87,6 +87,9 @@ class ModelConfig:
     ``actor.reply_format: bare``."""
     corpus_episodes: int = 64
     """Random-action episodes whose text trains the tiny model's tokenizer."""
+    init_from: str | None = None
+    """Start from these weights: a learner-format checkpoint or checkpoints folder (e.g.
+    ``RUN_DIR/sft/checkpoints``); the learner and every actor load them."""
 
 
 @dataclass(frozen=True)

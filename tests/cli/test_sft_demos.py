@@ -52,6 +52,22 @@ def test_demos_then_sft_then_eval(tmp_path, capsys):
     config = load_config(CONFIG, [*TINY, f"run_dir={run_dir}"])
     result = evaluate(config, run_dir / "sft" / "checkpoints")
     assert result["num_tasks"] == 2 and result["rows"]["textcraft"]["episodes"] == 2
+    # model.init_from (agentgym train --init-from) starts the learner and actors from SFT
+    from safetensors.torch import load_file
+
+    from agentgym.actor.policy import load_policy
+
+    sft_dir = run_dir / "sft" / "checkpoints"
+    init = load_config(CONFIG, [*TINY, f"run_dir={run_dir}", f"model.init_from={sft_dir}"])
+    model, _ = load_policy(init)
+    saved = load_file(str(sft_dir / "step_00000002" / "model.safetensors"))
+    untrained, _ = load_policy(config)
+    for name, tensor in model.state_dict().items():
+        if name in saved:
+            assert torch.equal(tensor, saved[name]), name
+    assert any(
+        not torch.equal(t, untrained.state_dict()[n]) for n, t in model.state_dict().items()
+    )
 
 
 def test_sft_bad_input_is_refused_before_any_work(tmp_path):
@@ -62,6 +78,11 @@ def test_sft_bad_input_is_refused_before_any_work(tmp_path):
     with pytest.raises(ValueError, match="sft: epochs"):
         main(["sft", str(CONFIG), "--set", "sft.epochs=0"])
     assert not any(tmp_path.iterdir())
+
+
+def test_train_refuses_init_from_with_resume(tmp_path):
+    with pytest.raises(SystemExit, match="drop --init-from"):
+        main(["train", "--resume", str(tmp_path), "--init-from", str(tmp_path)])
 
 
 def test_demos_bad_task_range(tmp_path):

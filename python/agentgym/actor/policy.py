@@ -42,7 +42,8 @@ def prepare_model(config: RunConfig) -> Path:
 
 
 def load_policy(config: RunConfig, device: str = "cpu") -> tuple[Any, Any]:
-    """(model, tokenizer) in eval mode; the model is wrapped in ``MenuPolicy`` if configured."""
+    """(model, tokenizer) in eval mode; the model is wrapped in ``MenuPolicy`` if configured,
+    and holds ``model.init_from``'s weights when that is set."""
     from agentgym.models import load_model
 
     model, tokenizer = load_model(model_dir(config), device=device)
@@ -50,7 +51,19 @@ def load_policy(config: RunConfig, device: str = "cpu") -> tuple[Any, Any]:
         from agentgym.actor.menu import MenuPolicy
 
         model = MenuPolicy.from_tokenizer(model, tokenizer, config.env.name).to(device).eval()
+    if config.model.init_from is not None:
+        load_weights_file(model, resolve_checkpoint(config.model.init_from))
     return model, tokenizer
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint directory; a checkpoints folder resolves to its newest checkpoint."""
+    path = Path(path)
+    if (path / "latest").exists():
+        return path / (path / "latest").read_text().strip()
+    if not (path / "model.safetensors").exists():
+        raise SystemExit(f"{path}: no model.safetensors (not a checkpoint or model directory)")
+    return path
 
 
 def pad_token_id(tokenizer: Any) -> int:

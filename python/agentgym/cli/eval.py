@@ -67,20 +67,15 @@ def final_cap(h: HorizonConfig) -> int | None:
     return h.max_cap
 
 
-def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoints folder resolves to its newest checkpoint."""
-    path = Path(path)
-    if (path / "latest").exists():
-        return path / (path / "latest").read_text().strip()
-    if not (path / "model.safetensors").exists():
-        raise SystemExit(f"--checkpoint: no model.safetensors in {path}")
-    return path
-
-
 def evaluate(config: RunConfig, checkpoint: str | Path, *, limit: int | None = None) -> dict:
     """Run the held-out episodes; returns the JSON-able result (see ``summarize``)."""
     set_torch_threads(max(config.torch_threads, config.actor.torch_threads))
-    from agentgym.actor.policy import load_policy, load_weights_file, prepare_model
+    from agentgym.actor.policy import (
+        load_policy,
+        load_weights_file,
+        prepare_model,
+        resolve_checkpoint,
+    )
 
     prepare_model(config)
     ckpt = resolve_checkpoint(checkpoint)

@@ -86,16 +86,15 @@ def run_dpo(args: argparse.Namespace) -> int:
     if config.model.menu_policy:
         raise SystemExit("agentgym dpo: the menu policy replies with one token; use a text policy")
     set_torch_threads(config.torch_threads)
-    from agentgym.actor.policy import load_policy, load_weights_file, pad_token_id, prepare_model
+    from agentgym.actor.policy import load_policy, pad_token_id, prepare_model
     from agentgym.agent.turns import ChatCodec
-    from agentgym.cli.eval import resolve_checkpoint
     from agentgym.learner.datasets import read_pairs
     from agentgym.learner.dpo import train_dpo
 
+    if args.init_from:
+        config = replace(config, model=replace(config.model, init_from=args.init_from))
     prepare_model(config)
     model, tokenizer = load_policy(config)
-    if args.init_from:
-        load_weights_file(model, resolve_checkpoint(args.init_from))
     pairs, report = read_pairs(
         cfg.data, ChatCodec(tokenizer), max_tokens=cfg.max_tokens, strict=cfg.strict
     )

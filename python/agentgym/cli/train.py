@@ -49,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="continue the run in RUN_DIR from its newest checkpoint",
     )
+    parser.add_argument(
+        "--init-from",
+        default=None,
+        metavar="CHECKPOINT",
+        help="start from these weights (e.g. RUN_DIR/sft/checkpoints); sets model.init_from",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
 
 
@@ -74,7 +80,12 @@ def _resolve(args: argparse.Namespace) -> RunConfig:
     if args.resume is None:
         if args.config is None:
             raise SystemExit("agentgym train: CONFIG is required (or --resume RUN_DIR)")
-        return load_config(args.config, args.overrides)
+        config = load_config(args.config, args.overrides)
+        if args.init_from is not None:
+            config = replace(config, model=replace(config.model, init_from=args.init_from))
+        return config
+    if args.init_from is not None:
+        raise SystemExit("agentgym train: --resume continues from the run's checkpoint; drop --init-from")
     saved = Path(args.resume) / RESOLVED_CONFIG
     if not saved.exists():
         raise SystemExit(f"--resume: {saved} not found")
