@@ -85,7 +85,9 @@ def _resolve(args: argparse.Namespace) -> RunConfig:
             config = replace(config, model=replace(config.model, init_from=args.init_from))
         return config
     if args.init_from is not None:
-        raise SystemExit("agentgym train: --resume continues from the run's checkpoint; drop --init-from")
+        raise SystemExit(
+            "agentgym train: --resume continues from the run's checkpoint; drop --init-from"
+        )
     saved = Path(args.resume) / RESOLVED_CONFIG
     if not saved.exists():
         raise SystemExit(f"--resume: {saved} not found")
