@@ -65,9 +65,7 @@ def test_demos_then_sft_then_eval(tmp_path, capsys):
     for name, tensor in model.state_dict().items():
         if name in saved:
             assert torch.equal(tensor, saved[name]), name
-    assert any(
-        not torch.equal(t, untrained.state_dict()[n]) for n, t in model.state_dict().items()
-    )
+    assert any(not torch.equal(t, untrained.state_dict()[n]) for n, t in model.state_dict().items())
 
 
 def test_sft_bad_input_is_refused_before_any_work(tmp_path):
