@@ -11,12 +11,12 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    from agentgym.cli import demos, offline, sft, train
+    from agentgym.cli import demos, offline, train
     from agentgym.cli import eval as eval_cmd
 
     train.add_arguments(sub.add_parser("train", help="train: learner and actors, live progress"))
     eval_cmd.add_arguments(sub.add_parser("eval", help="evaluate a checkpoint on held-out tasks"))
-    sft.add_arguments(sub.add_parser("sft", help="supervised fine-tuning on trajectory datasets"))
+    offline.add_sft_arguments(sub.add_parser("sft", help="supervised fine-tuning on datasets"))
     demos.add_arguments(sub.add_parser("demos", help="write expert demonstrations (planners)"))
     offline.add_pairs_arguments(sub.add_parser("pairs", help="preference pairs per task"))
     offline.add_dpo_arguments(sub.add_parser("dpo", help="offline preference optimisation"))
@@ -30,18 +30,15 @@ def main(argv: list[str] | None = None) -> int:
         from agentgym.cli import train
 
         return train.run(args)
-    if args.command == "sft":
-        from agentgym.cli import sft
-
-        return sft.run(args)
     if args.command == "demos":
         from agentgym.cli import demos
 
         return demos.run(args)
-    if args.command in ("pairs", "dpo"):
+    if args.command in ("sft", "pairs", "dpo"):
         from agentgym.cli import offline
 
-        return offline.run_pairs(args) if args.command == "pairs" else offline.run_dpo(args)
+        run = {"sft": offline.run_sft, "pairs": offline.run_pairs, "dpo": offline.run_dpo}
+        return run[args.command](args)
     from agentgym.cli import eval as eval_cmd
 
     return eval_cmd.run(args)

@@ -1,11 +1,18 @@
-"""``agentgym dpo CONFIG`` and ``agentgym pairs FILE ... --out PAIRS``: preference data and
-offline preference optimisation.
+"""The offline commands: ``agentgym sft``, ``agentgym pairs`` and ``agentgym dpo``.
 
-``pairs`` groups the records of the given JSONL files (demos, a run's ``trajectories.jsonl``,
-any form ``agentgym.learner.datasets`` reads) by task and pairs each task's best episode (success
-first, then reward) with every episode of that task whose reward is lower, as AgentGym's
-AgentEvol/ETO-style exploration does. ``dpo`` trains the run's policy on such pairs against a
-frozen copy of itself and writes ``RUN_DIR/dpo/`` (``metrics.jsonl``, ``checkpoints/``).
+``sft CONFIG`` fine-tunes the run's policy on trajectory datasets (``sft.data`` or ``--data``):
+AgentGym's AgentTraj conversations, ``agentgym demos`` files or actors' token records, tokenized
+with the policy's chat template as the actors build episodes, token-mean NLL on assistant
+tokens; it writes ``RUN_DIR/sft/`` (``metrics.jsonl``, ``checkpoints/``).
+
+``pairs FILE ... --out PAIRS`` groups the records of the given JSONL files (demos, a run's
+``trajectories.jsonl``) by task and pairs each task's best episode (success first, then
+reward) with every episode of that task whose reward is lower, as AgentGym's AgentEvol/ETO-style
+exploration does. ``dpo CONFIG`` trains the run's policy on such pairs against a frozen copy of
+itself and writes ``RUN_DIR/dpo/``.
+
+Evaluate either with ``agentgym eval CONFIG --checkpoint RUN_DIR/{sft,dpo}/checkpoints``, or
+start RL from it with ``agentgym train CONFIG --init-from ...``.
 """
 
 from __future__ import annotations
@@ -17,16 +24,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agentgym.cli.common import set_torch_threads
-from agentgym.config import load_config
+from agentgym.cli.common import add_config_args, set_torch_threads
+from agentgym.config import RunConfig, load_config
+
+
+def add_sft_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_args(parser)
+    parser.add_argument("--data", nargs="+", default=None, help="JSONL files (replace sft.data)")
 
 
 def add_dpo_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="YAML config of the run (model, dpo section)")
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a config field (repeatable)",
-    )  # fmt: skip
+    add_config_args(parser)
     parser.add_argument("--data", nargs="+", default=None, help="pairs JSONL (replace dpo.data)")
     parser.add_argument(
         "--init-from",
@@ -38,6 +46,87 @@ def add_dpo_arguments(parser: argparse.ArgumentParser) -> None:
 def add_pairs_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", help="JSONL records with task_id and reward")
     parser.add_argument("--out", required=True, help="pairs JSONL to write")
+
+
+def offline_config(args: argparse.Namespace, section: str) -> RunConfig:
+    """The run config with ``--data`` (and ``--init-from``) applied, its data files checked:
+    every refusal happens before a model is built."""
+    config = load_config(args.config, args.overrides)
+    part = getattr(config, section)
+    if args.data:
+        part = replace(part, data=tuple(args.data))
+        config = replace(config, **{section: part})
+    if getattr(args, "init_from", None):
+        config = replace(config, model=replace(config.model, init_from=args.init_from))
+    if not part.data:
+        raise SystemExit(f"agentgym {section}: no data (set {section}.data or pass --data)")
+    missing = [d for d in part.data if not Path(d).is_file()]
+    if missing:
+        raise SystemExit(f"agentgym {section}: no such data file: {', '.join(missing)}")
+    if config.model.menu_policy:
+        raise SystemExit(f"agentgym {section}: the menu policy replies with one token")
+    return config
+
+
+def _policy(config: RunConfig) -> tuple[Any, Any, Any]:
+    """(model, tokenizer, chat codec) of the run's policy."""
+    set_torch_threads(config.torch_threads)
+    from agentgym.actor.policy import load_policy, prepare_model
+    from agentgym.agent.turns import ChatCodec
+
+    prepare_model(config)
+    model, tokenizer = load_policy(config)
+    return model, tokenizer, ChatCodec(tokenizer)
+
+
+def _progress(line: str) -> None:
+    print(line, flush=True)
+
+
+def run_sft(args: argparse.Namespace) -> int:
+    """``agentgym sft``: returns the exit code."""
+    config = offline_config(args, "sft")
+    cfg = config.sft
+    from agentgym.actor.policy import pad_token_id
+    from agentgym.learner.datasets import read_dataset
+    from agentgym.learner.sft import train_sft
+
+    model, tokenizer, codec = _policy(config)
+    examples, report = read_dataset(cfg.data, codec, max_tokens=cfg.max_tokens, strict=cfg.strict)
+    print(f"agentgym sft: data: {report.summary()}", flush=True)
+    out = Path(config.run_dir) / "sft"
+    result = train_sft(
+        model, examples, cfg, pad_token_id=pad_token_id(tokenizer), out_dir=out, progress=_progress
+    )
+    print(
+        f"agentgym sft: {result.steps} steps, {result.tokens:,} assistant tokens, final loss "
+        f"{result.final_loss:.4f}; checkpoint {result.checkpoint}; metrics {out / 'metrics.jsonl'}"
+    )
+    print(f"evaluate: agentgym eval {args.config} --checkpoint {out / 'checkpoints'}")
+    return 0
+
+
+def run_dpo(args: argparse.Namespace) -> int:
+    """``agentgym dpo``: returns the exit code."""
+    config = offline_config(args, "dpo")
+    cfg = config.dpo
+    from agentgym.actor.policy import pad_token_id
+    from agentgym.learner.datasets import read_pairs
+    from agentgym.learner.dpo import train_dpo
+
+    model, tokenizer, codec = _policy(config)
+    pairs, report = read_pairs(cfg.data, codec, max_tokens=cfg.max_tokens, strict=cfg.strict)
+    print(f"agentgym dpo: pairs: {report.summary()}", flush=True)
+    out = Path(config.run_dir) / "dpo"
+    result = train_dpo(
+        model, pairs, cfg, pad_token_id=pad_token_id(tokenizer), out_dir=out, progress=_progress
+    )
+    print(
+        f"agentgym dpo: {result.steps} steps, final loss {result.final_loss:.4f}, accuracy "
+        f"{result.final_accuracy:.2f}; checkpoint {result.checkpoint}"
+    )
+    print(f"evaluate: agentgym eval {args.config} --checkpoint {out / 'checkpoints'}")
+    return 0
 
 
 def run_pairs(args: argparse.Namespace) -> int:
@@ -70,43 +159,3 @@ def task_pairs(records: list[dict]) -> list[tuple[dict, dict]]:
     key = lambda r: (bool(r.get("success")), float(r.get("reward", 0.0)))  # noqa: E731
     best = max(records, key=key)
     return [(best, r) for r in records if key(r) < key(best)]
-
-
-def run_dpo(args: argparse.Namespace) -> int:
-    """``agentgym dpo``: returns the exit code."""
-    config = load_config(args.config, args.overrides)
-    if args.data:
-        config = replace(config, dpo=replace(config.dpo, data=tuple(args.data)))
-    cfg = config.dpo
-    if not cfg.data:
-        raise SystemExit("agentgym dpo: no data (set dpo.data in the config or pass --data)")
-    missing = [d for d in cfg.data if not Path(d).is_file()]
-    if missing:
-        raise SystemExit(f"agentgym dpo: no such data file: {', '.join(missing)}")
-    if config.model.menu_policy:
-        raise SystemExit("agentgym dpo: the menu policy replies with one token; use a text policy")
-    set_torch_threads(config.torch_threads)
-    from agentgym.actor.policy import load_policy, pad_token_id, prepare_model
-    from agentgym.agent.turns import ChatCodec
-    from agentgym.learner.datasets import read_pairs
-    from agentgym.learner.dpo import train_dpo
-
-    if args.init_from:
-        config = replace(config, model=replace(config.model, init_from=args.init_from))
-    prepare_model(config)
-    model, tokenizer = load_policy(config)
-    pairs, report = read_pairs(
-        cfg.data, ChatCodec(tokenizer), max_tokens=cfg.max_tokens, strict=cfg.strict
-    )
-    print(f"agentgym dpo: pairs: {report.summary()}", flush=True)
-    out = Path(config.run_dir) / "dpo"
-    result = train_dpo(
-        model, pairs, cfg, pad_token_id=pad_token_id(tokenizer), out_dir=out,
-        progress=lambda line: print(line, flush=True),
-    )  # fmt: skip
-    print(
-        f"agentgym dpo: {result.steps} steps, final loss {result.final_loss:.4f}, accuracy "
-        f"{result.final_accuracy:.2f}; checkpoint {result.checkpoint}"
-    )
-    print(f"evaluate: agentgym eval {args.config} --checkpoint {out / 'checkpoints'}")
-    return 0

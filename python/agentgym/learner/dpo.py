@@ -10,7 +10,6 @@ the learner's format.
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,12 +18,10 @@ import torch
 from torch import nn
 
 from agentgym.config import DPOConfig
-from agentgym.learner.checkpoint import TrainingState, save_checkpoint
 from agentgym.learner.datasets import Example
 from agentgym.learner.learner import forward_tokens
 from agentgym.learner.losses import dpo_loss, sequence_logprobs
-from agentgym.learner.metrics import MetricsWriter
-from agentgym.learner.sft import pad_examples, step_batches
+from agentgym.learner.offline import clip_and_step, offline_loop, pad_examples
 
 Pair = tuple[Example, Example]
 
@@ -59,46 +56,18 @@ def train_dpo(
     """Optimise ``model`` in place on ``pairs`` against a frozen copy of itself."""
     if not pairs:
         raise ValueError("dpo: no usable pairs")
-    out = Path(out_dir)
     reference = copy.deepcopy(model).eval().requires_grad_(False)
-    o = cfg.optim
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay
+
+    def step_fn(optimizer, step: list[int]) -> dict[str, float]:
+        chosen = [pairs[i] for i in step]
+        loss, margins = _step(model, reference, optimizer, chosen, cfg, pad_token_id)
+        accuracy = float((margins > 0).float().mean())
+        return {"loss": loss, "reward_margin": float(margins.mean()), "accuracy": accuracy}
+
+    steps, last, checkpoint = offline_loop(
+        model, len(pairs), cfg, step_fn, out_dir, "dpo", progress
     )
-    generator = torch.Generator().manual_seed(cfg.seed)
-    metrics = MetricsWriter(out / "metrics.jsonl")
-    plan = [
-        (e, s)
-        for e in range(cfg.epochs)
-        for s in step_batches(len(pairs), cfg.batch_size, cfg.seed, e)
-    ]
-    model.train()
-    start, loss, accuracy, checkpoint = time.perf_counter(), float("nan"), float("nan"), None
-    try:
-        for number, (epoch, step) in enumerate(plan, start=1):
-            loss, margins = _step(
-                model, reference, optimizer, [pairs[i] for i in step], cfg, pad_token_id
-            )
-            accuracy = float((margins > 0).float().mean())
-            metrics.write(
-                number,
-                {"epoch": epoch, "loss": loss, "reward_margin": float(margins.mean()),
-                 "accuracy": accuracy},
-            )  # fmt: skip
-            elapsed = time.perf_counter() - start
-            progress(
-                f"dpo step {number}/{len(plan)} epoch {epoch + 1}/{cfg.epochs} loss {loss:.4f} "
-                f"accuracy {accuracy:.2f} eta {elapsed / number * (len(plan) - number):.0f}s"
-            )
-            if number == len(plan) or (cfg.checkpoint_every and number % cfg.checkpoint_every == 0):
-                state = TrainingState(number, {}, {"epoch": epoch})
-                checkpoint = save_checkpoint(
-                    out / "checkpoints", state, model, optimizer, generator
-                )
-    finally:
-        metrics.close()
-        model.eval()
-    return DPOResult(len(plan), loss, accuracy, checkpoint)
+    return DPOResult(steps, last["loss"], last["accuracy"], checkpoint)
 
 
 def _step(model, reference, optimizer, pairs: list[Pair], cfg: DPOConfig, pad_token_id: int):
@@ -114,9 +83,5 @@ def _step(model, reference, optimizer, pairs: list[Pair], cfg: DPOConfig, pad_to
         (loss * n / len(pairs)).backward()
         total += float(loss.detach()) * n / len(pairs)
         margins.append(margin)
-    clip = cfg.optim.grad_clip
-    params = [p for p in model.parameters() if p.requires_grad]
-    nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"))
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    clip_and_step(model, optimizer, cfg.optim.grad_clip)
     return total, torch.cat(margins)
