@@ -126,7 +126,11 @@ def test_actor_episode_shows_the_task_and_reads_success_and_truncation(sciworld_
 
     corpus = [*DESCRIPTIONS.values(), "Thought: next step.\nAction: go to kitchen"] * 4
     tokenizer = train_tokenizer(corpus, vocab_size=300)
-    plans = {DESCRIPTIONS["boil"]: SOLUTIONS["boil"], DESCRIPTIONS["melt"]: ["go to kitchen"]}
+    # boil opens with an empty action: an invalid reply, counted, the env not called
+    plans = {
+        DESCRIPTIONS["boil"]: ["", *SOLUTIONS["boil"]],
+        DESCRIPTIONS["melt"]: ["go to kitchen"],
+    }
     engine = ScriptedEngine(tokenizer, plans, idle_action="look at sky")
     pool = EnvPool.remote(sciworld_url, "sciworld", num_tasks=4)
 
@@ -141,6 +145,8 @@ def test_actor_episode_shows_the_task_and_reads_success_and_truncation(sciworld_
     assert [(t.success, t.truncated, t.reward) for t in solved.trajectories] == [
         (True, False, 100.0)
     ] * 2
+    assert solved.invalid_replies == [1, 1] and timed_out.invalid_replies == [0, 0]
+    assert [t.num_turns for t in solved.trajectories] == [4, 4]
     assert [(t.success, t.truncated, t.reward) for t in timed_out.trajectories] == [
         (False, True, 50.0)
     ] * 2

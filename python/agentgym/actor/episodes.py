@@ -90,6 +90,8 @@ class GroupResult:
     errors: list[str]
     """One message per dropped episode (its env session failed)."""
     generated_tokens: int = 0
+    invalid_replies: list[int] = field(default_factory=list)
+    """Per trajectory: replies that held no usable action (the env was not called for them)."""
 
 
 @dataclass
@@ -101,6 +103,7 @@ class _Episode:
     truncated: bool = False
     done: bool = False
     error: str | None = None
+    invalid_replies: int = 0
     gen_s: float = 0.0
     env_s: float = 0.0
 
@@ -184,6 +187,7 @@ async def _turn(spec, engine, pool, params, live: list[_Episode], clocks: Clocks
         if parsed.ok:
             acting.append((ep, parsed.action))
         else:
+            ep.invalid_replies += 1
             ep.conversation.add_observation(parsed.error)
     if acting:
         await _step(pool, acting, clocks, family(spec.env))
@@ -244,4 +248,4 @@ def _result(spec, episodes: list[_Episode], episode_ids, generated: int) -> Grou
         )
         for e in kept
     ]
-    return GroupResult(trajectories, errors, generated)
+    return GroupResult(trajectories, errors, generated, [e.invalid_replies for e in kept])

@@ -2,7 +2,8 @@
 
 Runs ``eval.samples`` (k) episodes of every task in ``tasks.eval`` and reports, per env and per
 level (BabyAI: ``task_id % 40``; TextCraft: goal depth), Avg@k (mean success over all episodes),
-Pass@k (share of tasks solved at least once) and the mean score (episode reward). PATH is a
+Pass@k (share of tasks solved at least once), the mean score (episode reward) and the share of
+invalid replies (no usable ``Action:`` line; the env was not called for them). PATH is a
 learner checkpoint (``.../checkpoints/step_N`` or the ``checkpoints`` folder for the newest) or a
 model directory (``RUN_DIR/model``: the untrained policy).
 """
@@ -129,8 +130,9 @@ async def _episodes(config, model, tokenizer, tasks, cap) -> list[dict[str, Any]
                 "success": t.success,
                 "score": t.reward,
                 "turns": t.num_turns,
+                "invalid_replies": invalid,
             }
-            for t in result.trajectories
+            for t, invalid in zip(result.trajectories, result.invalid_replies, strict=True)
         ] + [{"task_id": task_id, "level": levels[task_id], "error": e} for e in result.errors]
 
     try:
@@ -180,19 +182,29 @@ def _stats(episodes: list[dict[str, Any]], k: int) -> dict[str, float]:
         f"pass@{k}": sum(any(s) for s in tasks.values()) / max(len(tasks), 1),
         "score": sum(e.get("score", 0.0) for e in episodes) / n,
         "errors": sum("error" in e for e in episodes),
+        "invalid": sum(e.get("invalid_replies", 0) for e in episodes)
+        / max(sum(e.get("turns", 0) for e in episodes), 1),
     }
 
 
 def format_table(result: dict[str, Any]) -> str:
     """The result as a fixed-width text table."""
     k = result["k"]
-    head = f"{'':<14}{'tasks':>7}{'episodes':>10}{f'avg@{k}':>9}{f'pass@{k}':>9}{'score':>8}"
+    head = (
+        f"{'':<14}{'tasks':>7}{'episodes':>10}{f'avg@{k}':>9}{f'pass@{k}':>9}{'score':>8}"
+        f"{'invalid':>9}"
+    )
     lines = [head, "-" * len(head)]
     for name, r in result["rows"].items():
         lines.append(
             f"{name:<14}{r['tasks']:>7}{r['episodes']:>10}{r[f'avg@{k}']:>9.3f}"
-            f"{r[f'pass@{k}']:>9.3f}{r['score']:>8.3f}"
+            f"{r[f'pass@{k}']:>9.3f}{r['score']:>8.3f}{r['invalid']:>9.3f}"
         )
+    lines.append(
+        f"avg@{k}: share of episodes that succeeded; pass@{k}: share of tasks solved at least "
+        f"once in {k} tries; score: mean episode reward; invalid: share of replies without a "
+        "usable action"
+    )
     return "\n".join(lines)
 
 
