@@ -8,7 +8,12 @@ import pytest
 import requests
 from httphelpers import envserver_process, native_server, url_of
 
-from agentgym.cli.envserver import build_parser, parse_options
+from agentgym.cli.envserver import (
+    build_parser,
+    exposed_without_token,
+    parse_options,
+    resolve_token,
+)
 
 
 def test_cli_serves_and_stops_on_ctrl_c(procs):
@@ -20,6 +25,48 @@ def test_cli_serves_and_stops_on_ctrl_c(procs):
     assert requests.get(p.url + "/health", timeout=10).status_code == 401
     assert p.interrupt() == 0
     assert any("stopping" in line for line in p.output) or p.p.returncode == 0
+
+
+def test_token_from_a_file_and_any_case_of_the_scheme(procs, tmp_path):
+    secret = tmp_path / "token"
+    secret.write_text("s3cret\n")
+    p = envserver_process("babyai", "--token-file", str(secret))
+    procs.append(p)
+    for scheme in ("Bearer", "bearer", "BEARER"):
+        headers = {"Authorization": f"{scheme} s3cret"}
+        assert requests.get(p.url + "/health", headers=headers, timeout=10).status_code == 200
+    headers = {"Authorization": "Basic s3cret"}
+    assert requests.get(p.url + "/health", headers=headers, timeout=10).status_code == 401
+    assert not any("warning" in line for line in p.output)
+
+
+def test_token_sources_and_exposure_warning(tmp_path, monkeypatch):
+    monkeypatch.delenv("AGENTGYM_ENVSERVER_TOKEN", raising=False)
+    parse = build_parser().parse_args
+    assert resolve_token(parse(["--env", "babyai"])) is None
+    monkeypatch.setenv("AGENTGYM_ENVSERVER_TOKEN", "from-env")
+    assert resolve_token(parse(["--env", "babyai"])) == "from-env"
+    assert resolve_token(parse(["--env", "babyai", "--token", "t"])) == "t"
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    with pytest.raises(ValueError, match="holds no token"):
+        resolve_token(parse(["--env", "babyai", "--token-file", str(empty)]))
+    with pytest.raises(ValueError, match="cannot read"):
+        resolve_token(parse(["--env", "babyai", "--token-file", str(tmp_path / "missing")]))
+    with pytest.raises(ValueError, match="not both"):
+        resolve_token(parse(["--env", "babyai", "--token", "t", "--token-file", str(empty)]))
+    assert exposed_without_token("0.0.0.0", None) and exposed_without_token("10.1.2.3", "")
+    assert not exposed_without_token("0.0.0.0", "t")
+    assert not exposed_without_token("127.0.0.1", None) and not exposed_without_token("::1", None)
+    assert not exposed_without_token("localhost", None)
+
+
+def test_cli_warns_when_exposed_without_token(procs, monkeypatch):
+    monkeypatch.delenv("AGENTGYM_ENVSERVER_TOKEN", raising=False)
+    p = envserver_process("babyai", "--host", "0.0.0.0")
+    procs.append(p)
+    assert p.interrupt() == 0
+    assert any("without a bearer token" in line for line in p.output), p.output
 
 
 def test_cli_options():

@@ -182,7 +182,9 @@ def test_babyai_episode_like_agentgym(babyai_url):
         assert step["observation"] == expected.observations[0]
         assert abs(step["reward"] - float(expected.rewards[0])) < 1e-6
         score += step["reward"]
-        assert abs(step["score"] - score) < 1e-6
+        # the exact decimal values the env computes (0.94375, not 0.943750024)
+        assert step["score"] == round(score, 9)
+        assert step["reward"] == float(str(expected.rewards[0]))
         observed = c.get("observation")
         assert set(observed) == {"observation", "reward", "score", "done", "deleted"}
         assert observed["observation"] == goal_line + "\n" + step["observation"]

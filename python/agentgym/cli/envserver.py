@@ -10,10 +10,12 @@ released until Ctrl-C (or SIGTERM), which stops it cleanly.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 TOKEN_ENV = "AGENTGYM_ENVSERVER_TOKEN"
 
@@ -47,7 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--token",
         default=None,
-        help=f"bearer token every request must carry (default: ${TOKEN_ENV} if set)",
+        help=f"bearer token every request must carry (default: ${TOKEN_ENV} if set; "
+        "--token shows in ps, prefer the variable or --token-file)",
+    )
+    p.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help="read the bearer token from the first line of this file",
     )
     p.add_argument("--workers", type=int, default=None, help="HTTP worker threads (default: cores)")
     p.add_argument("--env-threads", type=int, default=None, help="env threads (default: cores)")
@@ -82,6 +91,34 @@ def parse_options(env: str, pairs: Sequence[str]) -> dict[str, str]:
     return options
 
 
+def resolve_token(args: argparse.Namespace) -> str | None:
+    """The bearer token: ``--token``, else ``--token-file``'s first line, else $TOKEN_ENV."""
+    if args.token and args.token_file:
+        raise ValueError("give --token or --token-file, not both")
+    if args.token_file:
+        try:
+            lines = Path(args.token_file).read_text().splitlines()
+        except OSError as e:
+            raise ValueError(f"--token-file: cannot read {args.token_file}: {e.strerror}") from e
+        token = lines[0].strip() if lines else ""
+        if not token:
+            raise ValueError(f"--token-file: {args.token_file} holds no token on its first line")
+        return token
+    return args.token or os.environ.get(TOKEN_ENV) or None
+
+
+def exposed_without_token(host: str, token: str | None) -> bool:
+    """Whether the server listens beyond loopback with no token (anyone can drive it)."""
+    if token:
+        return False
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: assume it resolves beyond loopback
+        return True
+
+
 def start(args: argparse.Namespace):
     """Starts the native server described by ``args`` (returns ``agentgym._envserver.Server``)."""
     from agentgym import _envserver
@@ -95,7 +132,7 @@ def start(args: argparse.Namespace):
         max_body_bytes=args.max_body_bytes,
         max_action_bytes=args.max_action_bytes,
         idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
-        token=args.token or os.environ.get(TOKEN_ENV) or None,
+        token=resolve_token(args),
         workers=args.workers,
         env_threads=args.env_threads,
         blocking_threads=args.blocking_threads,
@@ -111,6 +148,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, RuntimeError, ImportError) as e:
         print(f"agentgym-envserver: {e}", file=sys.stderr)
         return 2
+    if exposed_without_token(args.host, resolve_token(args)):
+        print(
+            f"warning: agentgym-envserver listens on {args.host} without a bearer token: "
+            f"anyone who can reach this port can drive the envs (set ${TOKEN_ENV} or "
+            "--token-file)",
+            file=sys.stderr,
+            flush=True,
+        )
     # SIGTERM ends the process like Ctrl-C does: through KeyboardInterrupt and server.stop().
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     print(f"agentgym-envserver: {args.env} on http://{server.host}:{server.port}", flush=True)

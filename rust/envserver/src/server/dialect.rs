@@ -121,7 +121,14 @@ impl Dialect {
 
 /// An `f32` reward as the JSON number a reader expects (`0.82`, not `0.8199999928474426`).
 pub fn reward_json(reward: f32) -> Value {
-    score_json(reward.to_string().parse::<f64>().unwrap_or(0.0))
+    score_json(decimal(reward))
+}
+
+/// The decimal value an `f32` reward stands for: its shortest round-trip text read as `f64`
+/// (`0.94375f32` is 0.94375, where `f64::from` gives 0.9437500238418579). Scores add these, so
+/// a score equals the sum of the rewards as the wire shows them.
+pub fn decimal(reward: f32) -> f64 {
+    reward.to_string().parse::<f64>().unwrap_or(0.0)
 }
 
 fn score_json(score: f64) -> Value {
@@ -132,6 +139,13 @@ fn score_json(score: f64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rewards_and_scores_are_the_decimals_the_env_computed() {
+        assert_eq!(decimal(0.94375), 0.94375);
+        assert_eq!(reward_json(0.94375), json!(0.94375));
+        assert_eq!(score_json(decimal(0.1) + decimal(0.2)), json!(0.3));
+    }
 
     #[test]
     fn rewards_print_short() {

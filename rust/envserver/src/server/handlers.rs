@@ -176,15 +176,26 @@ pub async fn guard(State(s): AppRef, req: Request, next: Next) -> Response {
 
 fn authorize(s: &AppState, req: &Request) -> Result<(), ApiError> {
     let Some(token) = &s.limits.token else { return Ok(()) };
-    let given =
-        req.headers().get(header::AUTHORIZATION).and_then(|v| v.as_bytes().strip_prefix(b"Bearer ")).ok_or_else(
-            || ApiError::new(StatusCode::UNAUTHORIZED, "missing bearer token (header `Authorization: Bearer <token>`)"),
-        )?;
+    let given = req.headers().get(header::AUTHORIZATION).and_then(|v| bearer_token(v.as_bytes())).ok_or_else(|| {
+        ApiError::new(StatusCode::UNAUTHORIZED, "missing bearer token (header `Authorization: Bearer <token>`)")
+    })?;
     if constant_time_eq(given, token.as_bytes()) {
         Ok(())
     } else {
         Err(ApiError::new(StatusCode::UNAUTHORIZED, "wrong bearer token"))
     }
+}
+
+/// The credentials of an `Authorization: Bearer <token>` header; the scheme name is
+/// case-insensitive (RFC 7235), spaces after it are skipped.
+fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+    let space = value.iter().position(|&b| b == b' ')?;
+    let (scheme, rest) = value.split_at(space);
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return None;
+    }
+    let start = rest.iter().position(|&b| b != b' ')?;
+    Some(&rest[start..])
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -194,5 +205,20 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 async fn simulated_latency(s: &AppState) {
     if !s.limits.step_latency.is_zero() {
         tokio::time::sleep(s.limits.step_latency).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for header in [&b"Bearer abc"[..], b"bearer abc", b"BEARER  abc"] {
+            assert_eq!(bearer_token(header), Some(&b"abc"[..]));
+        }
+        assert_eq!(bearer_token(b"Basic abc"), None);
+        assert_eq!(bearer_token(b"Bearer"), None);
+        assert_eq!(bearer_token(b"Bearer "), None);
     }
 }

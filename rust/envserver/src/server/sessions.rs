@@ -298,7 +298,7 @@ impl AppState {
         let mut table = self.sessions.lock();
         let meta = table.entry(id).or_default();
         meta.last_used = Instant::now();
-        meta.score += f64::from(r.reward);
+        meta.score += super::dialect::decimal(r.reward);
         meta.last_reward = r.reward;
         meta.done = r.done || r.truncated;
         meta.clone()
