@@ -65,7 +65,8 @@ def _build(cls: type, data: Any, source: str, prefix: str, base: Any = None) -> 
             return dataclasses.replace(base, **kwargs)
         return cls(**kwargs)
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"{source}: {prefix or 'config'}: {e}") from None
+        where = f"in {prefix.rstrip('.')}" if prefix else "config"
+        raise ConfigError(f"{source}: {where}: {e}") from None
 
 
 def _convert(hint: Any, value: Any, source: str, key: str, current: Any = None) -> Any:

@@ -36,3 +36,21 @@ def test_unknown_and_ill_typed_keys_are_errors(tmp_path):
         from_dict(LearnerConfig, {"bf16": "yes"})
     with pytest.raises(ConfigError, match="micro_batch_size must be >= 1"):
         from_dict(LearnerConfig, {"micro_batch_size": 0})
+
+
+def test_bad_step_counts_and_rates_are_refused_at_load():
+    from pathlib import Path
+
+    from agentgym.config import load_config
+    from agentgym.configtools import ConfigError
+
+    quickstart = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
+    cases = {
+        "learner.max_steps=-5": "--set learner.max_steps=-5: in learner: max_steps must be >= 1",
+        "learner.optim.lr=-0.1": "in learner.optim: lr must be > 0, got -0.1",
+        "learner.optim.grad_clip=0": "grad_clip > 0",
+        "actor.group_size=0": "in actor: group_size must be >= 1",
+    }
+    for override, message in cases.items():
+        with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+            load_config(quickstart, [override])

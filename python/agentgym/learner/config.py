@@ -78,6 +78,12 @@ class OptimConfig:
     grad_clip: float | None = 1.0
     """Clip the global gradient norm to this; None: no clipping."""
 
+    def __post_init__(self) -> None:
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.weight_decay < 0 or (self.grad_clip is not None and self.grad_clip <= 0):
+            raise ValueError("weight_decay must be >= 0 and grad_clip > 0 (or null)")
+
 
 @dataclass(frozen=True)
 class LearnerConfig:
@@ -130,3 +136,7 @@ class LearnerConfig:
                 raise ValueError(f"{name} must be >= 1")
         if self.max_staleness < 0 or self.temperature <= 0:
             raise ValueError("max_staleness must be >= 0 and temperature > 0")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 (or null: no limit), got {self.max_steps}")
+        if self.checkpoint_every < 0 or self.publish_weights_every < 1:
+            raise ValueError("checkpoint_every must be >= 0 and publish_weights_every >= 1")
