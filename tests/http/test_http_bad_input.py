@@ -177,3 +177,35 @@ def test_refused_custom_goal_leaves_no_session(server):
     r = requests.post(url + "/create", json={"goal": "unobtainium"})
     assert r.status_code == 422 and "not an item any recipe makes" in r.json()["error"]
     assert requests.get(url + "/health").json()["sessions"] == before
+
+
+def test_custom_episode_size_is_bounded():
+    """A custom TextCraft episode's commands are kept per session: their size is limited, so
+    creates cannot hold body size x max sessions of memory; a refused create leaves nothing."""
+    s = native_server("textcraft")
+    try:
+        _check_custom_limits(url_of(s))
+    finally:
+        s.stop()
+
+
+def _check_custom_limits(url: str) -> None:
+    before = requests.get(url + "/health").json()["sessions"]
+    line = "craft 1 torch using 1 stick, 1 coal"
+    refused = {
+        "lines": {"goal": "torch", "commands": "\n".join([line] * 257)},
+        "line length": {"goal": "torch", "commands": "craft 1 torch using " + "a" * 600},
+        "goal": {"goal": "t" * 300},
+    }
+    messages = {
+        "lines": "`commands` has 257 lines, over the limit of 256",
+        "line length": "`commands` line 1 is 620 bytes, over the limit of 512 per line",
+        "goal": "`goal` is 300 bytes, over the limit of 256",
+    }
+    for name, body in refused.items():
+        r = requests.post(url + "/create", json=body)
+        assert r.status_code == 422 and r.json()["error"] == messages[name], name
+    ok = requests.post(url + "/create", json={"goal": "torch", "commands": "\n".join([line] * 256)})
+    assert ok.status_code == 200
+    requests.post(url + "/close", json={"id": ok.json()["id"]})
+    assert requests.get(url + "/health").json()["sessions"] == before

@@ -63,7 +63,10 @@ impl Dialect {
             (Dialect::TextCraft, None, Some(_)) => {
                 Err(ApiError::unprocessable("`commands` needs a `goal`: the item the episode asks to craft"))
             }
-            (Dialect::TextCraft, Some(goal), commands) => Ok(Some(CustomTask { goal, commands })),
+            (Dialect::TextCraft, Some(goal), commands) => {
+                check_custom_size(&goal, commands.as_deref())?;
+                Ok(Some(CustomTask { goal, commands }))
+            }
         }
     }
 
@@ -117,6 +120,36 @@ impl Dialect {
             }
         }
     }
+}
+
+/// Size limits of a custom TextCraft episode: a session keeps its commands for its lifetime, so
+/// without them a client could hold body size x max sessions of memory.
+pub const MAX_GOAL_BYTES: usize = 256;
+pub const MAX_COMMAND_LINES: usize = 256;
+pub const MAX_COMMAND_LINE_BYTES: usize = 512;
+
+fn check_custom_size(goal: &str, commands: Option<&str>) -> Result<(), ApiError> {
+    if goal.len() > MAX_GOAL_BYTES {
+        return Err(ApiError::unprocessable(format!(
+            "`goal` is {} bytes, over the limit of {MAX_GOAL_BYTES}",
+            goal.len()
+        )));
+    }
+    let Some(commands) = commands else { return Ok(()) };
+    let lines = commands.lines().count();
+    if lines > MAX_COMMAND_LINES {
+        return Err(ApiError::unprocessable(format!(
+            "`commands` has {lines} lines, over the limit of {MAX_COMMAND_LINES}"
+        )));
+    }
+    if let Some((k, line)) = commands.lines().enumerate().find(|(_, l)| l.len() > MAX_COMMAND_LINE_BYTES) {
+        return Err(ApiError::unprocessable(format!(
+            "`commands` line {} is {} bytes, over the limit of {MAX_COMMAND_LINE_BYTES} per line",
+            k + 1,
+            line.len()
+        )));
+    }
+    Ok(())
 }
 
 /// An `f32` reward as the JSON number a reader expects (`0.82`, not `0.8199999928474426`).
