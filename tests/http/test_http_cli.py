@@ -99,3 +99,23 @@ def test_blocking_threads_option():
         assert errors == [None] * 12
     finally:
         server.stop()
+
+
+def test_closed_ids_stay_closed_when_steps_race_closes():
+    """With several blocking threads a /step may finish after a /close of its session; the id
+    stays closed (a second close answers false) and no session is left behind."""
+    server = native_server("babyai", blocking_threads=4, env_threads=2)
+    url = url_of(server)
+    try:
+        with requests.Session() as a, requests.Session() as b, ThreadPoolExecutor(2) as ex:
+            for _ in range(150):
+                sid = a.post(url + "/create", json={}, timeout=10).json()["id"]
+                a.post(url + "/reset", json={"id": sid, "data_idx": 0}, timeout=10)
+                step = ex.submit(a.post, url + "/step", json={"id": sid, "action": "turn left"})
+                close = ex.submit(b.post, url + "/close", json={"id": sid})
+                assert step.result().status_code in (200, 404, 409)
+                assert close.result().json() is True
+                assert b.post(url + "/close", json={"id": sid}, timeout=10).json() is False
+        assert requests.get(url + "/health", timeout=10).json()["sessions"] == 0
+    finally:
+        server.stop()

@@ -294,9 +294,13 @@ impl AppState {
         }
     }
 
+    /// Updates the session's metadata after a step. A `/close` may have removed the session
+    /// while the step ran (with several blocking threads): the step's reply is still built,
+    /// but the closed id is not brought back.
     fn record_step(&self, id: u64, r: &StepResult) -> Meta {
         let mut table = self.sessions.lock();
-        let meta = table.entry(id).or_default();
+        let mut closed = Meta::new();
+        let meta = table.get_mut(&id).unwrap_or(&mut closed);
         meta.last_used = Instant::now();
         meta.score += super::dialect::decimal(r.reward);
         meta.last_reward = r.reward;
@@ -366,4 +370,37 @@ fn check_len(ids: usize, other: usize, what: &str) -> Result<(), ApiError> {
         return Ok(());
     }
     Err(ApiError::unprocessable(format!("length mismatch: {ids} ids but {other} {what}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::Options;
+
+    fn state() -> AppState {
+        let pool = EnvPool::new("babyai", &Options::new(), Some(1)).unwrap();
+        let limits = Limits {
+            max_sessions: 8,
+            max_body_bytes: 1 << 20,
+            max_action_bytes: 64,
+            token: None,
+            idle_timeout: None,
+            step_latency: Duration::ZERO,
+        };
+        AppState::new(pool, limits)
+    }
+
+    #[test]
+    fn a_step_finishing_after_close_does_not_reopen_the_id() {
+        let s = state();
+        let id = s.create(1).unwrap()[0];
+        s.reset_one(id, 0).unwrap();
+        let r = s.pool.step(&[id], &["turn left"]).unwrap().remove(0);
+        assert!(s.close_one(id));
+        // the step's bookkeeping lands after the close, as when /step races /close
+        let meta = s.record_step(id, &r);
+        assert_eq!(meta.last_reward, r.reward);
+        assert!(!s.close_one(id), "a closed id must stay closed");
+        assert_eq!(s.sessions.lock().len(), 0);
+    }
 }
