@@ -1,6 +1,7 @@
 """``agentgym demos ENV --tasks A:B --out FILE.jsonl``: expert demonstrations from planners.
 
-Plans each task with the env's ground-truth planner (``agentgym.envs.planners``), replays the
+Plans each task with the env's planner (``agentgym.envs.planners``: TextCraft's recipe tree;
+BabyAI's search for GoTo goals over the listed actions), replays the
 plan in a fresh session and writes the successful episodes as ``messages`` records (system
 instruction, observations, ``Thought: ... Action: ...`` replies), the form ``agentgym sft``
 reads. Prints the planner's success rate per eval group (TextCraft: goal depth) and the tasks
@@ -15,12 +16,17 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-PLANNED_ENVS = ("textcraft",)
+PLANNED_ENVS = ("textcraft", "babyai")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("env", choices=PLANNED_ENVS, help="env with a planner")
     parser.add_argument("--tasks", default="0:100", help="task ids START:STOP (default 0:100)")
+    parser.add_argument(
+        "--levels",
+        default=None,
+        help="babyai: keep only these levels (task_id %% 40), comma-separated, e.g. 0,1",
+    )
     parser.add_argument("--out", required=True, help="JSONL file to write")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
 
@@ -43,18 +49,23 @@ def run(args: argparse.Namespace) -> int:
     """``agentgym demos``: returns the exit code (1 when no task was solved)."""
     from agentgym.envs import EnvPool
     from agentgym.envs.families import family
-    from agentgym.envs.planners import demo_episode, plan_textcraft
+    from agentgym.envs.planners import demo_episode, plan_babyai_goto, plan_textcraft
 
-    tasks = parse_tasks(args.tasks)
+    span = parse_tasks(args.tasks)
+    tasks = list(span)
+    if args.levels:
+        keep = {int(x) for x in args.levels.split(",")}
+        tasks = [t for t in tasks if t % 40 in keep]
     pool = EnvPool(args.env)
-    if tasks.stop > pool.num_tasks:
+    if span.stop > pool.num_tasks:
         raise SystemExit(f"--tasks {args.tasks}: {args.env} has task ids 0..{pool.num_tasks - 1}")
     rules, solved, failed = family(args.env), defaultdict(int), defaultdict(list)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w") as f:
         for k, task in enumerate(tasks, start=1):
-            steps = plan_textcraft(pool, task)
+            plan = plan_textcraft if args.env == "textcraft" else plan_babyai_goto
+            steps = plan(pool, task)
             record = demo_episode(pool, args.env, task, steps) if steps else None
             group = _group(pool, rules, args.env, task)
             if record is not None and record["success"]:

@@ -203,3 +203,48 @@ def demo_episode(pool: Any, env: str, task_id: int, steps: list[Step]) -> dict[s
 def reply_text(step: Step) -> str:
     """The agent's reply for ``step`` in AgentGym's format."""
     return f"Thought: {step.thought}\nAction: {step.action}"
+
+
+_GOTO = re.compile(r"^go to (?:the |a )?(?:(\w+) )?(ball|box|key|door)$")
+
+
+def plan_babyai_goto(pool: Any, task_id: int, max_steps: int = 40) -> list[Step] | None:
+    """The actions that reach a BabyAI GoTo goal (``go to the red ball``), found by searching
+    the menu the env lists: go to a matching object once one is in view, else turn left up to
+    three times, then move forward and look again. Only single-object GoTo missions; None for
+    other goals or when the search runs out of steps."""
+    (sid,) = pool.create(1)
+    try:
+        pool.reset([sid], [task_id])
+        m = _GOTO.match(pool.info([sid])[0]["goal"])
+        if m is None:
+            return None
+        color, kind = m.groups()
+        steps: list[Step] = []
+        turns = 0
+        for _ in range(max_steps):
+            step = _goto_step(pool.available_actions([sid])[0], color, kind, turns)
+            turns = turns + 1 if step.action == "turn left" else 0
+            batch = pool.step([sid], [step.action])
+            if batch.errors[0] is not None:
+                return None
+            steps.append(step)
+            if batch.dones[0]:
+                return steps if batch.rewards[0] > 0 else None
+            if batch.truncated[0]:
+                return None
+        return None
+    finally:
+        pool.close([sid])
+
+
+def _goto_step(menu: list[str], color: str | None, kind: str, turns: int) -> Step:
+    name = f"{color} {kind}" if color else kind
+    for action in menu:
+        words = action.split()
+        if words[:2] == ["go", "to"] and words[-2] == kind and (color is None or words[2] == color):
+            seen = " ".join(words[2:])
+            return Step(action, f"I see the {name} ({seen}); I go to it.")
+    if turns < 3:
+        return Step("turn left", f"I do not see the {name}; I turn left to look around.")
+    return Step("move forward", f"The {name} is not in view anywhere; I move forward to explore.")
