@@ -85,45 +85,36 @@ def _progress(line: str) -> None:
 
 def run_sft(args: argparse.Namespace) -> int:
     """``agentgym sft``: returns the exit code."""
-    config = offline_config(args, "sft")
-    cfg = config.sft
-    from agentgym.actor.policy import pad_token_id
-    from agentgym.learner.datasets import read_dataset
-    from agentgym.learner.sft import train_sft
-
-    model, tokenizer, codec = _policy(config)
-    examples, report = read_dataset(cfg.data, codec, max_tokens=cfg.max_tokens, strict=cfg.strict)
-    print(f"agentgym sft: data: {report.summary()}", flush=True)
-    out = Path(config.run_dir) / "sft"
-    result = train_sft(
-        model, examples, cfg, pad_token_id=pad_token_id(tokenizer), out_dir=out, progress=_progress
-    )
-    print(
-        f"agentgym sft: {result.steps} steps, {result.tokens:,} assistant tokens, final loss "
-        f"{result.final_loss:.4f}; checkpoint {result.checkpoint}; metrics {out / 'metrics.jsonl'}"
-    )
-    print(f"evaluate: agentgym eval {args.config} --checkpoint {out / 'checkpoints'}")
-    return 0
+    return _train_offline(args, "sft")
 
 
 def run_dpo(args: argparse.Namespace) -> int:
     """``agentgym dpo``: returns the exit code."""
-    config = offline_config(args, "dpo")
-    cfg = config.dpo
-    from agentgym.actor.policy import pad_token_id
-    from agentgym.learner.datasets import read_pairs
-    from agentgym.learner.dpo import train_dpo
+    return _train_offline(args, "dpo")
 
+
+def _train_offline(args: argparse.Namespace, section: str) -> int:
+    config = offline_config(args, section)
+    cfg = getattr(config, section)
+    from agentgym.actor.policy import pad_token_id
+    from agentgym.learner.datasets import read_dataset, read_pairs
+    from agentgym.learner.dpo import train_dpo
+    from agentgym.learner.sft import train_sft
+
+    read, train, noun = {
+        "sft": (read_dataset, train_sft, "data"),
+        "dpo": (read_pairs, train_dpo, "pairs"),
+    }[section]
     model, tokenizer, codec = _policy(config)
-    pairs, report = read_pairs(cfg.data, codec, max_tokens=cfg.max_tokens, strict=cfg.strict)
-    print(f"agentgym dpo: pairs: {report.summary()}", flush=True)
-    out = Path(config.run_dir) / "dpo"
-    result = train_dpo(
-        model, pairs, cfg, pad_token_id=pad_token_id(tokenizer), out_dir=out, progress=_progress
+    items, report = read(cfg.data, codec, max_tokens=cfg.max_tokens, strict=cfg.strict)
+    print(f"agentgym {section}: {noun}: {report.summary()}", flush=True)
+    out = Path(config.run_dir) / section
+    result = train(
+        model, items, cfg, pad_token_id=pad_token_id(tokenizer), out_dir=out, progress=_progress
     )
     print(
-        f"agentgym dpo: {result.steps} steps, final loss {result.final_loss:.4f}, accuracy "
-        f"{result.final_accuracy:.2f}; checkpoint {result.checkpoint}"
+        f"agentgym {section}: {result.steps} steps, final loss {result.final_loss:.4f}; "
+        f"checkpoint {result.checkpoint}; metrics {out / 'metrics.jsonl'}"
     )
     print(f"evaluate: agentgym eval {args.config} --checkpoint {out / 'checkpoints'}")
     return 0
