@@ -117,3 +117,11 @@ def test_env_corpus_is_env_text_and_deterministic(env) -> None:
     if env == "textcraft":
         assert any(t.startswith("Crafting commands:") for t in texts)
         assert any(t.startswith(("Got ", "Crafted ", "Could not", "Inventory")) for t in texts)
+
+
+def test_loading_draws_no_third_party_progress_bar(tmp_path, capfd) -> None:
+    path = build_tiny_model(tmp_path / "tiny", CORPUS, SPEC)
+    capfd.readouterr()
+    load_model(path)
+    out, err = capfd.readouterr()
+    assert "Loading weights" not in out + err

@@ -156,7 +156,11 @@ def load_model(path: str | Path, *, device: str = "cpu", dtype: Any = None) -> t
     """(model, tokenizer) from a local checkpoint directory; the model in eval mode on `device`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    # transformers draws a "Loading weights" bar per load; agentgym's commands print their own
+    # progress, and the learner and every actor load the model
+    hf_logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32)
     return model.to(device).eval(), tokenizer
