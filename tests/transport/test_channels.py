@@ -70,6 +70,10 @@ def test_garbage_is_counted_not_fatal(learner):
     with ActorChannels(learner.endpoints) as actor:
         actor.send_trajectories([make_traj(1)])
         got = recv_n(learner, 1)
+    # the two sockets' messages are fair-queued, not ordered: the actor's may come first
+    deadline = time.monotonic() + 5
+    while learner.stats.rejected < 2 and time.monotonic() < deadline:
+        got.extend(learner.recv_trajectories(timeout_s=0.05))
     raw.close()
     assert len(got) == 1 and learner.stats.rejected == 2
     assert "schema version 7" in learner.stats.last_error
