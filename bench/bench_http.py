@@ -162,10 +162,11 @@ def rate(run_round: Callable[[], int], seconds: float) -> float:
 
 
 def step_and_restart(pool, ids: list[int], actions: list[str]) -> int:
-    """One batched step; sessions whose episode ended (minigrid's step limit) start task 0."""
+    """One batched step; sessions whose episode ended (done, or truncated at minigrid's step
+    limit) start task 0."""
     b = pool.step(ids, actions)
     assert b.ok, [e for e in b.errors if e][:3]
-    finished = [i for i, d in zip(ids, b.dones, strict=True) if d]
+    finished = [i for i, end in zip(ids, b.dones | b.truncated, strict=True) if end]
     if finished:
         pool.reset(finished, [0] * len(finished))
     return len(ids)
@@ -239,7 +240,10 @@ def fanout(sessions: int, latency_ms: float, repeats: int, threads: int) -> dict
                 step_and_restart(pool, ids, actions)
                 times.append(time.perf_counter() - t0)
             out[name] = statistics.median(times[1:])
-            # The last pool's sessions stay open for the thread-pool run below.
+            # The last pool's sessions stay open for the thread-pool run below, restarted on
+            # task 0 (turning in place does not end its episode within the run's few steps;
+            # GoToObjS6's 4-cell rooms can, and those steps would answer 409).
+            pool.reset(ids, [0] * sessions)
             remote = [(i["server"], i["remote_id"]) for i in pool.info(ids)]
 
         # Thread pool of requests.post on the sessions the batch pool created (still open).
@@ -247,7 +251,7 @@ def fanout(sessions: int, latency_ms: float, repeats: int, threads: int) -> dict
             r = requests.post(
                 target[0] + "/step", json={"id": target[1], "action": "turn left"}, timeout=60
             )
-            assert r.status_code == 200
+            assert r.status_code == 200, (r.status_code, r.text[:200])
 
         times = []
         with ThreadPoolExecutor(threads) as ex:

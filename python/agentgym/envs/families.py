@@ -117,7 +117,7 @@ class EnvFamily:
     remote_options: Mapping[str, Any] = field(default_factory=dict)
     """Defaults for ``EnvPool.remote`` so its replies read as AgentGym's client reads them."""
     reward_scale: str = "0..1"
-    """The range of an episode's reward, for docs and metrics labels."""
+    """The range of an episode's reward and how it is made (documentation; README states it)."""
 
     def group(self, env: str, task_id: int, info: Mapping[str, Any]) -> str:
         """The eval row of ``task_id`` (the env's name when the family has no grouping)."""
