@@ -61,8 +61,10 @@ def resolve_checkpoint(path: str | Path) -> Path:
     path = Path(path)
     if (path / "latest").exists():
         return path / (path / "latest").read_text().strip()
-    if not (path / "model.safetensors").exists():
-        raise SystemExit(f"{path}: no model.safetensors (not a checkpoint or model directory)")
+    if not (path / "model.safetensors").exists() and not (path / "dcp" / ".metadata").exists():
+        raise SystemExit(
+            f"{path}: no model.safetensors or dcp/ (not a checkpoint or model directory)"
+        )
     return path
 
 
@@ -108,10 +110,16 @@ def sampling_params(config: RunConfig, *, temperature: float | None = None) -> A
 
 def load_weights_file(model: Any, path: str | Path) -> None:
     """Load ``model.safetensors`` of a learner checkpoint (or of a model directory, whose names
-    lack the ``MenuPolicy`` prefix) into ``model``; raises if the names do not fit."""
+    lack the ``MenuPolicy`` prefix), or the policy of a sharded (DCP) checkpoint, into
+    ``model``; raises if the names or shapes do not fit."""
     from safetensors import safe_open
     from safetensors.torch import load_model
 
+    from agentgym.learner.checkpoint import is_sharded, load_sharded_policy
+
+    if is_sharded(path):
+        load_sharded_policy(path, model)
+        return
     file = Path(path) / "model.safetensors"
     with safe_open(str(file), "pt") as f:
         names = list(f.keys())

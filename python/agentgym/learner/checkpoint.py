@@ -8,6 +8,13 @@ Layout of ``<dir>/step_<version>/``:
   state.json          version, horizon controller state, counters
 ``<dir>/latest`` names the newest complete checkpoint; a checkpoint is written to a temporary
 directory and renamed into place, so a crash never leaves a half-written ``latest``.
+
+A learner under torchrun writes a sharded checkpoint instead, with the same ``state.json`` and
+``rng.pt`` beside a ``dcp/`` directory written by ``torch.distributed.checkpoint`` (every
+rank writes its own shards of the policy, value head and optimizer state). DCP reshards on
+load, so it resumes on any number of ranks, in one process too, and ``load_weights`` reads the
+policy out of it for eval, ``--init-from`` and ``agentgym export``. Multi-node runs need the
+checkpoint directory on a filesystem every node sees.
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
+from torch import nn
+
+DCP_DIR = "dcp"
 
 
 @dataclass
@@ -63,6 +73,130 @@ def save_checkpoint(
     return final
 
 
+def save_sharded_checkpoint(
+    directory: str | Path,
+    state: TrainingState,
+    modules: nn.ModuleDict,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+    dist: Any,
+) -> Path:
+    """Write a DCP checkpoint for ``state.version`` from every rank (a collective); returns its
+    path. ``modules`` holds the policy as "policy" (and the value head as "value_head")."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    root = Path(directory)
+    final = root / f"step_{state.version:08d}"
+    tmp = root / f".tmp_step_{state.version:08d}"
+    if dist.is_main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    dist.barrier()
+    model_sd, optim_sd = get_state_dict(modules, optimizer)
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp / DCP_DIR))
+    if dist.is_main:
+        torch.save(_rng_state(generator), tmp / "rng.pt")
+        meta = {**state.__dict__, "world_size": dist.world_size}
+        (tmp / "state.json").write_text(json.dumps(meta, indent=1))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        (root / "latest.tmp").write_text(final.name)
+        (root / "latest.tmp").rename(root / "latest")
+    dist.barrier()
+    return final
+
+
+def load_sharded_checkpoint(
+    path: str | Path,
+    modules: nn.ModuleDict,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+) -> TrainingState:
+    """Restore a DCP checkpoint into the given objects (on any number of ranks, or in one
+    process) and return its ``TrainingState``."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    path = Path(path)
+    model_sd, optim_sd = get_state_dict(modules, optimizer)
+    check_compatible(path, model_sd)
+    _dcp_load({"model": model_sd, "optim": optim_sd}, path)
+    set_state_dict(modules, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd)
+    _set_rng_state(torch.load(path / "rng.pt", weights_only=True), generator)
+    meta = json.loads((path / "state.json").read_text())
+    meta.pop("world_size", None)
+    return TrainingState(**meta)
+
+
+def is_sharded(path: str | Path) -> bool:
+    """Whether ``path`` is a checkpoint written by ``torch.distributed.checkpoint``."""
+    return (Path(path) / DCP_DIR / ".metadata").exists()
+
+
+def check_compatible(path: str | Path, expected: dict[str, torch.Tensor]) -> None:
+    """Refuse a checkpoint whose tensors do not fit ``expected`` (the model's state dict, under
+    the names the checkpoint uses), naming the first differences: another model's tensors are
+    missing, another vocabulary size changes the embedding's shape."""
+    saved = _saved_shapes(Path(path))
+    sharded = is_sharded(path)
+    problems = []
+    for name, t in expected.items():
+        shape = saved.get(name)
+        if shape is None:
+            if sharded:  # a one-process file stores tied tensors once
+                problems.append(f"{name} missing")
+        elif shape != tuple(t.shape):
+            problems.append(f"{name} is {shape} there, {tuple(t.shape)} here")
+    if problems:
+        more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+        shown = "; ".join(problems[:5]) + more
+        raise ValueError(f"{path}: checkpoint does not fit the model: {shown}")
+
+
+def _saved_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor shapes stored in a checkpoint, by name (the policy's and value head's names as
+    the learner's state dicts give them; a sharded checkpoint's "model." prefix removed)."""
+    if is_sharded(path):
+        import torch.distributed.checkpoint as dcp
+
+        meta = dcp.FileSystemReader(str(path / DCP_DIR)).read_metadata().state_dict_metadata
+        return {
+            k.removeprefix("model."): tuple(m.size)
+            for k, m in meta.items()
+            if k.startswith("model.") and hasattr(m, "size")
+        }
+    from safetensors import safe_open
+
+    with safe_open(str(path / "model.safetensors"), "pt") as f:
+        return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
+
+
+def load_sharded_policy(path: str | Path, model: nn.Module) -> None:
+    """Only the policy's weights from a DCP checkpoint, into ``model`` in one process (eval,
+    ``--init-from``, export): no optimizer, no value head."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+
+    modules = nn.ModuleDict({"policy": model})
+    sd = get_model_state_dict(modules)
+    check_compatible(path, sd)
+    _dcp_load({"model": sd}, path)
+    set_model_state_dict(modules, sd)
+
+
+def _dcp_load(state: dict[str, Any], path: Path) -> None:
+    """``dcp.load`` into ``state`` in place; in one process without its warning that it is
+    loading in one process (intended here: eval, export, a one-process resume)."""
+    import warnings
+
+    import torch.distributed.checkpoint as dcp
+
+    single = not (torch.distributed.is_available() and torch.distributed.is_initialized())
+    with warnings.catch_warnings():
+        if single:
+            warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+        dcp.load(state, checkpoint_id=str(path / DCP_DIR), no_dist=single)
+
+
 def latest_checkpoint(directory: str | Path) -> Path | None:
     """The newest complete checkpoint in ``directory``, or None."""
     pointer = Path(directory) / "latest"
@@ -79,6 +213,7 @@ def load_checkpoint(
     """Restore a checkpoint into the given objects (in place) and return its ``TrainingState``."""
     path = Path(path)
     device = next(model.parameters()).device
+    check_compatible(path, model.state_dict())
     missing, unexpected = load_model(model, str(path / "model.safetensors"), device=str(device))
     if missing or unexpected:
         raise ValueError(f"{path}: checkpoint does not fit the model ({missing=}, {unexpected=})")

@@ -110,7 +110,15 @@ class LearnerConfig:
     temperature: float = 1.0
     """The actors' sampling temperature; log-probs are computed at it."""
     bf16: bool = False
-    """Run forward passes under bf16 autocast."""
+    """bf16 compute: forward passes under bf16 autocast in one process; under torchrun FSDP2's
+    mixed precision (bf16 parameters for compute, float32 master weights and gradient
+    reductions)."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder block's activations in the backward pass instead of keeping them
+    (less memory, about one more forward pass of compute)."""
+    dist_timeout_s: float = 600.0
+    """Under torchrun: the longest any collective may wait for the other ranks before the run
+    ends with an error (a dead or hung rank)."""
     device: str = "cpu"
     """Torch device of the model."""
     seed: int = 0
@@ -138,5 +146,7 @@ class LearnerConfig:
             raise ValueError("max_staleness must be >= 0 and temperature > 0")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1 (or null: no limit), got {self.max_steps}")
+        if self.dist_timeout_s <= 0:
+            raise ValueError(f"dist_timeout_s must be > 0, got {self.dist_timeout_s}")
         if self.checkpoint_every < 0 or self.publish_weights_every < 1:
             raise ValueError("checkpoint_every must be >= 0 and publish_weights_every >= 1")

@@ -36,11 +36,15 @@ from agentgym.learner import advantages as adv_fns
 from agentgym.learner.batch import GroupBuffer, TrainBatch, collate
 from agentgym.learner.checkpoint import (
     TrainingState,
+    is_sharded,
     latest_checkpoint,
     load_checkpoint,
+    load_sharded_checkpoint,
     save_checkpoint,
+    save_sharded_checkpoint,
 )
 from agentgym.learner.config import LearnerConfig
+from agentgym.learner.distributed import Dist, full_state_dict_items, full_tensor, shard
 from agentgym.learner.losses import (
     PolicyLossConfig,
     aggregate,
@@ -56,6 +60,14 @@ from agentgym.transport.channels import LearnerChannels
 from agentgym.transport.wire import Control, Trajectory
 
 log = logging.getLogger(__name__)
+
+
+# What one micro-batch's pass reports (see ``Learner._micro_backward``).
+_UPDATE_KEYS = (
+    "loss/total", "loss/policy", "loss/kl", "loss/entropy", "loss/value",
+    "stat/clip_fraction", "stat/dual_clip_fraction", "stat/is_weight_mean",
+    "stat/is_weight_max", "stat/is_weight_ess", "stat/approx_kl_prox",
+)  # fmt: skip
 
 
 class ValueHead(nn.Module):
@@ -145,9 +157,13 @@ class Learner:
         config: LearnerConfig,
         *,
         ref_model: nn.Module | None = None,
+        dist: Dist | None = None,
     ):
         self.cfg = config
-        self.device = torch.device(config.device)
+        self.dist = dist or Dist(device=config.device)
+        self.device = torch.device(self.dist.device if self.dist.sharded else config.device)
+        if config.activation_checkpointing:
+            _enable_activation_checkpointing(model)
         self.model = model.to(self.device).eval()
         self.version = 0
         self.horizon = HorizonController(config.horizon)
@@ -161,6 +177,10 @@ class Learner:
             self.ref_model = copy.deepcopy(self.model)
         if self.ref_model is not None:
             self.ref_model.to(self.device).eval().requires_grad_(False)
+        if self.dist.sharded:  # before the optimizer: sharding replaces the parameters
+            for module in (self.model, self.value_head, self.ref_model):
+                if module is not None:
+                    shard(module, bf16=config.bf16)
         params = list(self.model.parameters())
         if self.value_head is not None:
             params += list(self.value_head.parameters())
@@ -169,6 +189,7 @@ class Learner:
             params, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
         )
         self.generator = torch.Generator().manual_seed(config.seed)
+        self._last_command = time.monotonic()
         lc = config.loss
         self._policy_cfg = PolicyLossConfig(
             lc.clip_eps, lc.clip_eps_high, lc.dual_clip, lc.behaviour_weight,
@@ -245,20 +266,28 @@ class Learner:
         rows = torch.ones(batch.size, dtype=torch.bool, device=self.device)
         if skip is not None:
             rows[skip] = False
-        for index in self._by_length(batch, rows.nonzero().squeeze(1)):
-            if len(index) == 0:  # every row is in the first minibatch
-                break
-            mb = batch.select(index)
+        for micro in self._micro_batches(batch, rows.nonzero().squeeze(1)):
             with self._autocast():
-                out = forward_tokens(self.model, mb, self.cfg.temperature, self.value_head)
-            prox_logp[index, : out.logp.shape[1]] = out.logp
+                out = forward_tokens(
+                    self.model, self._select(batch, micro), self.cfg.temperature, self.value_head
+                )
+            if micro is None:
+                continue
+            prox_logp[micro, : out.logp.shape[1]] = out.logp
             if old_values is not None and out.values is not None:
-                old_values[index, : out.values.shape[1]] = out.values
+                old_values[micro, : out.values.shape[1]] = out.values
         if ref_logp is not None:
-            for index in self._by_length(batch, torch.arange(batch.size, device=self.device)):
+            every = torch.arange(batch.size, device=self.device)
+            for micro in self._micro_batches(batch, every):
                 with self._autocast():
-                    ref = forward_tokens(self.ref_model, batch.select(index), self.cfg.temperature)
-                ref_logp[index, : ref.logp.shape[1]] = ref.logp
+                    ref = forward_tokens(
+                        self.ref_model, self._select(batch, micro), self.cfg.temperature
+                    )
+                if micro is not None:
+                    ref_logp[micro, : ref.logp.shape[1]] = ref.logp
+        for t in (prox_logp, ref_logp, old_values):  # each row was filled by one rank only
+            if t is not None:
+                self.dist.all_sum_(t)
         advantages, returns = self._advantages(batch, prox_logp, ref_logp, old_values)
         return Prepared(prox_logp, advantages, ref_logp, old_values, returns)
 
@@ -288,7 +317,10 @@ class Learner:
         mask = batch.loss_mask[index]
         counts = {"num_tokens": mask.sum(), "num_seqs": (mask.sum(-1) > 0).sum()}
         sums: defaultdict[str, float] = defaultdict(float)
-        for micro in self._by_length(batch, index):
+        for micro in self._micro_batches(batch, index):
+            if micro is None:  # this rank has no rows left; the others' passes need it
+                self._filler_backward(batch)
+                continue
             share = float(batch.loss_mask[micro].sum() / counts["num_tokens"].clamp(min=1))
             mb = batch.select(micro)
             for key, value in self._micro_backward(mb, prep, micro, counts, prox_from_pass):
@@ -298,13 +330,42 @@ class Learner:
                     sums[key] += value * share
                 else:  # losses use minibatch-wide counts, so they add up
                     sums[key] += value
+        if prox_from_pass:  # these rows' pi_prox, filled by the rank that trained on them
+            rows = self.dist.all_sum_(prep.prox_logp[index])
+            prep.prox_logp[index] = rows
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         clip = self.cfg.optim.grad_clip
         grad_norm = nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        sums["grad_norm"] = float(grad_norm)
+        sums = self._reduce_metrics(sums)
+        sums["grad_norm"] = float(full_tensor(grad_norm))
         return {k.removeprefix("stat/"): v for k, v in sums.items()}
+
+    def _reduce_metrics(self, sums: dict[str, float]) -> dict[str, float]:
+        """A minibatch's metrics over every rank's rows: sums add, maxima take the max."""
+        if not self.dist.sharded:
+            return sums
+        out = {}
+        for keys, reduce in (
+            ([k for k in _UPDATE_KEYS if not k.endswith("_max")], self.dist.all_sum_),
+            ([k for k in _UPDATE_KEYS if k.endswith("_max")], self.dist.all_max_),
+        ):
+            values = reduce(torch.tensor([sums[k] for k in keys], dtype=torch.float64))
+            out.update(zip(keys, values.tolist(), strict=True))
+        return out
+
+    def _filler_backward(self, batch: TrainBatch) -> None:
+        """A forward and backward pass that adds nothing (loss x 0) on the batch's shortest row
+        with generated tokens: under FSDP every rank must run as many passes as the busiest."""
+        with self._autocast():
+            out = forward_tokens(
+                self.model, self._select(batch, None), self.cfg.temperature, self.value_head
+            )
+        loss = out.logp.sum() * 0.0
+        if out.values is not None:
+            loss = loss + out.values.sum() * 0.0
+        loss.backward()
 
     def _micro_backward(
         self, mb: TrainBatch, prep: Prepared, micro: Tensor, counts: dict, prox_from_pass: bool
@@ -338,7 +399,7 @@ class Learner:
                 clip=cfg.value_clip, aggregation=cfg.aggregation, **counts,
             )  # fmt: skip
             loss = loss + cfg.value_coef * v_loss
-        loss.backward()
+        (loss * self.dist.grad_scale).backward()
         yield from {
             "loss/total": loss.item(),
             "loss/policy": pl.loss.item(),
@@ -353,14 +414,33 @@ class Learner:
             "stat/approx_kl_prox": pl.approx_kl_prox.item(),
         }.items()
 
-    def _by_length(self, batch: TrainBatch, index: Tensor) -> tuple[Tensor, ...]:
-        """``index`` in micro-batches of rows of similar length, longest first: each micro-batch
-        is padded to its longest row, and attention costs grow with the square of the length."""
+    def _micro_batches(self, batch: TrainBatch, index: Tensor) -> list[Tensor | None]:
+        """This rank's rows of ``index`` in micro-batches of rows of similar length, longest
+        first (each micro-batch is padded to its longest row, and attention costs grow with the
+        square of the length).
+
+        Rows sorted by length are dealt to the ranks in turn, so each gets a similar number of
+        tokens; the list is padded with None up to the busiest rank's number of micro-batches
+        (FSDP needs the same number of passes on every rank). One process: all rows, no None.
+        """
         lengths = batch.attention_mask[index].sum(-1)
-        return index[lengths.argsort(descending=True, stable=True)].split(self.cfg.micro_batch_size)
+        ordered = index[lengths.argsort(descending=True, stable=True)]
+        ranks, size = self.dist.world_size, self.cfg.micro_batch_size
+        mine = ordered[self.dist.rank :: ranks]
+        micro: list[Tensor | None] = list(mine.split(size)) if len(mine) else []
+        busiest = -(-len(ordered) // ranks)
+        return micro + [None] * (-(-busiest // size) - len(micro))
+
+    @staticmethod
+    def _select(batch: TrainBatch, micro: Tensor | None) -> TrainBatch:
+        """The rows ``micro``; for None the shortest row with generated tokens (a filler)."""
+        if micro is not None:
+            return batch.select(micro)
+        lengths = batch.attention_mask.sum(-1).masked_fill(batch.loss_mask.sum(-1) == 0, 1 << 30)
+        return batch.select(lengths.argmin().reshape(1))
 
     def _autocast(self):
-        if not self.cfg.bf16:
+        if not self.cfg.bf16 or self.dist.sharded:  # FSDP's mixed precision policy casts
             return nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
@@ -391,7 +471,7 @@ class Learner:
         groups = self.buffer.pop_groups(self.cfg.groups_per_step, self.version)
         if groups is None:
             return None
-        metrics = self.step([t for g in groups for t in g])
+        metrics = self._lead("step", [t for g in groups for t in g])
         s = self.buffer.stats
         metrics.update(
             dropped_stale_total=s.dropped_stale,
@@ -414,15 +494,20 @@ class Learner:
 
         Publishes weights and control at start, after each update and (stop) at the end.
         """
+        if not self.dist.is_main:
+            return self._follow()
         max_steps = self.cfg.max_steps if max_steps is None else max_steps
         writer = MetricsWriter(self.cfg.metrics_path, self.cfg.tensorboard_dir)
         done = 0
+        heartbeat_s = min(30.0, self.cfg.dist_timeout_s / 4)
         self.publish(channels, weights=True)
         try:
             while (max_steps is None or done < max_steps) and not (should_stop and should_stop()):
                 self.ingest(channels.recv_trajectories(timeout_s=poll_s))
                 metrics = self.train_ready()
                 if metrics is None:
+                    if time.monotonic() - self._last_command > heartbeat_s:
+                        self._lead("wait")  # the other ranks' collective must not time out
                     continue
                 done += 1
                 metrics["rejected_messages_total"] = channels.stats.rejected
@@ -432,15 +517,51 @@ class Learner:
                     self.save_checkpoint()
             if self.cfg.checkpoint_dir is not None:  # a clean end; never after a failed update
                 self.save_checkpoint()
+            self._lead("stop")
         finally:
             writer.close()
             channels.publish_control(Control(self.version, self.horizon.cap, stop=True), wait_s=2.0)
 
+    def _lead(self, command: str, arg: Any = None) -> Any:
+        """Run ``command`` here and, under torchrun, on every other rank (rank 0 decides)."""
+        if self.dist.sharded:
+            self.dist.broadcast((command, arg))
+            self._last_command = time.monotonic()
+        return self._execute(command, arg)
+
+    def _follow(self) -> None:
+        """Ranks other than 0: run rank 0's commands until it says stop."""
+        while True:
+            command, arg = self.dist.broadcast(None)
+            if command == "stop":
+                return
+            self._execute(command, arg)
+
+    def _execute(self, command: str, arg: Any) -> Any:
+        if command == "step":
+            return self.step(arg)
+        if command == "weights":
+            return self._full_state_dict()
+        if command == "checkpoint":
+            return self._save_checkpoint(arg)
+        if command in ("wait", "stop"):
+            return None
+        raise ValueError(f"unknown learner command {command!r}")
+
     def publish(self, channels: LearnerChannels, *, weights: bool) -> None:
         """Broadcast version and cap; serve the current weights if ``weights``."""
         if weights:
-            channels.publish_weights(self.version, state_dict_to_blobs(self.model.state_dict()))
+            state = self._lead("weights")
+            channels.publish_weights(self.version, state_dict_to_blobs(state))
         channels.publish_control(Control(self.version, self.horizon.cap))
+
+    def _full_state_dict(self) -> dict[str, Tensor]:
+        """The policy's whole state dict, on rank 0 only under torchrun (gathered tensor by
+        tensor: every rank takes part)."""
+        if not self.dist.sharded:
+            return self.model.state_dict()
+        items = full_state_dict_items(self.model, keep=self.dist.is_main)
+        return {name: t for name, t in items if t is not None}
 
     def _checkpoint_due(self) -> bool:
         every = self.cfg.checkpoint_every
@@ -449,25 +570,60 @@ class Learner:
     # --- checkpoints ------------------------------------------------------------------------
 
     def save_checkpoint(self, directory: str | Path | None = None) -> Path:
-        """Write a checkpoint of the current state; returns its path."""
+        """Write a checkpoint of the current state; returns its path (under torchrun rank 0
+        calls this and every rank writes its shards)."""
         directory = directory or self.cfg.checkpoint_dir
         if directory is None:
             raise ValueError("no checkpoint directory given or configured")
+        return self._lead("checkpoint", str(directory))
+
+    def _save_checkpoint(self, directory: str) -> Path:
         state = TrainingState(self.version, self.horizon.state_dict(), dict(self.counters))
+        if self.dist.sharded:
+            return save_sharded_checkpoint(
+                directory, state, self._modules(), self.optimizer, self.generator, self.dist
+            )
         return save_checkpoint(
             directory, state, self.model, self.optimizer, self.generator, self.value_head
         )
 
     def load_checkpoint(self, path: str | Path) -> None:
-        """Resume from a checkpoint directory (or a checkpoint root holding ``latest``)."""
+        """Resume from a checkpoint directory (or a checkpoint root holding ``latest``); every
+        rank calls this. A sharded checkpoint resumes on any number of ranks."""
         path = Path(path)
         if (path / "latest").exists():
             path = latest_checkpoint(path)
-        state = load_checkpoint(path, self.model, self.optimizer, self.generator, self.value_head)
+        if is_sharded(path):
+            modules = self._modules()
+            state = load_sharded_checkpoint(path, modules, self.optimizer, self.generator)
+        elif self.dist.sharded:
+            raise ValueError(
+                f"{path}: a one-process checkpoint cannot be resumed under torchrun; start from "
+                "its weights with model.init_from instead (optimizer state is not carried over)"
+            )
+        else:
+            state = load_checkpoint(
+                path, self.model, self.optimizer, self.generator, self.value_head
+            )
         self.version = state.version
         self.horizon.load_state_dict(state.horizon)
         self.counters = Counter(state.counters)
         log.info("resumed from %s at version %d", path, self.version)
+
+    def _modules(self) -> nn.ModuleDict:
+        """The trained modules under the names sharded checkpoints use."""
+        modules = {"policy": self.model}
+        if self.value_head is not None:
+            modules["value_head"] = self.value_head
+        return nn.ModuleDict(modules)
+
+
+def _enable_activation_checkpointing(model: nn.Module) -> None:
+    """Recompute activations block by block in the backward pass (Hugging Face models)."""
+    inner = getattr(model, "lm", model)  # MenuPolicy wraps the language model
+    if not hasattr(inner, "gradient_checkpointing_enable"):
+        raise ValueError(f"{type(inner).__name__} has no activation checkpointing switch")
+    inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def _mean_dicts(parts: list[dict[str, float]]) -> dict[str, float]:

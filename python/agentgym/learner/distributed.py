@@ -1,0 +1,149 @@
+"""The learner under ``torchrun``: process group, FSDP2 sharding and the collectives of an update.
+
+A learner started by ``torchrun`` (``RANK``/``WORLD_SIZE`` in the environment) joins a process
+group (NCCL on GPU, gloo on CPU) and shards its model with FSDP2 (``fully_shard``) over every
+rank: parameters, gradients and optimizer state are split, each decoder block is its own unit.
+Every rank holds the whole update's batch (rank 0 receives it and broadcasts it) and does its
+share of the rows; losses are normalised by the whole minibatch's token and sequence counts and
+gradients are summed over ranks (not averaged), so N ranks take the step one process would.
+
+A process started without torchrun gets ``Dist()``: world size 1, no process group, no
+sharding; every collective here is then a no-op and the learner runs as a plain process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Dist:
+    """This process's place in the learner's process group (``sharded`` False: one process)."""
+
+    rank: int = 0
+    world_size: int = 1
+    sharded: bool = False
+    device: str = "cpu"
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this rank owns the channels, metrics and checkpoint bookkeeping."""
+        return self.rank == 0
+
+    @property
+    def grad_scale(self) -> float:
+        """The factor each rank's loss is multiplied by before backward: FSDP averages the
+        ranks' gradients, and the update needs their sum (losses use global counts)."""
+        return float(self.world_size) if self.sharded else 1.0
+
+    def all_sum_(self, t: Tensor) -> Tensor:
+        """Sum ``t`` over ranks in place (``t`` itself when there is one process)."""
+        if self.sharded and self.world_size > 1:
+            dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return t
+
+    def all_max_(self, t: Tensor) -> Tensor:
+        """Element-wise max of ``t`` over ranks, in place."""
+        if self.sharded and self.world_size > 1:
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return t
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank (pickled; the ranks are one trusted job)."""
+        if not self.sharded or self.world_size == 1:
+            return obj
+        box = [obj if self.is_main else None]
+        dist.broadcast_object_list(box, src=0, device=self._collective_device)
+        return box[0]
+
+    def barrier(self) -> None:
+        """Wait for every rank."""
+        if self.sharded and self.world_size > 1:
+            dist.barrier()
+
+    def close(self) -> None:
+        """Leave the process group once every rank is done with it (a rank tearing it down
+        while another still talks to it aborts that one)."""
+        if self.sharded and dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
+    @property
+    def _collective_device(self) -> torch.device | None:
+        return torch.device(self.device) if self.device.startswith("cuda") else None
+
+
+def from_environment(device: str = "cpu", timeout_s: float = 600.0) -> Dist:
+    """Join torchrun's process group if this process was started by torchrun, else ``Dist()``.
+
+    ``device`` "cuda" becomes ``cuda:<LOCAL_RANK>``; the backend is NCCL for CUDA and gloo
+    otherwise. ``timeout_s`` bounds every collective, so a dead rank ends the run with an error
+    instead of a hang.
+    """
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        return Dist(device=device)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if device.startswith("cuda"):
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        device = f"cuda:{local}"
+        torch.cuda.set_device(local)
+    backend = "nccl" if device.startswith("cuda") else "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    log.info("rank %d of %d (%s, %s)", rank, world, backend, device)
+    return Dist(rank=rank, world_size=world, sharded=True, device=device)
+
+
+def shard(module: nn.Module, *, bf16: bool) -> nn.Module:
+    """FSDP2-shard ``module`` in place: each block named in ``_no_split_modules`` (Hugging Face
+    models list their decoder layer class there), then the root for the rest.
+
+    bf16: parameters are cast to bfloat16 for compute, gradients reduced in float32 and the
+    sharded master weights stay float32. FSDP averages gradients over ranks; the learner
+    multiplies each rank's loss by the world size (``Dist.grad_scale``), so the result is the
+    sum its globally normalised losses call for (a divide factor of 1 would need PREMUL_SUM,
+    which gloo lacks).
+    """
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    # FSDP warns when a sharded module returns a view (logits sliced to the kept positions, a
+    # squeezed value): an in-place op on it would skip the backward all-gather. The learner
+    # applies none to model outputs, so the warning is noise here.
+    warnings.filterwarnings("ignore", r"FSDP2-wrapped module .* returned a view", UserWarning)
+    policy = MixedPrecisionPolicy(
+        param_dtype=torch.bfloat16 if bf16 else None,
+        reduce_dtype=torch.float32,
+    )
+    blocks = set(getattr(module, "_no_split_modules", None) or ())
+    for sub in module.modules():
+        if sub is not module and type(sub).__name__ in blocks:
+            fully_shard(sub, mp_policy=policy)
+    fully_shard(module, mp_policy=policy)
+    return module
+
+
+def full_tensor(t: Tensor) -> Tensor:
+    """The whole tensor behind a (possibly) sharded one; a collective for DTensors."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def full_state_dict_items(module: nn.Module, keep: bool):
+    """(name, whole CPU tensor) for ``module``'s state dict, gathered one tensor at a time.
+
+    Every rank must iterate (each gather is a collective); only ranks with ``keep`` get the
+    tensors (others get None), so at most one whole tensor is in flight per rank.
+    """
+    for name, t in module.state_dict().items():
+        whole = full_tensor(t.detach())
+        yield name, (whole.to("cpu", copy=True) if keep else None)
