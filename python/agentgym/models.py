@@ -88,6 +88,9 @@ def build_tiny_model(
         tokenizer = train_tokenizer(texts, spec.vocab_size)
         tokenizer.save_pretrained(staging)
         model = init_model(tokenizer, spec)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # no "Writing model shards" bar for a tiny model
         model.save_pretrained(staging)
         manifest = {"spec": asdict(spec), "corpus_sha256": _corpus_hash(texts)}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
@@ -164,6 +167,21 @@ def load_model(path: str | Path, *, device: str = "cpu", dtype: Any = None) -> t
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32)
     return model.to(device).eval(), tokenizer
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword ``model.forward`` takes a KV cache by: ``cache`` in transformers >= 5.24
+    (which deprecates ``past_key_values``), ``past_key_values`` before. A wrapper (the menu
+    policy) answers for the model it wraps."""
+    import inspect
+
+    inner = getattr(model, "lm", model)
+    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
+
+
+def output_cache(output: Any) -> Any:
+    """The KV cache a forward pass with ``use_cache=True`` returned (either field name)."""
+    return output["cache"] if "cache" in output else output["past_key_values"]
 
 
 def keeps_logits(model: Any) -> bool:

@@ -164,13 +164,14 @@ class MenuPolicy(nn.Module):
         needs the last position, so by default only its logits are computed; cached decode steps
         see one token and are never masked.
         """
-        prefill = kwargs.get("use_cache") and kwargs.get("past_key_values") is None
+        cached = kwargs.get("cache", kwargs.get("past_key_values")) is not None
+        prefill = kwargs.get("use_cache") and not cached
         if prefill and isinstance(logits_to_keep, int) and logits_to_keep == 0:
             logits_to_keep = 1
         if not (isinstance(logits_to_keep, int) and logits_to_keep == 0):
             kwargs["logits_to_keep"] = logits_to_keep  # 0 (all) is the wrapped model's default
         out = self.lm(input_ids=input_ids, **kwargs)
-        if input_ids.shape[1] > 1 or kwargs.get("past_key_values") is None:
+        if input_ids.shape[1] > 1 or not cached:
             out.logits = self._mask(input_ids, out.logits, logits_to_keep)
         return out
 

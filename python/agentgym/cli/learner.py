@@ -1,4 +1,8 @@
-"""``agentgym-learner CONFIG``: the learner process (binds the sockets actors connect to)."""
+"""``agentgym-learner CONFIG``: the learner process (binds the sockets actors connect to).
+
+Under ``torchrun --nproc-per-node N -m agentgym.cli.learner CONFIG`` it runs as N ranks that
+shard the model with FSDP2; rank 0 binds the sockets, writes metrics and leads the others.
+"""
 
 from __future__ import annotations
 
@@ -52,11 +56,15 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
     set_torch_threads(config.torch_threads)
     from agentgym.actor.policy import load_policy, pad_token_id, prepare_model
     from agentgym.learner import Learner
+    from agentgym.learner.distributed import from_environment
     from agentgym.transport.channels import LearnerChannels
 
+    dist = from_environment(config.learner.device, config.learner.dist_timeout_s)
     run_dir = Path(config.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    prepare_model(config)
+    if dist.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        prepare_model(config)
+    dist.barrier()  # the other ranks load the model rank 0 built
     model, tokenizer = load_policy(config, device=config.learner.device)
     lcfg = replace(
         config.learner,
@@ -64,7 +72,7 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
         checkpoint_dir=str(run_dir / "checkpoints"),
         metrics_path=str(run_dir / "metrics.jsonl"),
     )
-    learner = Learner(model, lcfg)
+    learner = Learner(model, lcfg, dist=dist)
     if resume:
         if not (run_dir / "checkpoints" / "latest").exists():
             raise SystemExit(f"--resume: no checkpoint in {run_dir / 'checkpoints'}")
@@ -73,10 +81,15 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
         max_steps = max(lcfg.max_steps - learner.version, 0)  # max_steps counts from version 0
     stop = {"now": False}
     on_terminate(lambda: stop.update(now=True))
+    if not dist.is_main:  # follows rank 0's commands until it stops
+        learner.run(None)
+        dist.close()
+        return
     with LearnerChannels(learner_endpoints(config)) as channels:
         write_endpoints(run_dir, channels.endpoints)
         log.info("serving at %s (version %d)", channels.endpoints, learner.version)
         learner.run(channels, max_steps=max_steps, should_stop=lambda: stop["now"])
+    dist.close()
     log.info("done at version %d", learner.version)
 
 

@@ -156,6 +156,10 @@ class Launcher:
         log_path = logs / f"{name}.log"
         log = open(log_path, "ab")  # noqa: SIM115 - closed in _shutdown
         cmd = [sys.executable, "-m", module, str(self.run_dir / RESOLVED_CONFIG), *(extra or [])]
+        if name == "learner" and self.config.learner.ranks > 1:
+            ranks = self.config.learner.ranks
+            cmd[1:3] = ["-m", "torch.distributed.run", "--standalone",
+                        f"--nproc-per-node={ranks}", "--module", module]  # fmt: skip
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         # own process group: a terminal's Ctrl-C reaches only the launcher, which stops the
         # children in order (learner checkpoints first)

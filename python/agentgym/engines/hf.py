@@ -26,7 +26,7 @@ import torch
 
 from agentgym.engines.base import Generation, SamplingParams
 from agentgym.engines.sampling import greedy_rows, processed_logprobs, sample_rows
-from agentgym.models import keeps_logits
+from agentgym.models import cache_keyword, keeps_logits, output_cache
 
 
 @dataclass
@@ -248,7 +248,7 @@ def decode(
     column = torch.searchsorted(kept, last) if keep else last
     logits = result.logits[torch.arange(len(prompts), device=device), column]
     positions = last[:, None]
-    cache = result.past_key_values
+    cache, cache_kw = output_cache(result), cache_keyword(model)
     for _ in range(budget):
         tokens, logps = _pick(logits, params, [generators[i] for i in live])
         keep = _record(out, live, tokens.tolist(), logps.tolist(), stop_token_ids)
@@ -265,8 +265,8 @@ def decode(
             input_ids=tokens[:, None].to(device),
             attention_mask=mask,
             position_ids=positions,
-            past_key_values=cache,
             use_cache=True,
+            **{cache_kw: cache},
         )
         logits = result.logits[:, -1, :]
     return out

@@ -116,6 +116,10 @@ class LearnerConfig:
     activation_checkpointing: bool = False
     """Recompute each decoder block's activations in the backward pass instead of keeping them
     (less memory, about one more forward pass of compute)."""
+    ranks: int = 1
+    """Learner processes ``agentgym train`` starts on this machine (through torchrun's
+    ``--nproc-per-node``); more than one shards the model, gradients and optimizer state over
+    them with FSDP2. Multi-node: start ``agentgym-learner`` under torchrun yourself."""
     dist_timeout_s: float = 600.0
     """Under torchrun: the longest any collective may wait for the other ranks before the run
     ends with an error (a dead or hung rank)."""
@@ -139,7 +143,7 @@ class LearnerConfig:
     """Stop after this many updates; None: run until stopped."""
 
     def __post_init__(self) -> None:
-        for name in ("groups_per_step", "ppo_epochs", "minibatches", "micro_batch_size"):
+        for name in ("groups_per_step", "ppo_epochs", "minibatches", "micro_batch_size", "ranks"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if self.max_staleness < 0 or self.temperature <= 0:

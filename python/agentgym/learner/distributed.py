@@ -125,7 +125,9 @@ def shard(module: nn.Module, *, bf16: bool) -> nn.Module:
         param_dtype=torch.bfloat16 if bf16 else None,
         reduce_dtype=torch.float32,
     )
-    blocks = set(getattr(module, "_no_split_modules", None) or ())
+    blocks = {  # a wrapper (the menu policy) holds the Hugging Face model that names them
+        name for sub in module.modules() for name in (getattr(sub, "_no_split_modules", None) or ())
+    }
     for sub in module.modules():
         if sub is not module and type(sub).__name__ in blocks:
             fully_shard(sub, mp_policy=policy)

@@ -484,7 +484,7 @@ class Learner:
 
     def run(
         self,
-        channels: LearnerChannels,
+        channels: LearnerChannels | None,
         *,
         max_steps: int | None = None,
         poll_s: float = 0.05,
@@ -493,6 +493,8 @@ class Learner:
         """Train on trajectories from ``channels`` until ``max_steps`` updates or ``should_stop``.
 
         Publishes weights and control at start, after each update and (stop) at the end.
+        Under torchrun only rank 0 has channels; the other ranks (``channels`` None) follow
+        its commands until it stops.
         """
         if not self.dist.is_main:
             return self._follow()
