@@ -95,3 +95,29 @@ def test_eval_reports_avg_and_pass_at_k_per_level(trained):
     assert "avg@2" in table and "level 1" in table
     # seeded: the same checkpoint, tasks and eval.seed give the same episodes
     assert evaluate(config, trained / "checkpoints", limit=4)["episodes"] == result["episodes"]
+
+
+@pytest.mark.slow
+def test_two_learner_ranks_train_resume_in_one_process_export_and_eval(tmp_path):
+    """learner.ranks=2 (torchrun, FSDP2): sharded checkpoints; resumed by a one-process
+    learner; exported as a Hugging Face model that eval reads like the checkpoint."""
+    run_dir = tmp_path / "run"
+    sets = _sets(TINY + [f"run_dir={run_dir}", "learner.ranks=2"])
+    code = main(["train", str(QUICKSTART), *sets, "--quiet"])
+    assert code == 0, (run_dir / "logs" / "learner.log").read_text()[-3000:]
+    assert (run_dir / "checkpoints" / "step_00000002" / "dcp" / ".metadata").exists()
+    sets = ["--set", "learner.ranks=1", "--set", "learner.max_steps=3"]
+    assert main(["train", "--resume", str(run_dir), *sets, "--quiet"]) == 0
+    assert [m["step"] for m in _lines(run_dir / "metrics.jsonl")] == [1, 2, 3]
+    assert (run_dir / "checkpoints" / "step_00000003" / "model.safetensors").exists()
+    from agentgym.cli.export import export
+    from agentgym.config import load_config
+
+    config = load_config(run_dir / "config.yaml", [])
+    info = export(config, run_dir / "checkpoints", tmp_path / "hf")
+    assert info["version"] == 3
+    assert (tmp_path / "hf" / "model.safetensors").exists()
+    assert (tmp_path / "hf" / "tokenizer.json").exists()
+    from_ckpt = evaluate(config, run_dir / "checkpoints", limit=2)
+    from_export = evaluate(config, tmp_path / "hf", limit=2)
+    assert from_export["rows"] == from_ckpt["rows"]

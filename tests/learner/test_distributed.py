@@ -1,6 +1,7 @@
 """The learner under torchrun (2 gloo ranks, FSDP2) against one process on the same batches."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -26,7 +27,8 @@ def torchrun(out: Path, *args: str, ranks: int = 2, timeout: float = 240) -> int
         sys.executable, "-m", "torch.distributed.run", "--standalone",
         f"--nproc-per-node={ranks}", str(WORKER), str(out), *args,
     ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}  # a crashing rank shows its Python stack
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode == 0:
         assert (out / "params.safetensors").exists()
     else:

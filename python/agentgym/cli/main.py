@@ -1,6 +1,7 @@
 """``agentgym``: ``train`` (learner + actors on one machine), ``eval`` (held-out tasks),
 ``sft`` (supervised fine-tuning on trajectory datasets), ``demos`` (expert demonstrations),
-``pairs`` and ``dpo`` (preference pairs and offline preference optimisation)."""
+``pairs`` and ``dpo`` (preference pairs and offline preference optimisation), ``export`` (a
+checkpoint as a Hugging Face model directory)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    from agentgym.cli import demos, offline, train
+    from agentgym.cli import demos, export, offline, train
     from agentgym.cli import eval as eval_cmd
 
     train.add_arguments(sub.add_parser("train", help="train: learner and actors, live progress"))
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     demos.add_arguments(sub.add_parser("demos", help="write expert demonstrations (planners)"))
     offline.add_pairs_arguments(sub.add_parser("pairs", help="preference pairs per task"))
     offline.add_dpo_arguments(sub.add_parser("dpo", help="offline preference optimisation"))
+    export.add_arguments(sub.add_parser("export", help="a checkpoint as a Hugging Face model"))
     return parser
 
 
@@ -30,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
         from agentgym.cli import train
 
         return train.run(args)
+    if args.command == "export":
+        from agentgym.cli import export
+
+        return export.run(args)
     if args.command == "demos":
         from agentgym.cli import demos
 

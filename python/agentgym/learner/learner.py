@@ -22,7 +22,7 @@ import copy
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -542,8 +542,13 @@ class Learner:
     def _execute(self, command: str, arg: Any) -> Any:
         if command == "step":
             return self.step(arg)
-        if command == "weights":
-            return self._full_state_dict()
+        if command == "weights":  # every rank takes part in each tensor's gather
+            items = self._state_items()
+            if not self.dist.is_main:
+                for _ in items:
+                    pass
+                return None
+            return state_dict_to_blobs(items)
         if command == "checkpoint":
             return self._save_checkpoint(arg)
         if command in ("wait", "stop"):
@@ -553,17 +558,17 @@ class Learner:
     def publish(self, channels: LearnerChannels, *, weights: bool) -> None:
         """Broadcast version and cap; serve the current weights if ``weights``."""
         if weights:
-            state = self._lead("weights")
-            channels.publish_weights(self.version, state_dict_to_blobs(state))
+            channels.publish_weights(self.version, self._lead("weights"))
         channels.publish_control(Control(self.version, self.horizon.cap))
 
-    def _full_state_dict(self) -> dict[str, Tensor]:
-        """The policy's whole state dict, on rank 0 only under torchrun (gathered tensor by
-        tensor: every rank takes part)."""
+    def _state_items(self) -> Iterator[tuple[str, Tensor]]:
+        """(name, whole tensor) of the policy's state dict, one tensor at a time: under
+        torchrun each is gathered from the shards (a collective) and kept on rank 0 only, so
+        it becomes a wire blob before the next is gathered."""
         if not self.dist.sharded:
-            return self.model.state_dict()
-        items = full_state_dict_items(self.model, keep=self.dist.is_main)
-        return {name: t for name, t in items if t is not None}
+            yield from self.model.state_dict().items()
+            return
+        yield from full_state_dict_items(self.model, keep=self.dist.is_main)
 
     def _checkpoint_due(self) -> bool:
         every = self.cfg.checkpoint_every

@@ -31,10 +31,14 @@ if sys.byteorder != "little":  # raw bytes on the wire are little-endian by cont
     raise ImportError("agentgym.learner.weights assumes a little-endian host")
 
 
-def state_dict_to_blobs(state_dict: Mapping[str, torch.Tensor]) -> list[TensorBlob]:
-    """CPU copies of every tensor as ``TensorBlob`` (names in the state dict's order)."""
+def state_dict_to_blobs(
+    state_dict: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
+) -> list[TensorBlob]:
+    """CPU copies of every tensor as ``TensorBlob`` (names in the state dict's order); takes a
+    state dict or its (name, tensor) items, consumed one at a time."""
+    items = state_dict.items() if isinstance(state_dict, Mapping) else state_dict
     blobs = []
-    for name, tensor in state_dict.items():
+    for name, tensor in items:
         t = tensor.detach().to("cpu", copy=True).contiguous()
         raw = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b""
         blobs.append(TensorBlob(name, _TORCH_TO_WIRE[t.dtype], tuple(t.shape), raw))

@@ -1,0 +1,73 @@
+"""``agentgym export CONFIG --checkpoint CKPT --out DIR``: a checkpoint as a Hugging Face model.
+
+Writes DIR with the policy's weights (safetensors), its config and its tokenizer, loadable by
+``transformers.AutoModelForCausalLM.from_pretrained(DIR)``, by vLLM and by ``agentgym eval
+--checkpoint DIR``. Takes either kind of learner checkpoint (one-process safetensors, or the
+sharded DCP checkpoint of a torchrun learner, read in one process). A menu policy exports the
+language model it wraps; the menu restriction is applied by agentgym when it samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from agentgym.cli.common import set_torch_threads
+from agentgym.config import RunConfig, load_config
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="YAML config of the run that wrote the checkpoint")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config field (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--checkpoint", required=True, help="learner checkpoint dir or a checkpoints folder"
+    )
+    parser.add_argument("--out", required=True, help="model directory to write")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace --out if it holds files already"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """``agentgym export``: writes the model directory; returns the exit code."""
+    config = load_config(args.config, args.overrides)
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not args.overwrite:
+        raise SystemExit(f"{out} is not empty; pass --overwrite to replace what it holds")
+    info = export(config, args.checkpoint, out)
+    print(f"exported {info['checkpoint']} (version {info['version']}) to {out}")
+    return 0
+
+
+def export(config: RunConfig, checkpoint: str | Path, out: str | Path) -> dict[str, Any]:
+    """Write ``checkpoint``'s policy as a Hugging Face model directory; returns what was
+    exported (also written to ``agentgym_export.json`` in it)."""
+    set_torch_threads(config.torch_threads)
+    from agentgym.actor.policy import (
+        load_policy,
+        load_weights_file,
+        prepare_model,
+        resolve_checkpoint,
+    )
+
+    prepare_model(config)
+    ckpt = resolve_checkpoint(checkpoint)
+    model, tokenizer = load_policy(config)
+    load_weights_file(model, ckpt)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    getattr(model, "lm", model).save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    state = ckpt / "state.json"
+    version = json.loads(state.read_text())["version"] if state.exists() else None
+    info = {"checkpoint": str(ckpt), "version": version, "menu_policy": config.model.menu_policy}
+    (out / "agentgym_export.json").write_text(json.dumps(info, indent=1))
+    return info
