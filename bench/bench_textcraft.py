@@ -158,14 +158,17 @@ def main() -> None:
     observations = pool.reset(probe, list(range(pool.num_tasks)))
     goals = [info["goal_id"] for info in pool.info(probe)]
     pool.close(probe)
-    rng = random.Random(0)
-    games = [
-        (task, actions_from_observation(obs, rng, 40)) for task, obs in enumerate(observations)
-    ]
 
     ref = reference_env(recipes_dir)
     ranked = sorted(ref.crafting_tree.item_recipes_min_depth(2), key=lambda x: -x[1])
     seed_of = {item: seed for seed, (item, _) in enumerate(ranked)}
+    # Step workload: the goals the reference env can be reset to (depth >= 2), by task id.
+    rng = random.Random(0)
+    games = [
+        (task, actions_from_observation(obs, rng, 40))
+        for task, obs in enumerate(observations)
+        if goals[task] in seed_of
+    ]
 
     decay = reference_decay(recipes_dir, args.decay_resets, 10, args.decay_budget)
     ref_reset_fresh = decay[0][1]

@@ -86,8 +86,8 @@ def test_train_refuses_init_from_with_resume(tmp_path):
 def test_demos_bad_task_range(tmp_path):
     with pytest.raises(SystemExit, match="expected START:STOP"):
         main(["demos", "textcraft", "--tasks", "7", "--out", str(tmp_path / "d.jsonl")])
-    with pytest.raises(SystemExit, match="task ids 0..418"):
-        main(["demos", "textcraft", "--tasks", "400:500", "--out", str(tmp_path / "d.jsonl")])
+    with pytest.raises(SystemExit, match="task ids 0..543"):
+        main(["demos", "textcraft", "--tasks", "500:600", "--out", str(tmp_path / "d.jsonl")])
 
 
 def test_pairs_then_dpo(tmp_path, capsys):

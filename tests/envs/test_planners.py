@@ -9,8 +9,9 @@ from agentgym.agent.parsing import parse_action
 from agentgym.envs import EnvPool
 from agentgym.envs.planners import demo_episode, parse_textcraft, plan_textcraft
 
-# ids are ordered deepest first (depths 4 to 2); 35 (crossbow) needs an ingredient twice
-SAMPLE = (0, 3, 10, 35, 60, 120, 200, 300, 418)
+# ids are ordered by depth: 1 (0-124), 2 (125-415), 3 (416-532), 4 (533-543); 440 (crossbow)
+# needs an ingredient twice
+SAMPLE = (0, 124, 125, 200, 300, 415, 416, 440, 500, 533, 543)
 
 
 def test_parse_textcraft_reads_recipes_and_goal():
@@ -42,7 +43,7 @@ def test_plans_craft_the_goal_and_demos_replay_them():
         pool.reset([sid], [task])
         depths.add(pool.info([sid])[0]["depth"])
         pool.close([sid])
-    assert depths == {2, 3, 4}
+    assert depths == {1, 2, 3, 4}
 
 
 def test_babyai_goto_search_reaches_single_room_goals():

@@ -62,8 +62,11 @@ def test_task_ids_checked(pool):
     ids = pool.create(1)
     with pytest.raises(ValueError, match="-1"):
         pool.reset(ids, [-1])
-    with pytest.raises(ValueError, match="out of range"):
-        pool.reset(ids, [pool.num_tasks])
+    if pool.env == "textcraft":  # wraps past the end, as AgentGym's server does
+        assert pool.reset(ids, [pool.num_tasks]) == pool.reset(ids, [0])
+    else:
+        with pytest.raises(ValueError, match="out of range"):
+            pool.reset(ids, [pool.num_tasks])
 
 
 def test_bad_actions_are_per_session(pool):

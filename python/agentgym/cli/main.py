@@ -1,7 +1,8 @@
 """``agentgym``: ``train`` (learner + actors on one machine), ``eval`` (held-out tasks),
 ``sft`` (supervised fine-tuning on trajectory datasets), ``demos`` (expert demonstrations),
 ``pairs`` and ``dpo`` (preference pairs and offline preference optimisation), ``export`` (a
-checkpoint as a Hugging Face model directory)."""
+checkpoint as a Hugging Face model directory), ``textcraft-goals`` (record a TextCraft server's
+goal order)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    from agentgym.cli import demos, export, offline, train
+    from agentgym.cli import demos, export, offline, textcraft_goals, train
     from agentgym.cli import eval as eval_cmd
 
     train.add_arguments(sub.add_parser("train", help="train: learner and actors, live progress"))
@@ -22,6 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     offline.add_pairs_arguments(sub.add_parser("pairs", help="preference pairs per task"))
     offline.add_dpo_arguments(sub.add_parser("dpo", help="offline preference optimisation"))
     export.add_arguments(sub.add_parser("export", help="a checkpoint as a Hugging Face model"))
+    textcraft_goals.add_arguments(
+        sub.add_parser("textcraft-goals", help="record a TextCraft server's goal order")
+    )
     return parser
 
 
@@ -45,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
 
         run = {"sft": offline.run_sft, "pairs": offline.run_pairs, "dpo": offline.run_dpo}
         return run[args.command](args)
+    if args.command == "textcraft-goals":
+        from agentgym.cli import textcraft_goals
+
+        return textcraft_goals.run(args)
     from agentgym.cli import eval as eval_cmd
 
     return eval_cmd.run(args)

@@ -179,7 +179,8 @@ class EnvPool:
 
     @property
     def num_tasks(self) -> int:
-        """Valid task ids are ``range(num_tasks)``."""
+        """The number of distinct tasks, ids ``range(num_tasks)``; TextCraft also takes larger
+        ids and wraps them (``id % num_tasks``), as AgentGym's server does."""
         return self._native.num_tasks
 
     @property

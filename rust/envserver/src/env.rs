@@ -46,8 +46,8 @@ pub struct CustomTask {
 /// One text environment episode at a time. Implementations are plain single-threaded
 /// state machines; the pool provides batching, threading, ids and horizon caps.
 pub trait TextEnv: Send {
-    /// Starts the episode `task_id` (already range-checked by the caller) and returns the
-    /// first observation. The same task id must give the same episode on every machine.
+    /// Starts the episode `task_id` (already range-checked by the caller, or any id where the
+    /// factory wraps task ids) and returns the first observation. The same task id must give the same episode on every machine.
     fn reset(&mut self, task_id: u64) -> Result<String, EnvError>;
 
     /// Applies one text action. Must not be called before `reset`; the pool guarantees it.
@@ -78,8 +78,13 @@ pub trait TextEnv: Send {
 pub trait EnvFactory: Send + Sync {
     /// The env's registry name (`"babyai"`, `"textcraft"`).
     fn name(&self) -> &str;
-    /// Task ids are `0..num_tasks()`.
+    /// The number of distinct tasks: ids `0..num_tasks()`.
     fn num_tasks(&self) -> u64;
+    /// Whether a task id past the end is accepted and taken modulo `num_tasks()` (TextCraft,
+    /// as AgentGym's server does) instead of being out of range.
+    fn wraps_task_ids(&self) -> bool {
+        false
+    }
     /// A fresh session, not yet reset.
     fn make(&self) -> Box<dyn TextEnv>;
 }

@@ -268,6 +268,16 @@ impl EnvPool {
         self.factory.num_tasks()
     }
 
+    /// Refuses a task id the env cannot play: negative, or past `num_tasks` where the env does
+    /// not wrap ids.
+    pub fn check_task_id(&self, task_id: i64) -> Result<(), PoolError> {
+        let num_tasks = self.num_tasks();
+        if task_id < 0 || (task_id as u64 >= num_tasks && !self.factory.wraps_task_ids()) {
+            return Err(PoolError::TaskOutOfRange { env: self.env_name().to_string(), task_id, num_tasks });
+        }
+        Ok(())
+    }
+
     pub fn num_threads(&self) -> usize {
         self.threads
     }
@@ -336,11 +346,8 @@ impl EnvPool {
     /// the env) come back as `Err(message)` in that slot; the session is then marked failed.
     pub fn reset(&self, ids: &[u64], task_ids: &[i64]) -> Result<Vec<Result<String, String>>, PoolError> {
         check_lengths(ids.len(), task_ids.len(), "task_ids")?;
-        let num_tasks = self.num_tasks();
         for &task_id in task_ids {
-            if task_id < 0 || task_id as u64 >= num_tasks {
-                return Err(PoolError::TaskOutOfRange { env: self.env_name().to_string(), task_id, num_tasks });
-            }
+            self.check_task_id(task_id)?;
         }
         let sessions = self.lookup(ids)?;
         let out = self.run_batch(Op::Reset, Some(ids), ids.len(), MIN_PARALLEL_RESETS, |i| {

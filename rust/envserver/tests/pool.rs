@@ -100,6 +100,33 @@ fn task_ids_are_range_checked() {
     assert!(matches!(p.reset(&ids, &[100]), Err(PoolError::TaskOutOfRange { task_id: 100, .. })));
 }
 
+/// The script env, declaring that it wraps task ids past the end (as TextCraft does).
+struct WrappingFactory;
+
+impl EnvFactory for WrappingFactory {
+    fn name(&self) -> &str {
+        "wrapping"
+    }
+    fn num_tasks(&self) -> u64 {
+        100
+    }
+    fn wraps_task_ids(&self) -> bool {
+        true
+    }
+    fn make(&self) -> Box<dyn TextEnv> {
+        ScriptFactory.make()
+    }
+}
+
+#[test]
+fn envs_that_wrap_get_ids_past_the_end() {
+    let p = EnvPool::with_factory(Arc::new(WrappingFactory), Some(2));
+    let ids = p.create(1).unwrap();
+    assert_eq!(p.reset(&ids, &[250]).unwrap(), [Ok("task 250".to_string())], "the env reduces the id");
+    assert!(p.check_task_id(i64::MAX).is_ok());
+    assert!(matches!(p.reset(&ids, &[-1]), Err(PoolError::TaskOutOfRange { task_id: -1, .. })));
+}
+
 #[test]
 fn per_session_errors_do_not_disturb_others() {
     let p = pool();

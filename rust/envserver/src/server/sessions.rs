@@ -148,17 +148,11 @@ impl AppState {
 
     pub fn batch_reset(&self, ids: &[u64], data_idxs: &[i64]) -> Result<Value, ApiError> {
         check_len(ids.len(), data_idxs.len(), "data_idxs")?;
-        let num_tasks = self.pool.num_tasks();
         let slots = self.run_batch(
             ids,
             |i| {
                 let t = data_idxs[i];
-                if t < 0 || t as u64 >= num_tasks {
-                    return Err(format!(
-                        "data_idx {t} is out of range: env {:?} has task ids 0..{num_tasks}",
-                        self.pool.env_name()
-                    ));
-                }
+                self.pool.check_task_id(t).map_err(|e| e.to_string())?;
                 Ok(t)
             },
             |ok_ids, tasks| {

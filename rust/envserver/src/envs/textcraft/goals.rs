@@ -3,7 +3,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::recipes::{display_name, RecipeBook};
+use super::recipes::{display_name, item_id, RecipeBook};
+use crate::env::EnvError;
 use crate::rng::Rng;
 
 /// At most this many uses of each ingredient are drawn as distractor candidates (as the
@@ -47,18 +48,53 @@ fn depth_of(book: &RecipeBook, name: &str, memo: &mut HashMap<String, u32>, in_p
     depth
 }
 
-/// Craftable items of depth at least `min_goal_depth`, deepest first, ties by item id: the
-/// task id is the index into this list.
-pub fn goals(book: &RecipeBook, min_goal_depth: u32) -> Vec<Goal> {
+/// AgentGym's goals: every craftable item (each has depth >= 1, AgentGym's minimum), by depth
+/// ascending, ties in the order the items' first kept recipes were loaded. Files load in name
+/// order, so this is AgentGym's order on a filesystem that lists the recipe folder sorted (its
+/// stable sort keeps the order in which items entered its recipe table). Task `t` is
+/// `goals[t % len]`.
+pub fn goals(book: &RecipeBook) -> Vec<Goal> {
     let mut memo = HashMap::new();
-    let mut goals: Vec<Goal> = book
+    let mut items: Vec<(usize, Goal)> = book
         .craftable_items()
         .into_iter()
-        .map(|item| Goal { item: item.to_string(), depth: min_depth(book, item, &mut memo) })
-        .filter(|g| g.depth >= min_goal_depth)
+        .map(|item| {
+            let first_recipe = book.item_recipes(item)[0];
+            (first_recipe, Goal { item: item.to_string(), depth: min_depth(book, item, &mut memo) })
+        })
         .collect();
-    goals.sort_by(|a, b| b.depth.cmp(&a.depth).then_with(|| a.item.cmp(&b.item)));
-    goals
+    items.sort_by_key(|(first_recipe, goal)| (goal.depth, *first_recipe));
+    items.into_iter().map(|(_, goal)| goal).collect()
+}
+
+/// The goals a goal-order file lists, in its order: one item per line, as an id
+/// (`minecraft:oak_planks`) or in words (`oak planks`); blank lines and `#` comments are
+/// skipped. Each must be an item some recipe makes, listed once. `source` names the file in
+/// errors.
+pub fn goals_from_order(book: &RecipeBook, text: &str, source: &str) -> Result<Vec<Goal>, EnvError> {
+    let mut memo = HashMap::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut goals = Vec::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line_no = index + 1;
+        let entry = raw.split('#').next().unwrap_or("").trim();
+        if entry.is_empty() {
+            continue;
+        }
+        let item = if entry.starts_with("minecraft:") { entry.to_string() } else { item_id(entry) };
+        if book.item_recipes(&item).is_empty() {
+            return Err(EnvError::Data(format!("{source}:{line_no}: {entry:?} is not an item any recipe makes")));
+        }
+        if let Some(first) = seen.insert(item.clone(), line_no) {
+            return Err(EnvError::Data(format!("{source}:{line_no}: {item} is listed twice (also on line {first})")));
+        }
+        let depth = min_depth(book, &item, &mut memo);
+        goals.push(Goal { item, depth });
+    }
+    if goals.is_empty() {
+        return Err(EnvError::Data(format!("{source}: lists no goals")));
+    }
+    Ok(goals)
 }
 
 /// Every recipe that can take part in crafting `item`: its recipes, then (recursively) the
@@ -143,24 +179,68 @@ mod tests {
     }
 
     #[test]
-    fn goals_sorted_by_depth_then_name() {
-        let goals = goals(&fixture(), 2);
+    fn goals_by_depth_ascending_then_recipe_file() {
+        let goals = goals(&fixture());
         let names: Vec<(&str, u32)> = goals.iter().map(|g| (g.item.as_str(), g.depth)).collect();
         assert_eq!(
             names,
             [
-                ("minecraft:lantern", 4),
-                ("minecraft:bookshelf", 3),
-                ("minecraft:stone_axe", 3),
-                ("minecraft:torch", 3),
-                ("minecraft:wooden_pickaxe", 3),
+                ("minecraft:birch_planks", 1),
+                ("minecraft:iron_ingot", 1),
+                ("minecraft:oak_planks", 1),
+                ("minecraft:paper", 1),
+                ("minecraft:white_wool", 1),
                 ("minecraft:book", 2),
                 ("minecraft:bucket", 2),
                 ("minecraft:iron_block", 2),
                 ("minecraft:stick", 2),
                 ("minecraft:white_bed", 2),
+                ("minecraft:bookshelf", 3),
+                ("minecraft:stone_axe", 3),
+                ("minecraft:torch", 3),
+                ("minecraft:wooden_pickaxe", 3),
+                ("minecraft:lantern", 4),
             ]
         );
+    }
+
+    fn shapeless(output: &str, input: &str) -> String {
+        format!(
+            r#"{{"type": "minecraft:crafting_shapeless", "ingredients": [{{"item": "minecraft:{input}"}}],
+                "result": {{"item": "minecraft:{output}"}}}}"#
+        )
+    }
+
+    #[test]
+    fn ties_keep_recipe_load_order_not_item_order() {
+        // Loaded in this order (file name order on disk): zinc's recipe before apple's.
+        let texts = [shapeless("zinc", "ore"), shapeless("apple", "seed"), shapeless("zinc", "dust")];
+        let book = RecipeBook::from_json_texts(&texts.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+        let items: Vec<String> = goals(&book).into_iter().map(|g| g.item).collect();
+        assert_eq!(items, ["minecraft:zinc", "minecraft:apple"]);
+    }
+
+    #[test]
+    fn goal_order_file_lists_ids_or_words() {
+        let book = fixture();
+        let text = "# recorded from a server\nminecraft:torch\n\n  lantern  # words work too\noak planks\n";
+        let goals = goals_from_order(&book, text, "order.txt").unwrap();
+        let names: Vec<(&str, u32)> = goals.iter().map(|g| (g.item.as_str(), g.depth)).collect();
+        assert_eq!(names, [("minecraft:torch", 3), ("minecraft:lantern", 4), ("minecraft:oak_planks", 1)]);
+    }
+
+    #[test]
+    fn goal_order_file_errors_name_file_and_line() {
+        let book = fixture();
+        let error = |text: &str| goals_from_order(&book, text, "order.txt").unwrap_err().to_string();
+        assert_eq!(error("torch\nunobtainium\n"), "order.txt:2: \"unobtainium\" is not an item any recipe makes");
+        // a base item is fetched, not crafted: not a goal
+        assert!(error("coal").starts_with("order.txt:1: \"coal\""));
+        assert_eq!(
+            error("torch\nlantern\nminecraft:torch"),
+            "order.txt:3: minecraft:torch is listed twice (also on line 1)"
+        );
+        assert_eq!(error("# nothing\n\n"), "order.txt: lists no goals");
     }
 
     #[test]

