@@ -19,7 +19,11 @@ from agentgym.agent.turns import ChatCodec, Conversation  # noqa: E402
 from agentgym.envs import EnvPool, StepBatch  # noqa: E402
 from agentgym.learner.batch import collate  # noqa: E402
 from agentgym.learner.learner import forward_tokens  # noqa: E402
-from agentgym.learner.weights import blobs_to_state_dict, state_dict_to_blobs  # noqa: E402
+from agentgym.learner.weights import (  # noqa: E402
+    blobs_to_state_dict,
+    state_dict_to_blobs,
+    stream_tensors,
+)
 from agentgym.transport.channels import Endpoints, LearnerChannels  # noqa: E402
 from agentgym.transport.wire import Control  # noqa: E402
 
@@ -128,8 +132,10 @@ def test_failing_env_session_drops_only_its_trajectory(menu_run):
 class FakeLearner:
     """LearnerChannels driven by hand: publish versions, caps and weights; collect groups."""
 
-    def __init__(self, tmp_path, model):
-        self.channels = LearnerChannels(Endpoints.ipc(tmp_path), republish_s=0.1)
+    def __init__(self, tmp_path, model, chunk_bytes=64 << 20):
+        self.channels = LearnerChannels(
+            Endpoints.ipc(tmp_path), republish_s=0.1, chunk_bytes=chunk_bytes
+        )
         self.model = model
         self.groups: dict[int, list] = {}
 
@@ -145,10 +151,13 @@ class FakeLearner:
         return self.groups
 
 
-def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path):
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path, streamed):
+    """The actor follows versions and caps; its engine ends with the learner's weights, either
+    fetched whole or streamed in 16 KB chunks (tensors larger than that in pieces)."""
     config, model, tokenizer = menu_run
     learner_model = replace_model_copy(model)
-    fake = FakeLearner(tmp_path, learner_model)
+    fake = FakeLearner(tmp_path, learner_model, chunk_bytes=16 << 10 if streamed else 64 << 20)
     settings = ActorSettings(
         env="babyai",
         task_ids=(0, 1, 40, 41),
@@ -170,6 +179,7 @@ def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path):
         sampling_params(config),
         fake.channels.endpoints,
         load_state_dict=blobs_to_state_dict,
+        stream_tensors=stream_tensors if streamed else None,
     )
     out = {}
     thread = threading.Thread(
@@ -193,9 +203,8 @@ def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path):
         second = [g for g in groups.values() if g is not first][0]
         assert {t.horizon_cap for t in second} == {3}
         assert {v for t in second for v in t.turn_versions.tolist()} == {1}
-        assert torch.equal(
-            engine_model.lm.model.embed_tokens.weight, learner_model.lm.model.embed_tokens.weight
-        )
+        for name, value in learner_model.state_dict().items():
+            assert torch.equal(engine_model.state_dict()[name], value), name
         fake.publish(1, 3, stop=True)
         thread.join(30)
         assert not thread.is_alive()

@@ -217,3 +217,54 @@ def test_max_batch_size_splits_the_queue(tiny) -> None:
     for i, gen in enumerate(gens):
         [alone] = run(make_engine(tiny).generate([prompts[i]], SamplingParams(4, seed=5 + i)))
         assert gen.token_ids == alone.token_ids
+
+
+async def _stream(state: dict, fail_after: int | None = None):
+    for i, item in enumerate(state.items()):
+        if fail_after is not None and i == fail_after:
+            raise ConnectionError("the learner went away mid-stream")
+        yield item
+
+
+def test_streamed_weights_load_like_a_state_dict(tiny_dir) -> None:
+    from agentgym.models import load_model
+
+    params = SamplingParams(max_new_tokens=8, temperature=0.0)
+    outputs = []
+    for streamed in (False, True):
+        model, tokenizer = load_model(tiny_dir)
+        engine = make_engine((model, tokenizer))
+        new_state = {k: 0.05 - 2.0 * v for k, v in model.state_dict().items()}
+        if streamed:
+            run(engine.load_weights_stream(_stream(new_state), version=3))
+        else:
+            run(engine.load_weights(new_state, version=3))
+        [gen] = run(engine.generate([PROMPTS[0]], params))
+        assert engine.version == 3 and gen.policy_version == 3
+        outputs.append((gen.token_ids, gen.logprobs))
+    assert outputs[0] == outputs[1]
+
+
+def test_a_broken_stream_holds_generation_until_a_whole_one_arrives(tiny_dir) -> None:
+    """A stream that breaks off leaves a mix of versions: version -1 (the next fetch asks
+    for everything) and no generation until a complete stream has loaded."""
+    from agentgym.models import load_model
+
+    model, tokenizer = load_model(tiny_dir)
+    engine = make_engine((model, tokenizer))
+    new_state = {k: 0.05 - 2.0 * v for k, v in model.state_dict().items()}
+    params = SamplingParams(max_new_tokens=4, temperature=0.0)
+
+    async def main():
+        with pytest.raises(ConnectionError):
+            await engine.load_weights_stream(_stream(new_state, fail_after=2), version=5)
+        assert engine.version == -1
+        waiting = asyncio.ensure_future(engine.generate([PROMPTS[0]], params))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # held: the weights are a mix
+        await engine.load_weights_stream(_stream(new_state), version=6)
+        [gen] = await asyncio.wait_for(waiting, 10)
+        return gen
+
+    gen = run(main())
+    assert engine.version == 6 and gen.policy_version == 6

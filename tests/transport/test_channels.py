@@ -174,3 +174,56 @@ def test_async_actor_channels(learner):
     assert control == Control(1, 6)
     assert snap.version == 1 and len(snap.tensors) == 3
     assert [t.episode_id for t in recv_n(learner, 1)] == [105]
+
+
+def test_a_tensor_larger_than_a_chunk_travels_in_pieces_and_is_reassembled(learner):
+    """chunk_bytes=100: a 400-byte tensor goes as 4 pieces; no reply carries more than a
+    chunk; the streamed tensors equal the published ones."""
+    pytest.importorskip("torch")
+    from agentgym.learner.weights import stream_tensors
+
+    big = np.arange(100, dtype=np.float32)
+    learner.publish_weights(3, [*_blobs(3), TensorBlob("big", "float32", (4, 25), big.tobytes())])
+
+    async def main():
+        ctx = zmq.asyncio.Context()
+        actor = AsyncActorChannels(learner.endpoints, context=ctx)
+        try:
+            replies = [r async for r in actor.weight_chunks(-1, timeout_s=2)]
+            sizes = [sum(memoryview(t.data).nbytes for t in r.tensors) for r in replies]
+
+            async def rest():
+                for reply in replies[1:]:
+                    yield reply
+
+            out = {name: t async for name, t in stream_tensors(replies[0], rest())}
+            none = [r async for r in actor.weight_chunks(3, timeout_s=2)]
+        finally:
+            actor.close()
+            ctx.term()
+        return sizes, out, none
+
+    sizes, out, none = asyncio.run(main())
+    assert max(sizes) <= 100 and len(sizes) == 7  # 3 small tensors + 4 pieces of "big"
+    assert list(out) == ["w0", "w1", "w2", "big"]
+    assert out["big"].shape == (4, 25) and out["big"].flatten().tolist() == big.tolist()
+    assert none == []  # up to date: no chunks
+
+
+def test_stream_stops_with_an_error_when_the_snapshot_is_replaced(learner):
+    learner.publish_weights(1, _blobs(1))
+
+    async def main():
+        ctx = zmq.asyncio.Context()
+        actor = AsyncActorChannels(learner.endpoints, context=ctx)
+        try:
+            chunks = actor.weight_chunks(-1, timeout_s=2)
+            await anext(chunks)
+            learner.publish_weights(2, _blobs(2))
+            with pytest.raises(WeightFetchError, match="replaced by version 2"):
+                await anext(chunks)
+        finally:
+            actor.close()
+            ctx.term()
+
+    asyncio.run(main())

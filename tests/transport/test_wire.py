@@ -161,3 +161,17 @@ def test_weight_reply_rejects_missing_frames_and_bad_sizes():
     with pytest.raises(WireError, match="status"):
         header = _tamper(frames[0], status="maybe")
         wire.decode_weight_reply([header, frames[1]])
+
+
+def test_tensor_pieces_round_trip_and_bad_offsets_are_refused():
+    data = np.arange(6, dtype=np.float32)
+    piece = TensorBlob("a", "float32", (2, 3), data[2:5].tobytes(), offset=8)
+    assert not piece.whole and piece.nbytes == 24
+    reply = wire.decode_weight_reply(
+        wire.encode_weight_reply(WeightReply(1, "ok", 2, 0, 1, (piece,)))
+    )
+    (got,) = reply.tensors
+    assert got.offset == 8 and got.shape == (2, 3) and bytes(got.data) == data[2:5].tobytes()
+    for offset, nbytes in ((2, 4), (-4, 4), (20, 8), (0, 6)):  # unaligned, negative, past end
+        with pytest.raises(WireError):
+            TensorBlob("a", "float32", (2, 3), b"\0" * nbytes, offset=offset)

@@ -107,6 +107,7 @@ class Actor:
         endpoints: Endpoints,
         *,
         load_state_dict=None,
+        stream_tensors=None,
     ):
         if not settings.task_ids:
             raise ValueError("the actor has no task ids")
@@ -116,6 +117,7 @@ class Actor:
         self.stats = ActorStats()
         self.clocks = Clocks()
         self._to_state_dict = load_state_dict
+        self._stream_tensors = stream_tensors
         self._rng = random.Random(settings.seed)
         self._group_ids = next_ids(settings.index)
         self._episode_ids = next_ids(settings.index)
@@ -268,12 +270,13 @@ class Actor:
     async def _fetch(self) -> None:
         start = time.perf_counter()
         try:
-            snapshot = await self._channels.fetch_weights(self.engine.version)
-            if snapshot is not None and snapshot.version > self.engine.version:
-                state = self._to_state_dict(snapshot.tensors)
-                await self.engine.load_weights(state, snapshot.version)
+            if hasattr(self.engine, "load_weights_stream") and self._stream_tensors is not None:
+                loaded = await self._stream_weights()
+            else:
+                loaded = await self._fetch_whole()
+            if loaded is not None:
                 self.stats.weight_loads += 1
-                self.stats.engine_version = snapshot.version
+                self.stats.engine_version = loaded
         except WeightFetchError as e:
             log.warning("actor %d: %s", self.s.index, e)
         finally:
@@ -283,6 +286,25 @@ class Actor:
         c = self._control
         if c is not None and c.policy_version > self.engine.version and not self._stop.is_set():
             self._fetching = asyncio.create_task(self._fetch())
+
+    async def _fetch_whole(self) -> int | None:
+        """Fetch every chunk, then load the state dict (engines without streaming)."""
+        snapshot = await self._channels.fetch_weights(self.engine.version)
+        if snapshot is None or snapshot.version <= self.engine.version:
+            return None
+        await self.engine.load_weights(self._to_state_dict(snapshot.tensors), snapshot.version)
+        return snapshot.version
+
+    async def _stream_weights(self) -> int | None:
+        """Load the learner's chunks into the engine as they arrive (one chunk held at a time,
+        plus a tensor being pieced together)."""
+        chunks = self._channels.weight_chunks(self.engine.version)
+        first = await anext(chunks, None)
+        if first is None:
+            return None
+
+        await self.engine.load_weights_stream(self._stream_tensors(first, chunks), first.version)
+        return first.version
 
     # --- reporting --------------------------------------------------------------------------
 

@@ -79,7 +79,7 @@ def run_actor(config: RunConfig, endpoints: Endpoints, *, index: int = 0, sync: 
     from agentgym.actor.policy import load_policy, make_engine, prepare_model, sampling_params
     from agentgym.agent.turns import ChatCodec
     from agentgym.envs import EnvPool
-    from agentgym.learner.weights import blobs_to_state_dict
+    from agentgym.learner.weights import blobs_to_state_dict, stream_tensors
 
     prepare_model(config)
     model, tokenizer = load_policy(config, device=config.engine.device)
@@ -114,6 +114,7 @@ def run_actor(config: RunConfig, endpoints: Endpoints, *, index: int = 0, sync: 
         sampling_params(config),
         endpoints,
         load_state_dict=blobs_to_state_dict,
+        stream_tensors=stream_tensors,
     )
     on_terminate(actor.stop)
     return _run_loop(actor)

@@ -81,7 +81,12 @@ class Engine(Protocol):
         ...
 
     async def load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
-        """Replace the weights in place (between batches) and set `version`."""
+        """Replace the weights in place (between batches) and set `version`.
+
+        An engine may also offer ``load_weights_stream(tensors, version)``, taking an async
+        iterator of (name, tensor) that it loads as they arrive; the actor then streams the
+        learner's chunks into it instead of building a whole state dict first.
+        """
         ...
 
     async def close(self) -> None:

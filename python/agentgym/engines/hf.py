@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,8 @@ class HFEngine:
         self._seeds = random.Random(seed)
         self._version = version
         self._lock = threading.Lock()
+        self._whole = True  # False after a weight stream broke off: the weights are mixed
+        self._whole_again: asyncio.Event | None = None
         self._queues: dict[SamplingParams, list[_Request]] = {}
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -116,6 +118,40 @@ class HFEngine:
         """Copy `state_dict` into the model between batches and set `version`."""
         await asyncio.to_thread(self._load_weights, state_dict, version)
 
+    async def load_weights_stream(
+        self, tensors: AsyncIterator[tuple[str, Any]], version: int
+    ) -> None:
+        """Copy tensors into the model as they arrive (each is dropped once copied, so no
+        second copy of the weights is held) and set ``version``.
+
+        Generation pauses from the first tensor to the last (the copies need a model nobody
+        samples from). If the stream breaks off, the model holds a mix of two versions: the
+        engine reports version -1, so the next fetch asks for every tensor, and generation
+        waits until a stream completes.
+        """
+        self._ensure_running()
+        await asyncio.to_thread(self._lock.acquire)
+        try:
+            self._whole = False
+            params = self.model.state_dict()
+            async for name, tensor in tensors:
+                target = params.get(name)
+                if target is None:
+                    raise KeyError(f"unexpected weight name {name!r}")
+                if target.shape != tensor.shape:
+                    shapes = f"{tuple(tensor.shape)}, the model's {tuple(target.shape)}"
+                    raise ValueError(f"weight {name!r} has shape {shapes}")
+                with torch.no_grad():
+                    target.copy_(tensor)
+            self._version, self._whole = version, True
+        except BaseException:
+            self._version = -1
+            raise
+        finally:
+            self._lock.release()
+            if self._whole and self._whole_again is not None:
+                self._whole_again.set()
+
     async def close(self) -> None:
         """Stop the batcher; queued requests fail with CancelledError."""
         if self._task is not None:
@@ -133,6 +169,8 @@ class HFEngine:
         return self._seeds.getrandbits(63)
 
     def _ensure_running(self) -> None:
+        if self._whole_again is None:
+            self._whole_again = asyncio.Event()
         if self._task is None or self._task.done():
             self._wakeup = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._batcher())
@@ -159,6 +197,10 @@ class HFEngine:
     async def _serve(self, params: SamplingParams, batch: list[_Request]) -> None:
         if not batch:
             return
+        while not self._whole:  # a weight stream broke off; wait for a complete one
+            assert self._whole_again is not None
+            self._whole_again.clear()
+            await self._whole_again.wait()
         try:
             results = await asyncio.to_thread(
                 self._generate_batch, [r.prompt for r in batch], [r.seed for r in batch], params
@@ -174,6 +216,7 @@ class HFEngine:
 
     def _load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
         with self._lock, torch.no_grad():
+            self._whole = True  # a whole state dict: no mix of versions from here on
             tensors = {k: torch.as_tensor(v) for k, v in state_dict.items()}  # numpy is fine too
             missing, unexpected = self.model.load_state_dict(tensors, strict=False)
             if unexpected:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +115,36 @@ class VLLMEngine:
             self._version = version
         finally:
             self._open.set()
+
+    async def load_weights_stream(
+        self, tensors: AsyncIterator[tuple[str, Any]], version: int, batch_bytes: int = 256 << 20
+    ) -> None:
+        """Load tensors as they arrive, in batches of about ``batch_bytes`` per worker call
+        (vLLM's ``load_weights`` takes any subset of the checkpoint's names), then reset the
+        prefix cache. Requests wait from the first batch to the last; a stream that breaks off
+        leaves version -1, so the next fetch asks for every tensor, and the gate stays closed
+        until a stream completes."""
+        self._open.clear()
+        complete = False
+        try:
+            await self._idle.wait()
+            batch: list[tuple[str, Any]] = []
+            size = 0
+            async for name, tensor in tensors:
+                batch.append((name, tensor.detach().cpu()))
+                size += tensor.numel() * tensor.element_size()
+                if size >= batch_bytes:
+                    await self._engine.collective_rpc("load_agentgym_weights", args=(batch,))
+                    batch, size = [], 0
+            if batch:
+                await self._engine.collective_rpc("load_agentgym_weights", args=(batch,))
+            await self._engine.reset_prefix_cache()
+            self._version, complete = version, True
+        finally:
+            if complete:
+                self._open.set()
+            else:
+                self._version = -1
 
     async def close(self) -> None:
         """Shut the vLLM engine down."""

@@ -558,6 +558,7 @@ class Learner:
     def publish(self, channels: LearnerChannels, *, weights: bool) -> None:
         """Broadcast version and cap; serve the current weights if ``weights``."""
         if weights:
+            channels.retire_weights()  # never two snapshots in memory at once
             channels.publish_weights(self.version, self._lead("weights"))
         channels.publish_control(Control(self.version, self.horizon.cap))
 

@@ -7,11 +7,11 @@ as is (torch reinterprets the bytes), so actors load exactly the learner's value
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 
 import torch
 
-from agentgym.transport.wire import TensorBlob
+from agentgym.transport.wire import TensorBlob, WeightReply
 
 _TORCH_TO_WIRE = {
     torch.bool: "bool",
@@ -46,9 +46,65 @@ def state_dict_to_blobs(
 
 
 def blobs_to_state_dict(blobs: Iterable[TensorBlob]) -> dict[str, torch.Tensor]:
-    """Tensors rebuilt from blobs (copies, so they outlive the received frames)."""
-    out = {}
-    for b in blobs:
-        raw = torch.frombuffer(bytearray(b.data), dtype=torch.uint8)
-        out[b.name] = raw.view(_WIRE_TO_TORCH[b.dtype]).reshape(b.shape)
+    """Tensors rebuilt from blobs, pieces joined (copies, so they outlive the received
+    frames); raises ValueError if a tensor's pieces do not add up."""
+    assembler = TensorAssembler()
+    out = dict(item for b in blobs if (item := assembler.add(b)) is not None)
+    assembler.check_done()
     return out
+
+
+async def stream_tensors(
+    first: WeightReply, rest: AsyncIterator[WeightReply]
+) -> AsyncIterator[tuple[str, torch.Tensor]]:
+    """Whole (name, tensor) pairs from a stream of weight chunks, as soon as each is complete
+    (what an engine's ``load_weights_stream`` takes); raises ValueError if pieces are missing
+    at the end."""
+    assembler = TensorAssembler()
+    for blob in first.tensors:
+        if (item := assembler.add(blob)) is not None:
+            yield item
+    async for reply in rest:
+        for blob in reply.tensors:
+            if (item := assembler.add(blob)) is not None:
+                yield item
+    assembler.check_done()
+
+
+class TensorAssembler:
+    """Whole tensors from a stream of blobs, some of which may be pieces of one tensor.
+
+    A whole blob becomes a tensor at once; pieces are copied into a buffer of the tensor's
+    size until every byte has arrived. At most the tensors being pieced together are held.
+    """
+
+    def __init__(self) -> None:
+        self._partial: dict[str, tuple[TensorBlob, bytearray, int]] = {}
+
+    def add(self, blob: TensorBlob) -> tuple[str, torch.Tensor] | None:
+        """(name, tensor) once ``blob`` completes a tensor, else None."""
+        if blob.whole:
+            return blob.name, _tensor(bytearray(blob.data), blob)
+        first, buf, filled = self._partial.get(blob.name) or (blob, bytearray(blob.nbytes), 0)
+        if (first.dtype, first.shape) != (blob.dtype, blob.shape):
+            raise ValueError(f"pieces of {blob.name!r} disagree on dtype or shape")
+        piece = memoryview(blob.data).cast("B")
+        buf[blob.offset : blob.offset + piece.nbytes] = piece
+        filled += piece.nbytes
+        if filled < len(buf):
+            self._partial[blob.name] = (first, buf, filled)
+            return None
+        self._partial.pop(blob.name, None)
+        return blob.name, _tensor(buf, blob)
+
+    def check_done(self) -> None:
+        """Raise ValueError if some tensor still misses pieces."""
+        if self._partial:
+            raise ValueError(f"incomplete tensors: {sorted(self._partial)[:5]}")
+
+
+def _tensor(buf: bytearray, blob: TensorBlob) -> torch.Tensor:
+    raw = (
+        torch.frombuffer(buf, dtype=torch.uint8) if len(buf) else torch.empty(0, dtype=torch.uint8)
+    )
+    return raw.view(_WIRE_TO_TORCH[blob.dtype]).reshape(blob.shape)

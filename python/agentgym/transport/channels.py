@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,6 +118,13 @@ class WeightStore:
         with self._lock:
             self._version, self._chunks = version, chunks
 
+    def retire(self) -> None:
+        """Stop serving the current snapshot (its memory is freed once no reply holds it):
+        the learner calls this before building the next one, so it never holds two. Actors
+        asking meanwhile hear "none" (or "restart" mid-fetch) and ask again later."""
+        with self._lock:
+            self._version, self._chunks = None, []
+
     @property
     def version(self) -> int | None:
         """Version of the served snapshot, None before the first publish."""
@@ -138,18 +146,33 @@ class WeightStore:
 
 
 def _split_chunks(tensors: Sequence[TensorBlob], chunk_bytes: int) -> list[tuple[TensorBlob, ...]]:
+    """Consecutive tensors in chunks of at most ``chunk_bytes`` bytes; a tensor larger than
+    that is cut into pieces of whole elements (views of its bytes, no copies)."""
     chunks: list[tuple[TensorBlob, ...]] = []
     current: list[TensorBlob] = []
     size = 0
     for t in tensors:
-        nbytes = memoryview(t.data).nbytes
-        if current and size + nbytes > chunk_bytes:
-            chunks.append(tuple(current))
-            current, size = [], 0
-        current.append(t)
-        size += nbytes
+        for piece in _pieces(t, chunk_bytes):
+            nbytes = memoryview(piece.data).nbytes
+            if current and size + nbytes > chunk_bytes:
+                chunks.append(tuple(current))
+                current, size = [], 0
+            current.append(piece)
+            size += nbytes
     chunks.append(tuple(current))
     return chunks
+
+
+def _pieces(t: TensorBlob, chunk_bytes: int) -> list[TensorBlob]:
+    raw = memoryview(t.data).cast("B")
+    if raw.nbytes <= chunk_bytes:
+        return [t]
+    itemsize = t.nbytes // max(math.prod(t.shape), 1)
+    step = max(chunk_bytes // itemsize, 1) * itemsize
+    return [
+        TensorBlob(t.name, t.dtype, t.shape, raw[start : start + step], start)
+        for start in range(0, raw.nbytes, step)
+    ]
 
 
 class LearnerChannels:
@@ -233,6 +256,10 @@ class LearnerChannels:
     def publish_weights(self, version: int, tensors: Sequence[TensorBlob]) -> None:
         """Serve ``tensors`` as version ``version`` from now on."""
         self.weights.publish(version, tensors)
+
+    def retire_weights(self) -> None:
+        """Stop serving the current weights (see ``WeightStore.retire``)."""
+        self.weights.retire()
 
     def close(self) -> None:
         """Stop the background thread and close every socket (never hangs: linger is 0)."""
@@ -530,6 +557,30 @@ class AsyncActorChannels:
         while (req := fetch.next_request()) is not None:
             fetch.feed(await self._request(req, deadline))
         return fetch.result
+
+    async def weight_chunks(
+        self, have_version: int, timeout_s: float = 30.0
+    ) -> AsyncIterator[WeightReply]:
+        """The chunks of the newest weights after ``have_version``, one at a time (nothing
+        when there are none): the caller applies each before the next is asked for, so no
+        more than one chunk is held here. ``timeout_s`` bounds each request.
+
+        Raises ``WeightFetchError`` when the learner does not answer in time or replaces the
+        snapshot mid-stream (the caller starts a new stream).
+        """
+        chunk, version = 0, None
+        while True:
+            req = WeightRequest(next(_request_ids), have_version, chunk, version)
+            reply = await self._request(req, time.monotonic() + timeout_s)
+            if reply.status in ("none", "up_to_date"):
+                return
+            if reply.status == "restart":
+                raise WeightFetchError(f"weights replaced by version {reply.version} mid-fetch")
+            version = reply.version
+            yield reply
+            chunk += 1
+            if chunk >= reply.num_chunks:
+                return
 
     async def _request(self, req: WeightRequest, deadline: float) -> WeightReply:
         await self._dealer.send_multipart([b"", encode_weight_request(req)])

@@ -171,22 +171,43 @@ class WeightRequest:
 
 @dataclass(frozen=True, eq=False)
 class TensorBlob:
-    """One named tensor as raw little-endian bytes (``data`` may be any buffer)."""
+    """One named tensor, or a piece of one, as raw little-endian bytes (``data`` may be any
+    buffer).
+
+    A tensor larger than a weight chunk travels in pieces: each names the whole tensor's
+    ``shape`` and holds the bytes from ``offset`` on (whole elements); ``offset`` 0 with every
+    byte is the whole tensor.
+    """
 
     name: str
     dtype: str
     shape: tuple[int, ...]
     data: Any
+    offset: int = 0
 
     def __post_init__(self) -> None:
         if self.dtype not in _ITEMSIZE:
             raise WireError(f"tensor {self.name!r}: unknown dtype {self.dtype!r}")
-        want = _ITEMSIZE[self.dtype] * math.prod(self.shape)
+        size = _ITEMSIZE[self.dtype]
+        want = size * math.prod(self.shape)
         got = memoryview(self.data).nbytes
-        if got != want:
+        if self.offset == 0 and got == want:
+            return
+        if self.offset < 0 or self.offset % size or got % size or self.offset + got > want:
             raise WireError(
-                f"tensor {self.name!r}: {got} bytes for shape {self.shape} {self.dtype}"
+                f"tensor {self.name!r}: {got} bytes at offset {self.offset} for shape "
+                f"{self.shape} {self.dtype}"
             )
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the whole tensor in bytes."""
+        return _ITEMSIZE[self.dtype] * math.prod(self.shape)
+
+    @property
+    def whole(self) -> bool:
+        """Whether this blob holds the whole tensor (not a piece)."""
+        return self.offset == 0 and memoryview(self.data).nbytes == self.nbytes
 
     def to_numpy(self) -> np.ndarray:
         """The tensor as a read-only numpy view (not for bfloat16, which numpy lacks)."""
@@ -350,11 +371,16 @@ def encode_weight_reply(reply: WeightReply) -> list[Any]:
         "version": reply.version,
         "chunk": reply.chunk,
         "num_chunks": reply.num_chunks,
-        "tensors": [
-            {"name": t.name, "dtype": t.dtype, "shape": list(t.shape)} for t in reply.tensors
-        ],
+        "tensors": [_blob_header(t) for t in reply.tensors],
     }
     return [msgpack.packb(header, use_bin_type=True), *(t.data for t in reply.tensors)]
+
+
+def _blob_header(t: TensorBlob) -> dict[str, Any]:
+    head: dict[str, Any] = {"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
+    if not t.whole:
+        head["offset"] = t.offset
+    return head
 
 
 # --------------------------------------------------------------------------------------------
@@ -552,9 +578,11 @@ def decode_weight_reply(frames: Sequence[Any]) -> WeightReply:
         shape = _field(meta, "shape", list)
         if not all(isinstance(s, int) and s >= 0 for s in shape):
             raise WireError(f"weights: bad shape {shape!r}")
-        tensors.append(
-            TensorBlob(_field(meta, "name", str), _field(meta, "dtype", str), tuple(shape), data)
-        )
+        offset = meta.get("offset", 0)
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise WireError(f"weights: bad offset {offset!r}")
+        name, dtype = _field(meta, "name", str), _field(meta, "dtype", str)
+        tensors.append(TensorBlob(name, dtype, tuple(shape), data, offset))
     return WeightReply(
         request_id=_field(msg, "request_id", int),
         status=status,
