@@ -562,28 +562,41 @@ class AsyncActorChannels:
         self, have_version: int, timeout_s: float = 30.0
     ) -> AsyncIterator[WeightReply]:
         """The chunks of the newest weights after ``have_version``, one at a time (nothing
-        when there are none): the caller applies each before the next is asked for, so no
-        more than one chunk is held here. ``timeout_s`` bounds each request.
+        when there are none). While the caller applies one chunk the next is on its way, so
+        at most two chunks are held here. ``timeout_s`` bounds each request.
 
         Raises ``WeightFetchError`` when the learner does not answer in time or replaces the
         snapshot mid-stream (the caller starts a new stream).
         """
-        chunk, version = 0, None
+        first = WeightRequest(next(_request_ids), have_version)
+        await self._send(first)
+        reply = await self._receive(first, time.monotonic() + timeout_s)
+        if reply.status in ("none", "up_to_date"):
+            return
+        version, count = reply.version, reply.num_chunks
         while True:
-            req = WeightRequest(next(_request_ids), have_version, chunk, version)
-            reply = await self._request(req, time.monotonic() + timeout_s)
-            if reply.status in ("none", "up_to_date"):
-                return
-            if reply.status == "restart":
-                raise WeightFetchError(f"weights replaced by version {reply.version} mid-fetch")
-            version = reply.version
+            following = None
+            if reply.chunk + 1 < count:  # ask for the next chunk before handing this one out
+                following = WeightRequest(
+                    next(_request_ids), have_version, reply.chunk + 1, version
+                )
+                await self._send(following)
             yield reply
-            chunk += 1
-            if chunk >= reply.num_chunks:
+            if following is None:
                 return
+            reply = await self._receive(following, time.monotonic() + timeout_s)
+            if reply.status != "ok" or reply.chunk != following.chunk:
+                raise WeightFetchError(f"weights replaced by version {reply.version} mid-fetch")
 
     async def _request(self, req: WeightRequest, deadline: float) -> WeightReply:
+        await self._send(req)
+        return await self._receive(req, deadline)
+
+    async def _send(self, req: WeightRequest) -> None:
         await self._dealer.send_multipart([b"", encode_weight_request(req)])
+
+    async def _receive(self, req: WeightRequest, deadline: float) -> WeightReply:
+        """The reply to ``req`` (replies to older requests are skipped)."""
         while (left := deadline - time.monotonic()) > 0:
             if not await self._dealer.poll(int(left * 1000) + 1):
                 break

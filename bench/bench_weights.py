@@ -1,0 +1,170 @@
+"""Weight sync, learner -> actor: chunked stream vs one message vs a shared safetensors file.
+
+Two processes on this machine, like a learner and an actor on one node (tcp loopback). The
+model is float32 tensors of 32 MB plus one "embedding" holding a quarter of the bytes (larger
+than a chunk, so it travels in pieces). Each case runs in fresh processes; a case's time runs
+from the learner starting to publish to the actor's engine (``HFEngine``) holding the weights:
+
+- stream: ``LearnerChannels`` (64 MB chunks) -> ``weight_chunks`` + ``stream_tensors`` ->
+  ``HFEngine.load_weights_stream`` (one chunk and one tensor held at a time);
+- one message: the same channels with one chunk for everything -> ``fetch_weights`` ->
+  ``blobs_to_state_dict`` -> ``HFEngine.load_weights``;
+- file: ``safetensors.torch.save_file`` to a path both see -> ``safe_open`` tensor by tensor
+  (memory-mapped) -> ``HFEngine.load_weights_stream``.
+
+Extra RSS = the process's peak RSS minus its RSS once its model was built (page-cache pages of
+the file count where the actor maps them).
+
+    python bench/bench_weights.py [--sizes-mb 100 1000] [--dir /dev/shm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+
+METHODS = ("stream", "one message", "file")
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    return kb / 1024
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def build(size_mb: int, fill: float):
+    """A module whose state dict is ``size_mb`` MB of float32 tensors."""
+    import torch
+
+    total = size_mb << 20
+    embed = total // 4
+    params = {"embed": torch.full((embed // 4096, 1024), fill)}
+    left, i = total - embed, 0
+    while left > 0:
+        n = min(32 << 20, left)
+        params[f"w{i}"] = torch.full((n // 4,), fill)
+        left, i = left - n, i + 1
+    module = torch.nn.Module()
+    for k, v in params.items():
+        module.register_buffer(k, v)
+    return module
+
+
+def learner(method: str, size_mb: int, endpoints, ready, go, done, out, path: str) -> None:
+    import torch
+
+    from agentgym.learner.weights import state_dict_to_blobs
+    from agentgym.transport.channels import LearnerChannels
+
+    torch.set_num_threads(1)
+    model = build(size_mb, 1.5)
+    base = rss_mb()
+    chunk = 64 << 20 if method == "stream" else 1 << 40
+    with LearnerChannels(endpoints, chunk_bytes=chunk) as channels:
+        ready.wait()
+        start = time.time()
+        if method == "file":
+            from safetensors.torch import save_file
+
+            save_file(model.state_dict(), path)
+        else:
+            channels.retire_weights()
+            channels.publish_weights(1, state_dict_to_blobs(model.state_dict()))
+        go.set()
+        done.wait(600)
+    out.put(("learner", start, peak_mb() - base))
+
+
+def actor(method: str, size_mb: int, endpoints, ready, go, done, out, path: str) -> None:
+    import torch
+
+    from agentgym.engines.hf import HFEngine
+    from agentgym.learner.weights import blobs_to_state_dict, stream_tensors
+    from agentgym.transport.channels import AsyncActorChannels
+
+    torch.set_num_threads(1)
+    model = build(size_mb, 0.0)
+    engine = HFEngine(model, stop_token_ids=[0], pad_token_id=0)
+    base = rss_mb()
+
+    async def from_file():
+        from safetensors import safe_open
+
+        with safe_open(path, "pt") as f:
+            for name in f.keys():  # noqa: SIM118
+                yield name, f.get_tensor(name)
+
+    async def main():
+        channels = AsyncActorChannels(endpoints)
+        ready.set()
+        await asyncio.to_thread(go.wait, 600)
+        if method == "file":
+            await engine.load_weights_stream(from_file(), 1)
+        elif method == "stream":
+            chunks = channels.weight_chunks(0, timeout_s=120)
+            first = await anext(chunks)
+            await engine.load_weights_stream(stream_tensors(first, chunks), first.version)
+        else:
+            snap = await channels.fetch_weights(0, timeout_s=300)
+            await engine.load_weights(blobs_to_state_dict(snap.tensors), snap.version)
+        channels.close()
+
+    asyncio.run(main())
+    end = time.time()
+    assert engine.version == 1 and float(model.embed[-1, -1]) == 1.5
+    done.set()
+    out.put(("actor", end, peak_mb() - base))
+
+
+def run_case(method: str, size_mb: int, directory: str, port: int) -> dict:
+    from agentgym.transport.channels import Endpoints
+
+    ctx = mp.get_context("spawn")
+    ready, go, done, out = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue()
+    path = os.path.join(directory, f"agentgym-bench-{os.getpid()}.safetensors")
+    endpoints = Endpoints.tcp("127.0.0.1", port)
+    args = (method, size_mb, endpoints, ready, go, done, out, path)
+    procs = [ctx.Process(target=f, args=args) for f in (learner, actor)]
+    for p in procs:
+        p.start()
+    got = dict((name, (t, extra)) for name, t, extra in (out.get(timeout=900) for _ in procs))
+    for p in procs:
+        p.join(60)
+    if os.path.exists(path):
+        os.remove(path)
+    seconds = got["actor"][0] - got["learner"][0]
+    return {"s": seconds, "gbps": size_mb / 1024 / seconds,
+            "learner_mb": got["learner"][1], "actor_mb": got["actor"][1]}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes-mb", type=int, nargs="+", default=[100, 1000])
+    ap.add_argument("--dir", default="/dev/shm", help="where the file case writes")
+    ap.add_argument("--port", type=int, default=5720)
+    args = ap.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; file case in {args.dir}\n")
+    print("| model | method | seconds | GB/s | learner extra RSS MB | actor extra RSS MB |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for size in args.sizes_mb:
+        for i, method in enumerate(METHODS):
+            r = run_case(method, size, args.dir, args.port + 3 * i)
+            print(f"| {size} MB | {method} | {r['s']:.2f} | {r['gbps']:.2f} | "
+                  f"{r['learner_mb']:,.0f} | {r['actor_mb']:,.0f} |", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
