@@ -109,6 +109,10 @@ def test_weights_fetched_in_chunks_only_when_newer(learner):
         assert [t.name for t in snap.tensors] == ["w0", "w1", "w2"]
         assert np.all(snap.tensors[2].to_numpy() == 4.0)
         assert actor.fetch_weights(2, timeout_s=2) is None
+        # the server thread counts a reply after sending it: the actor may see it first
+        deadline = time.monotonic() + 2
+        while learner.weight_stats.sent < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert learner.weight_stats.sent == 5
 
 
