@@ -9,7 +9,8 @@ from the learner starting to publish to the actor's engine (``HFEngine``) holdin
   ``HFEngine.load_weights_stream`` (one chunk and one tensor held at a time);
 - one message: the same channels with one chunk for everything -> ``fetch_weights`` ->
   ``blobs_to_state_dict`` -> ``HFEngine.load_weights``;
-- file: ``safetensors.torch.save_file`` to a path both see -> ``safe_open`` tensor by tensor
+- file (``learner.weights_via: file``): ``write_safetensors`` tensor by tensor to a path both
+  see, its path served on the weight socket -> ``stream_tensors`` reads it tensor by tensor
   (memory-mapped) -> ``HFEngine.load_weights_stream``.
 
 Extra RSS = the process's peak RSS minus its RSS once its model was built (page-cache pages of
@@ -66,7 +67,7 @@ def build(size_mb: int, fill: float):
 def learner(method: str, size_mb: int, endpoints, ready, go, done, out, path: str) -> None:
     import torch
 
-    from agentgym.learner.weights import state_dict_to_blobs
+    from agentgym.learner.weights import state_dict_to_blobs, write_safetensors
     from agentgym.transport.channels import LearnerChannels
 
     torch.set_num_threads(1)
@@ -77,9 +78,10 @@ def learner(method: str, size_mb: int, endpoints, ready, go, done, out, path: st
         ready.wait()
         start = time.time()
         if method == "file":
-            from safetensors.torch import save_file
-
-            save_file(model.state_dict(), path)
+            state = model.state_dict()
+            header = [(k, v.dtype, tuple(v.shape)) for k, v in state.items()]
+            write_safetensors(path, header, state.values())
+            channels.publish_weights_file(1, path)
         else:
             channels.retire_weights()
             channels.publish_weights(1, state_dict_to_blobs(model.state_dict()))
@@ -100,20 +102,11 @@ def actor(method: str, size_mb: int, endpoints, ready, go, done, out, path: str)
     engine = HFEngine(model, stop_token_ids=[0], pad_token_id=0)
     base = rss_mb()
 
-    async def from_file():
-        from safetensors import safe_open
-
-        with safe_open(path, "pt") as f:
-            for name in f.keys():  # noqa: SIM118
-                yield name, f.get_tensor(name)
-
     async def main():
         channels = AsyncActorChannels(endpoints)
         ready.set()
         await asyncio.to_thread(go.wait, 600)
-        if method == "file":
-            await engine.load_weights_stream(from_file(), 1)
-        elif method == "stream":
+        if method in ("stream", "file"):
             chunks = channels.weight_chunks(0, timeout_s=120)
             first = await anext(chunks)
             await engine.load_weights_stream(stream_tensors(first, chunks), first.version)

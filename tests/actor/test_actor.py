@@ -23,6 +23,7 @@ from agentgym.learner.weights import (  # noqa: E402
     blobs_to_state_dict,
     state_dict_to_blobs,
     stream_tensors,
+    write_safetensors,
 )
 from agentgym.transport.channels import Endpoints, LearnerChannels  # noqa: E402
 from agentgym.transport.wire import Control  # noqa: E402
@@ -132,15 +133,24 @@ def test_failing_env_session_drops_only_its_trajectory(menu_run):
 class FakeLearner:
     """LearnerChannels driven by hand: publish versions, caps and weights; collect groups."""
 
-    def __init__(self, tmp_path, model, chunk_bytes=64 << 20):
+    def __init__(self, tmp_path, model, chunk_bytes=64 << 20, files=False):
         self.channels = LearnerChannels(
             Endpoints.ipc(tmp_path), republish_s=0.1, chunk_bytes=chunk_bytes
         )
+        self.files = tmp_path / "weight_files" if files else None
         self.model = model
         self.groups: dict[int, list] = {}
 
     def publish(self, version, cap, *, stop=False):
-        self.channels.publish_weights(version, state_dict_to_blobs(self.model.state_dict()))
+        state = self.model.state_dict()
+        if self.files is not None:
+            self.files.mkdir(exist_ok=True)
+            path = self.files / f"v{version}.safetensors"
+            header = [(k, v.dtype, tuple(v.shape)) for k, v in state.items()]
+            write_safetensors(path, header, state.values())
+            self.channels.publish_weights_file(version, str(path))
+        else:
+            self.channels.publish_weights(version, state_dict_to_blobs(state))
         self.channels.publish_control(Control(version, cap, stop=stop))
 
     def collect(self, seconds):
@@ -151,13 +161,16 @@ class FakeLearner:
         return self.groups
 
 
-@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
-def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path, streamed):
+@pytest.mark.parametrize("how", ["whole", "streamed", "file"])
+def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path, how):
     """The actor follows versions and caps; its engine ends with the learner's weights, either
-    fetched whole or streamed in 16 KB chunks (tensors larger than that in pieces)."""
+    fetched whole, streamed in 16 KB chunks (tensors larger than that in pieces), or read from
+    the safetensors file the learner names."""
     config, model, tokenizer = menu_run
     learner_model = replace_model_copy(model)
-    fake = FakeLearner(tmp_path, learner_model, chunk_bytes=16 << 10 if streamed else 64 << 20)
+    streamed = how != "whole"
+    chunk = 16 << 10 if how == "streamed" else 64 << 20
+    fake = FakeLearner(tmp_path, learner_model, chunk_bytes=chunk, files=how == "file")
     settings = ActorSettings(
         env="babyai",
         task_ids=(0, 1, 40, 41),

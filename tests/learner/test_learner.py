@@ -182,3 +182,31 @@ def test_logits_kept_only_where_generated_tokens_are_predicted_give_the_same_log
     assert torch.allclose(kept.logp, full.logp, atol=1e-5)
     assert torch.allclose(kept.entropy, full.entropy, atol=1e-5)
     assert (kept.logp[~on] == 0).all() and (kept.logp[on] < 0).all()
+
+
+def test_file_mode_publishes_a_safetensors_file_and_keeps_two(tmp_path):
+    """weights_via=file: each publish writes v<version>.safetensors (the policy's tensors,
+    readable by safetensors) and serves its path; only the newest two files stay."""
+    from safetensors.torch import load_file
+
+    from agentgym.transport.channels import Endpoints, LearnerChannels
+    from agentgym.transport.wire import WeightRequest
+
+    model = tiny_model()
+    learner = Learner(model, config(weights_via="file", weights_dir=str(tmp_path / "w")))
+    trajs = make_groups(model)
+    (tmp_path / "s").mkdir()
+    with LearnerChannels(Endpoints.ipc(tmp_path / "s")) as channels:
+        for _ in range(3):
+            learner.publish(channels, weights=True)
+            learner.step(trajs)
+        learner.publish(channels, weights=True)
+        reply = channels.weights.answer(WeightRequest(1, -1))
+    assert reply.status == "ok" and reply.version == 3 and reply.tensors == ()
+    assert reply.path == str(tmp_path / "w" / "v00000003.safetensors")
+    saved = load_file(reply.path)
+    for name, value in model.state_dict().items():
+        assert torch.equal(saved[name], value), name
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == [
+        "v00000002.safetensors", "v00000003.safetensors",
+    ]  # fmt: skip

@@ -292,6 +292,11 @@ class Actor:
         snapshot = await self._channels.fetch_weights(self.engine.version)
         if snapshot is None or snapshot.version <= self.engine.version:
             return None
+        if snapshot.path is not None:
+            raise WeightFetchError(
+                f"the learner serves weights as files ({snapshot.path}); this engine cannot "
+                "stream them in (it has no load_weights_stream)"
+            )
         await self.engine.load_weights(self._to_state_dict(snapshot.tensors), snapshot.version)
         return snapshot.version
 

@@ -71,6 +71,7 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
         pad_token_id=pad_token_id(tokenizer),
         checkpoint_dir=str(run_dir / "checkpoints"),
         metrics_path=str(run_dir / "metrics.jsonl"),
+        weights_dir=config.learner.weights_dir or str(run_dir / "weights"),
     )
     learner = Learner(model, lcfg, dist=dist)
     if resume:

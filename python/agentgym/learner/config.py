@@ -131,6 +131,14 @@ class LearnerConfig:
     """Token used to pad sequences (masked out by attention)."""
     publish_weights_every: int = 1
     """Serve new weights every this many updates."""
+    weights_via: Literal["stream", "file"] = "stream"
+    """How actors get new weights: stream (chunks over the weight socket, bounded memory on
+    both sides, works across machines) or file (rank 0 writes a safetensors file into
+    ``weights_dir`` and actors read it tensor by tensor: a filesystem every actor sees, e.g.
+    /dev/shm on one node or a shared mount)."""
+    weights_dir: str | None = None
+    """Directory of the weight files (file mode); None: ``<run_dir>/weights``. The newest two
+    versions are kept (an actor may still be reading the older one)."""
     checkpoint_dir: str | None = None
     """Where checkpoints go; None: no checkpoints."""
     checkpoint_every: int = 0

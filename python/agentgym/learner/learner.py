@@ -54,7 +54,7 @@ from agentgym.learner.losses import (
     value_loss,
 )
 from agentgym.learner.metrics import MetricsWriter
-from agentgym.learner.weights import state_dict_to_blobs
+from agentgym.learner.weights import state_dict_to_blobs, write_safetensors
 from agentgym.models import keeps_logits
 from agentgym.transport.channels import LearnerChannels
 from agentgym.transport.wire import Control, Trajectory
@@ -549,6 +549,8 @@ class Learner:
                     pass
                 return None
             return state_dict_to_blobs(items)
+        if command == "weights_file":
+            return self._write_weights_file()
         if command == "checkpoint":
             return self._save_checkpoint(arg)
         if command in ("wait", "stop"):
@@ -557,7 +559,9 @@ class Learner:
 
     def publish(self, channels: LearnerChannels, *, weights: bool) -> None:
         """Broadcast version and cap; serve the current weights if ``weights``."""
-        if weights:
+        if weights and self.cfg.weights_via == "file":
+            channels.publish_weights_file(self.version, str(self._lead("weights_file")))
+        elif weights:
             channels.retire_weights()  # never two snapshots in memory at once
             channels.publish_weights(self.version, self._lead("weights"))
         channels.publish_control(Control(self.version, self.horizon.cap))
@@ -570,6 +574,23 @@ class Learner:
             yield from self.model.state_dict().items()
             return
         yield from full_state_dict_items(self.model, keep=self.dist.is_main)
+
+    def _write_weights_file(self) -> Path | None:
+        """This version's policy as ``<weights_dir>/v<version>.safetensors`` (rank 0 writes,
+        every rank gathers), tensor by tensor; older files but the previous are removed."""
+        directory = Path(self.cfg.weights_dir or "weights")
+        path = directory / f"v{self.version:08d}.safetensors"
+        header = [(name, t.dtype, tuple(t.shape)) for name, t in self.model.state_dict().items()]
+        tensors = (t for _, t in self._state_items())
+        if not self.dist.is_main:
+            for _ in tensors:
+                pass
+            return None
+        directory.mkdir(parents=True, exist_ok=True)
+        write_safetensors(path, header, tensors)
+        for old in sorted(directory.glob("v*.safetensors"))[:-2]:
+            old.unlink(missing_ok=True)
+        return path
 
     def _checkpoint_due(self) -> bool:
         every = self.cfg.checkpoint_every

@@ -6,8 +6,10 @@ as is (torch reinterprets the bytes), so actors load exactly the learner's value
 
 from __future__ import annotations
 
+import math
 import sys
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 import torch
 
@@ -58,8 +60,12 @@ async def stream_tensors(
     first: WeightReply, rest: AsyncIterator[WeightReply]
 ) -> AsyncIterator[tuple[str, torch.Tensor]]:
     """Whole (name, tensor) pairs from a stream of weight chunks, as soon as each is complete
-    (what an engine's ``load_weights_stream`` takes); raises ValueError if pieces are missing
-    at the end."""
+    (what an engine's ``load_weights_stream`` takes), or from the safetensors file the first
+    reply names; raises ValueError if pieces are missing at the end."""
+    if first.path is not None:
+        for item in read_safetensors(first.path):
+            yield item
+        return
     assembler = TensorAssembler()
     for blob in first.tensors:
         if (item := assembler.add(blob)) is not None:
@@ -69,6 +75,53 @@ async def stream_tensors(
             if (item := assembler.add(blob)) is not None:
                 yield item
     assembler.check_done()
+
+
+def read_safetensors(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, tensor) from a safetensors file, one tensor at a time (memory-mapped)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        for name in f.keys():  # noqa: SIM118 - safe_open has keys(), not iteration
+            yield name, f.get_tensor(name)
+
+
+def write_safetensors(
+    path: str | Path,
+    header: Sequence[tuple[str, torch.dtype, tuple[int, ...]]],
+    tensors: Iterable[torch.Tensor],
+) -> None:
+    """Write a safetensors file one tensor at a time: ``header`` lists (name, dtype, shape)
+    of every tensor in order, ``tensors`` yields them in that order (each may be produced, by
+    a gather say, only when its turn comes). Written to a temporary name and renamed, so a
+    reader never sees half a file."""
+    import json
+    import os
+
+    meta, offset = {}, 0
+    for name, dtype, shape in header:
+        size = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        meta[name] = {"dtype": _SAFETENSORS_DTYPES[dtype], "shape": list(shape),
+                      "data_offsets": [offset, offset + size]}  # fmt: skip
+        offset += size
+    head = json.dumps(meta, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)  # the format aligns the data to 8 bytes
+    tmp = Path(f"{path}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(len(head).to_bytes(8, "little") + head)
+        for (name, dtype, shape), t in zip(header, tensors, strict=True):
+            if t.dtype != dtype or tuple(t.shape) != tuple(shape):
+                raise ValueError(f"{name}: {t.dtype} {tuple(t.shape)}, header says {dtype} {shape}")
+            data = t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8)
+            f.write(data.numpy().tobytes() if data.numel() else b"")
+    os.replace(tmp, path)
+
+
+_SAFETENSORS_DTYPES = {
+    torch.bool: "BOOL", torch.uint8: "U8", torch.int8: "I8", torch.int16: "I16",
+    torch.int32: "I32", torch.int64: "I64", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.float32: "F32", torch.float64: "F64",
+}  # fmt: skip
 
 
 class TensorAssembler:

@@ -111,19 +111,25 @@ class WeightStore:
         self._lock = threading.Lock()
         self._version: int | None = None
         self._chunks: list[tuple[TensorBlob, ...]] = []
+        self._path: str | None = None
 
     def publish(self, version: int, tensors: Sequence[TensorBlob]) -> None:
         """Replace the served snapshot with ``tensors`` at ``version``."""
         chunks = _split_chunks(tensors, self._chunk_bytes)
         with self._lock:
-            self._version, self._chunks = version, chunks
+            self._version, self._chunks, self._path = version, chunks, None
+
+    def publish_file(self, version: int, path: str) -> None:
+        """Serve ``version`` as a reference to the safetensors file at ``path``."""
+        with self._lock:
+            self._version, self._chunks, self._path = version, [()], path
 
     def retire(self) -> None:
         """Stop serving the current snapshot (its memory is freed once no reply holds it):
         the learner calls this before building the next one, so it never holds two. Actors
         asking meanwhile hear "none" (or "restart" mid-fetch) and ask again later."""
         with self._lock:
-            self._version, self._chunks = None, []
+            self._version, self._chunks, self._path = None, [], None
 
     @property
     def version(self) -> int | None:
@@ -134,7 +140,7 @@ class WeightStore:
     def answer(self, req: WeightRequest) -> WeightReply:
         """The reply to one request (see ``WeightReply`` for the statuses)."""
         with self._lock:
-            version, chunks = self._version, self._chunks
+            version, chunks, path = self._version, self._chunks, self._path
         rid = req.request_id
         if version is None:
             return WeightReply(rid, "none", -1)
@@ -142,7 +148,7 @@ class WeightStore:
             return WeightReply(rid, "up_to_date", version)
         if req.chunk > 0 and req.version != version or req.chunk >= len(chunks):
             return WeightReply(rid, "restart", version)
-        return WeightReply(rid, "ok", version, req.chunk, len(chunks), chunks[req.chunk])
+        return WeightReply(rid, "ok", version, req.chunk, len(chunks), chunks[req.chunk], path)
 
 
 def _split_chunks(tensors: Sequence[TensorBlob], chunk_bytes: int) -> list[tuple[TensorBlob, ...]]:
@@ -257,6 +263,10 @@ class LearnerChannels:
         """Serve ``tensors`` as version ``version`` from now on."""
         self.weights.publish(version, tensors)
 
+    def publish_weights_file(self, version: int, path: str) -> None:
+        """Serve version ``version`` as the safetensors file at ``path`` from now on."""
+        self.weights.publish_file(version, path)
+
     def retire_weights(self) -> None:
         """Stop serving the current weights (see ``WeightStore.retire``)."""
         self.weights.retire()
@@ -345,6 +355,8 @@ class WeightSnapshot:
 
     version: int
     tensors: list[TensorBlob] = field(default_factory=list)
+    path: str | None = None
+    """Set when the learner serves this version as a safetensors file (no tensors then)."""
 
 
 class WeightFetchError(RuntimeError):
@@ -378,6 +390,7 @@ class _WeightFetch:
             self._partial, self._chunk, self._num_chunks = WeightSnapshot(version=-1), 0, 1
         else:
             self._partial.version, self._num_chunks = reply.version, reply.num_chunks
+            self._partial.path = reply.path
             self._partial.tensors.extend(reply.tensors)
             self._chunk += 1
             if self._chunk >= self._num_chunks:

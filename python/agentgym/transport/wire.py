@@ -223,6 +223,9 @@ class WeightReply:
     status: ``"ok"`` (tensors of chunk ``chunk`` of ``num_chunks``), ``"up_to_date"`` (the actor
     already has ``version``), ``"none"`` (no weights published yet), ``"restart"`` (the snapshot
     asked for is gone; fetch chunk 0 again).
+
+    ``path``: the learner wrote this version to a safetensors file there (a filesystem the
+    actors share) instead of serving chunks; the reply then carries no tensors.
     """
 
     request_id: int
@@ -231,6 +234,7 @@ class WeightReply:
     chunk: int = 0
     num_chunks: int = 0
     tensors: tuple[TensorBlob, ...] = ()
+    path: str | None = None
 
 
 REPLY_STATUSES = frozenset({"ok", "up_to_date", "none", "restart"})
@@ -371,6 +375,7 @@ def encode_weight_reply(reply: WeightReply) -> list[Any]:
         "version": reply.version,
         "chunk": reply.chunk,
         "num_chunks": reply.num_chunks,
+        **({"path": reply.path} if reply.path is not None else {}),
         "tensors": [_blob_header(t) for t in reply.tensors],
     }
     return [msgpack.packb(header, use_bin_type=True), *(t.data for t in reply.tensors)]
@@ -589,5 +594,6 @@ def decode_weight_reply(frames: Sequence[Any]) -> WeightReply:
         version=_field(msg, "version", int),
         chunk=_field(msg, "chunk", int),
         num_chunks=_field(msg, "num_chunks", int),
+        path=_field(msg, "path", (str, type(None))) if "path" in msg else None,
         tensors=tuple(tensors),
     )
