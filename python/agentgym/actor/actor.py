@@ -25,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import random
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -49,6 +51,10 @@ from agentgym.transport.wire import Control, Trajectory
 log = logging.getLogger(__name__)
 
 
+class IncompatibleLearner(RuntimeError):
+    """The learner refused this actor: it speaks another wire schema (agentgym version)."""
+
+
 @dataclass(frozen=True)
 class ActorSettings:
     """Everything one actor process needs besides its engine, pool and codec."""
@@ -70,6 +76,12 @@ class ActorSettings:
     sample_path: str | None = None
     stats_path: str | None = None
     stats_every_s: float = 2.0
+    name: str | None = None
+    """How the learner knows this actor (None: host:pid:index)."""
+    connect_timeout_s: float = 120.0
+    """How long to wait at start for a learner to answer (it may start after the actor)."""
+    hello_every_s: float = 5.0
+    """How often the actor tells the learner it is alive."""
 
 
 @dataclass
@@ -137,8 +149,18 @@ class Actor:
     ) -> ActorStats:
         """Run until the learner says stop (or ``max_groups`` groups were pushed, or timeout)."""
         start = time.perf_counter()
-        self._channels = AsyncActorChannels(self.endpoints)
-        tasks = [asyncio.create_task(self._listen()), asyncio.create_task(self._report())]
+        self._channels = AsyncActorChannels(self.endpoints, actor=self.name)
+        try:
+            await self._greet()
+        except BaseException:
+            self._channels.close()
+            await self.engine.close()
+            raise
+        tasks = [
+            asyncio.create_task(self._listen()),
+            asyncio.create_task(self._report()),
+            asyncio.create_task(self._heartbeat()),
+        ]
         try:
             await asyncio.wait_for(self._admit(max_groups), timeout_s)
         except TimeoutError:
@@ -153,6 +175,35 @@ class Actor:
             self._channels.close()
             await self.engine.close()
         return self.stats
+
+    @property
+    def name(self) -> str:
+        """This actor's name on the learner's side."""
+        return self.s.name or f"{socket.gethostname()}:{os.getpid()}:{self.s.index}"
+
+    async def _greet(self) -> None:
+        """Say hello until a learner answers (up to ``connect_timeout_s``); an incompatible
+        learner (another wire schema) is an error, before any work."""
+        deadline = time.monotonic() + self.s.connect_timeout_s
+        while True:
+            welcome = await self._channels.hello(timeout_s=min(5.0, self.s.connect_timeout_s))
+            if welcome is not None and not welcome.accepted:
+                raise IncompatibleLearner(f"the learner refused this actor: {welcome.reason}")
+            if welcome is not None:
+                return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"no learner answered at {self.endpoints.weights} within "
+                    f"{self.s.connect_timeout_s:.0f} s"
+                )
+            log.info("actor %d: waiting for a learner at %s", self.s.index, self.endpoints.weights)
+
+    async def _heartbeat(self) -> None:
+        while not self._stop.is_set():
+            await asyncio.sleep(self.s.hello_every_s)
+            welcome = await self._channels.hello(timeout_s=self.s.hello_every_s)
+            if welcome is None:
+                log.warning("actor %d: the learner did not answer a hello", self.s.index)
 
     def stop(self) -> None:
         """Ask the loop to finish (groups in flight are abandoned)."""

@@ -35,6 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
         "endpoints.json, else the configured transport)",
     )
     parser.add_argument(
+        "--learner",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="join the learner at this address (its transport.base_port: trajectories there, "
+        "control and weights on the next two ports), e.g. from another machine",
+    )
+    parser.add_argument(
         "--sync",
         action="store_true",
         help="wait for every update before sampling again (no staleness)",
@@ -48,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s actor{args.index} %(message)s")
     tune_malloc()  # before the first message buffer is allocated
     config = config_from_args(args)
-    endpoints = _endpoints(config, args.endpoints)
+    if args.learner:
+        endpoints = _learner_address(args.learner)
+    else:
+        endpoints = _endpoints(config, args.endpoints)
     stats = run_actor(config, endpoints, index=args.index, sync=args.sync)
     log.info(
         "done: %d groups pushed, %d episodes dropped", stats.groups_pushed, stats.dropped_env_errors
@@ -63,6 +73,14 @@ def _endpoints(config: RunConfig, path: str | None) -> Endpoints:
     if config.transport.kind == "ipc" and recorded.exists():
         return read_endpoints(recorded)
     return learner_endpoints(config)
+
+
+def _learner_address(address: str) -> Endpoints:
+    """``tcp://HOST:PORT`` -> the learner's three tcp endpoints."""
+    host, sep, port = address.removeprefix("tcp://").rpartition(":")
+    if not address.startswith("tcp://") or not sep or not host or not port.isdigit():
+        raise SystemExit(f"--learner: expected tcp://HOST:PORT, got {address!r}")
+    return Endpoints.tcp(host, int(port))
 
 
 def actor_share(config: RunConfig, index: int) -> int:

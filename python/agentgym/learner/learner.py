@@ -19,6 +19,7 @@ the advantages need pi_prox or values of every row first (KL reward, GAE).
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import time
 from collections import Counter, defaultdict
@@ -513,7 +514,9 @@ class Learner:
                     continue
                 done += 1
                 metrics["rejected_messages_total"] = channels.stats.rejected
+                metrics.update({f"actors/{k}": v for k, v in channels.actors.counts().items()})
                 writer.write(self.version, metrics)
+                self._write_actors(channels)
                 self.publish(channels, weights=self.version % self.cfg.publish_weights_every == 0)
                 if self._checkpoint_due():
                     self.save_checkpoint()
@@ -522,7 +525,18 @@ class Learner:
             self._lead("stop")
         finally:
             writer.close()
+            self._write_actors(channels)
             channels.publish_control(Control(self.version, self.horizon.cap, stop=True), wait_s=2.0)
+
+    def _write_actors(self, channels: LearnerChannels) -> None:
+        """Per-actor counts (trajectories, last seen, connected) to ``actors.json`` beside the
+        metrics file, replaced atomically."""
+        if self.cfg.metrics_path is None:
+            return
+        path = Path(self.cfg.metrics_path).with_name("actors.json")
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(channels.actors.snapshot(), indent=1))
+        tmp.replace(path)
 
     def _lead(self, command: str, arg: Any = None) -> Any:
         """Run ``command`` here and, under torchrun, on every other rank (rank 0 decides)."""

@@ -31,20 +31,28 @@ import zmq
 import zmq.asyncio
 
 from agentgym.transport.wire import (
+    SCHEMA_VERSION,
     Control,
+    Hello,
     TensorBlob,
     Trajectory,
     WeightReply,
     WeightRequest,
+    Welcome,
     WireError,
     decode_control,
-    decode_trajectories,
+    decode_hello,
+    decode_trajectory_batch,
     decode_weight_reply,
     decode_weight_request,
+    decode_welcome,
     encode_control,
+    encode_hello,
     encode_trajectories,
     encode_weight_reply,
     encode_weight_request,
+    encode_welcome,
+    message_kind,
 )
 
 log = logging.getLogger(__name__)
@@ -97,6 +105,65 @@ class ChannelStats:
 
 # --------------------------------------------------------------------------------------------
 # Learner side
+
+
+@dataclass
+class ActorRecord:
+    """What the learner knows of one actor."""
+
+    first_seen: float
+    last_seen: float
+    trajectories: int = 0
+    messages: int = 0
+    hellos: int = 0
+
+
+class ActorRegistry:
+    """Actors seen by the learner (by the name they give in ``Hello`` and on their
+    trajectory batches): trajectories per actor and when each was last heard from.
+
+    An actor counts as connected while it was heard from within ``alive_s`` (actors say hello
+    every few seconds); one that died or left drops out by itself, and training goes on with
+    the others. Thread-safe: hellos arrive on the channel thread, trajectories on the caller's.
+    """
+
+    def __init__(self, alive_s: float = 15.0):  # three missed hellos (every 5 s)
+        self.alive_s = alive_s
+        self._lock = threading.Lock()
+        self._actors: dict[str, ActorRecord] = {}
+        self.refused = 0
+
+    def seen(self, actor: str, *, trajectories: int = 0, hello: bool = False) -> None:
+        """Record a message from ``actor`` (a batch of ``trajectories``, or a hello)."""
+        now = time.time()
+        with self._lock:
+            rec = self._actors.setdefault(actor, ActorRecord(now, now))
+            rec.last_seen = now
+            rec.hellos += hello
+            if not hello:
+                rec.trajectories += trajectories
+                rec.messages += 1
+
+    def snapshot(self) -> dict[str, dict]:
+        """Per actor: trajectories, messages, first/last seen (unix time), seconds since last
+        heard from, and whether it counts as connected."""
+        now = time.time()
+        with self._lock:
+            return {
+                name: {**rec.__dict__, "idle_s": round(now - rec.last_seen, 3),
+                       "connected": now - rec.last_seen <= self.alive_s}
+                for name, rec in sorted(self._actors.items())
+            }  # fmt: skip
+
+    def counts(self) -> dict[str, int]:
+        """Actors known and connected, and trajectories received from named actors."""
+        snap = self.snapshot().values()
+        return {
+            "known": len(snap),
+            "connected": sum(a["connected"] for a in snap),
+            "trajectories": sum(a["trajectories"] for a in snap),
+            "refused": self.refused,
+        }
 
 
 class WeightStore:
@@ -202,6 +269,7 @@ class LearnerChannels:
         self.stats = ChannelStats()
         self.weight_stats = ChannelStats()
         self.weights = WeightStore(chunk_bytes)
+        self.actors = ActorRegistry()
         self._pull = self._ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.RCVHWM, rcvhwm)
         self._pull.setsockopt(zmq.LINGER, 0)
@@ -240,10 +308,14 @@ class LearnerChannels:
                 break
             self.stats.bytes_received += sum(len(f) for f in frames)
             try:
-                out.extend(decode_trajectories([f.buffer for f in frames]))
-                self.stats.received += 1
+                sender, batch = decode_trajectory_batch([f.buffer for f in frames])
             except WireError as e:
                 self.stats.reject("trajectories", e)
+                continue
+            out.extend(batch)
+            self.stats.received += 1
+            if sender is not None:
+                self.actors.seen(sender, trajectories=len(batch))
         return out
 
     # --- control and weights ----------------------------------------------------------------
@@ -330,6 +402,9 @@ class LearnerChannels:
             if len(frames) != 3 or frames[1] != b"":
                 self.weight_stats.reject("weights_request", WireError("bad envelope"))
                 continue
+            if message_kind(frames[2]) == "hello":
+                self._answer_hello(router, frames[0], frames[2])
+                continue
             try:
                 req = decode_weight_request(frames[2])
             except WireError as e:
@@ -339,6 +414,25 @@ class LearnerChannels:
             reply = encode_weight_reply(self.weights.answer(req))
             router.send_multipart([frames[0], b"", *reply], copy=False)
             self.weight_stats.sent += 1
+
+    def _answer_hello(self, router: zmq.Socket, identity: bytes, buf: bytes) -> None:
+        try:
+            hello = decode_hello(buf)
+        except WireError as e:
+            self.weight_stats.reject("hello", e)
+            return
+        if hello.schema != SCHEMA_VERSION:
+            self.actors.refused += 1
+            reason = (
+                f"actor {hello.actor} speaks wire schema {hello.schema}, this learner "
+                f"{SCHEMA_VERSION}: run the same agentgym version on both sides"
+            )
+            log.warning("refused %s", reason)
+            welcome = Welcome(False, SCHEMA_VERSION, reason)
+        else:
+            self.actors.seen(hello.actor, hello=True)
+            welcome = Welcome(True, SCHEMA_VERSION)
+        router.send_multipart([identity, b"", encode_welcome(welcome)])
 
 
 def _last_endpoint(sock: zmq.Socket) -> str:
@@ -527,18 +621,21 @@ class AsyncActorChannels:
         sndhwm: int = 64,
         linger_ms: int = 1000,
         context: zmq.asyncio.Context | None = None,
+        actor: str | None = None,
     ):
         self._ctx = context or zmq.asyncio.Context.instance()
         self._endpoints = endpoints
         self._push, self._sub = _configure_actor_sockets(self._ctx, endpoints, sndhwm, linger_ms)
         self._dealer = _new_dealer(self._ctx, endpoints.weights)
+        self._greeter = _new_dealer(self._ctx, endpoints.weights)  # hellos, apart from fetches
+        self.actor = actor
         self.stats = ChannelStats()
 
     async def send_trajectories(
         self, trajectories: Sequence[Trajectory], timeout_s: float | None = None
     ) -> bool:
         """Send one batch; False if the learner's queue stayed full for ``timeout_s``."""
-        payload = encode_trajectories(trajectories)
+        payload = encode_trajectories(trajectories, self.actor)
         if timeout_s is not None and not await self._push.poll(int(timeout_s * 1000), zmq.POLLOUT):
             return False
         await self._push.send_multipart(payload, copy=False)
@@ -570,6 +667,27 @@ class AsyncActorChannels:
         while (req := fetch.next_request()) is not None:
             fetch.feed(await self._request(req, deadline))
         return fetch.result
+
+    async def hello(self, timeout_s: float = 5.0) -> Welcome | None:
+        """Tell the learner who this actor is; its ``Welcome`` (``accepted`` False when the
+        wire schemas differ), or None when no learner answered within ``timeout_s``."""
+        if self.actor is None:
+            raise ValueError("an actor without a name cannot say hello")
+        await self._greeter.send_multipart([b"", encode_hello(Hello(self.actor))])
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            if not await self._greeter.poll(int(left * 1000) + 1):
+                break
+            frames = await self._greeter.recv_multipart()
+            if len(frames) == 2 and frames[0] == b"":
+                try:
+                    return decode_welcome(frames[1])
+                except WireError as e:
+                    self.stats.reject("welcome", e)
+        # unanswered: a new socket, so a late welcome cannot answer the next hello
+        self._greeter.close()
+        self._greeter = _new_dealer(self._ctx, self._endpoints.weights)
+        return None
 
     async def weight_chunks(
         self, have_version: int, timeout_s: float = 30.0
@@ -623,5 +741,5 @@ class AsyncActorChannels:
 
     def close(self) -> None:
         """Close all sockets; queued trajectories get ``linger_ms`` to leave."""
-        for s in (self._push, self._sub, self._dealer):
+        for s in (self._push, self._sub, self._dealer, self._greeter):
             s.close()

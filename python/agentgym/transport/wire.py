@@ -240,6 +240,27 @@ class WeightReply:
 REPLY_STATUSES = frozenset({"ok", "up_to_date", "none", "restart"})
 
 
+@dataclass(frozen=True)
+class Hello:
+    """Actor -> learner on the weight socket, at start and then every few seconds: who it is.
+    The learner answers with a ``Welcome`` (refused when the wire schemas differ)."""
+
+    actor: str
+    """A name unique to the actor process (host, pid and index)."""
+    schema: int = SCHEMA_VERSION
+    """The wire schema the actor speaks."""
+
+
+@dataclass(frozen=True)
+class Welcome:
+    """Learner -> actor: the answer to a ``Hello``."""
+
+    accepted: bool
+    schema: int
+    """The wire schema the learner speaks."""
+    reason: str = ""
+
+
 # --------------------------------------------------------------------------------------------
 # Encoding
 
@@ -311,9 +332,12 @@ _TRAJ_ARRAYS = (
 _scalar_row = operator.attrgetter(*_TRAJ_SCALARS, "num_tokens")
 
 
-def encode_trajectories(trajectories: Sequence[Trajectory]) -> list[Any]:
-    """Encode a batch of trajectories column-wise: ``[header, *array frames]``."""
+def encode_trajectories(trajectories: Sequence[Trajectory], sender: str | None = None) -> list[Any]:
+    """Encode a batch of trajectories column-wise: ``[header, *array frames]``; ``sender``
+    names the actor (the learner counts trajectories per actor)."""
     msg: dict[str, Any] = {"v": SCHEMA_VERSION, "kind": "trajectories", "n": len(trajectories)}
+    if sender is not None:
+        msg["sender"] = sender
     columns = list(zip(*map(_scalar_row, trajectories), strict=True))
     if not columns:
         columns = [()] * (len(_TRAJ_SCALARS) + 1)
@@ -381,6 +405,19 @@ def encode_weight_reply(reply: WeightReply) -> list[Any]:
     return [msgpack.packb(header, use_bin_type=True), *(t.data for t in reply.tensors)]
 
 
+def encode_hello(hello: Hello) -> bytes:
+    """Encode a hello (its schema field says which schema the actor speaks)."""
+    return msgpack.packb({"v": hello.schema, "kind": "hello", "actor": hello.actor})
+
+
+def encode_welcome(welcome: Welcome) -> bytes:
+    """Encode a welcome; kept readable by actors of any schema (kind, accepted, reason)."""
+    return msgpack.packb(
+        {"v": welcome.schema, "kind": "welcome", "accepted": welcome.accepted,
+         "reason": welcome.reason}
+    )  # fmt: skip
+
+
 def _blob_header(t: TensorBlob) -> dict[str, Any]:
     head: dict[str, Any] = {"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
     if not t.whole:
@@ -433,6 +470,11 @@ def decode_trajectories(frames: Sequence[Any]) -> list[Trajectory]:
 
     The arrays of the returned trajectories are read-only views into ``frames``.
     """
+    return decode_trajectory_batch(frames)[1]
+
+
+def decode_trajectory_batch(frames: Sequence[Any]) -> tuple[str | None, list[Trajectory]]:
+    """(sender, trajectories) of a trajectory batch (sender None when the actor named none)."""
     if len(frames) != 1 + len(_TRAJ_ARRAYS):
         raise WireError(f"trajectories: expected {1 + len(_TRAJ_ARRAYS)} frames, got {len(frames)}")
     msg = _unpack(frames[0], "trajectories")
@@ -446,7 +488,8 @@ def decode_trajectories(frames: Sequence[Any]) -> list[Trajectory]:
         raise WireError(f"trajectories: token buffers do not hold {total} entries")
     if len(arrays["turn_versions"]) != sum(turn_counts):
         raise WireError("trajectories: turn_versions does not match turn_counts")
-    return _build_trajectories(n, cols, lengths, turn_counts, arrays)
+    sender = _field(msg, "sender", str) if "sender" in msg else None
+    return sender, _build_trajectories(n, cols, lengths, turn_counts, arrays)
 
 
 def _header_columns(msg: dict[str, Any]) -> tuple[int, dict[str, list], list[int], list[int]]:
@@ -549,6 +592,47 @@ def decode_control(buf: Any) -> Control:
         horizon_cap=_field(msg, "horizon_cap", (int, type(None))),
         stop=_field(msg, "stop", bool),
     )
+
+
+def message_kind(buf: Any) -> str | None:
+    """The ``kind`` of a msgpack map message of any schema version, None if it is not one."""
+    try:
+        msg = msgpack.unpackb(buf, raw=False, strict_map_key=True)
+    except Exception:  # noqa: BLE001 - garbage of any sort
+        return None
+    kind = msg.get("kind") if isinstance(msg, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def decode_hello(buf: Any) -> Hello:
+    """Decode a hello of any schema version (the learner answers a foreign one with a
+    refusal); raises WireError if it is not one."""
+    try:
+        msg = msgpack.unpackb(buf, raw=False, strict_map_key=True)
+    except Exception as e:  # noqa: BLE001
+        raise WireError(f"not a msgpack message: {e}") from None
+    if not isinstance(msg, dict) or msg.get("kind") != "hello":
+        raise WireError("expected a 'hello' message")
+    actor, schema = msg.get("actor"), msg.get("v")
+    if not isinstance(actor, str) or not actor or len(actor) > 256:
+        raise WireError("hello: actor must be a name of 1-256 characters")
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise WireError("hello: schema version must be an integer")
+    return Hello(actor, schema)
+
+
+def decode_welcome(buf: Any) -> Welcome:
+    """Decode a welcome of any schema version; raises WireError if it is not one."""
+    try:
+        msg = msgpack.unpackb(buf, raw=False, strict_map_key=True)
+    except Exception as e:  # noqa: BLE001
+        raise WireError(f"not a msgpack message: {e}") from None
+    if not isinstance(msg, dict) or msg.get("kind") != "welcome":
+        raise WireError("expected a 'welcome' message")
+    accepted, schema = msg.get("accepted"), msg.get("v")
+    if not isinstance(accepted, bool) or not isinstance(schema, int):
+        raise WireError("welcome: bad fields")
+    return Welcome(accepted, schema, str(msg.get("reason", "")))
 
 
 def decode_weight_request(buf: Any) -> WeightRequest:
