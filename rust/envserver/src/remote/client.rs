@@ -88,7 +88,9 @@ impl ServerClient {
             .default_headers(headers)
             .connect_timeout(options.connect_timeout)
             .pool_max_idle_per_host(options.max_in_flight)
-            .pool_idle_timeout(Duration::from_secs(50))
+            // Below the keep-alive timeout of agentgym-envserver and uvicorn (5 s): the client
+            // drops an idle connection before the server can close it under a new request.
+            .pool_idle_timeout(Duration::from_secs(4))
             .tcp_nodelay(true)
             .no_proxy()
             .build()
