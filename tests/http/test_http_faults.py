@@ -3,6 +3,8 @@ error, and a step that may have reached a server is never retried."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -10,7 +12,7 @@ import pytest
 import requests
 from httphelpers import envserver_process, fake_server
 
-from agentgym.envs import EnvPool
+from agentgym.envs import EnvPool, SessionError
 
 
 def _servers_of(pool: EnvPool, ids: list[int]) -> list[str]:
@@ -67,6 +69,54 @@ def test_hanging_server_times_out(procs):
         else:
             assert "no reply within the timeout" in error and "not retried" in error
     assert pool.stats()["transport_errors"] == 2
+
+
+@pytest.mark.parametrize("batch", [True, False], ids=["batch-routes", "per-session-routes"])
+def test_stopped_server_costs_one_timeout_per_call(procs, batch):
+    """A server that stops answering (SIGSTOP) holds a batched call for one timeout, however many
+    of its sessions wait for an in-flight slot; its sessions fail, the other server's do not."""
+    if batch:
+        hung, fine = envserver_process("babyai"), envserver_process("babyai")
+        pool = EnvPool.remote([hung.url, fine.url], "babyai", timeout=1.0, max_in_flight=2)
+    else:
+        hung, fine = fake_server("ok"), fake_server("ok")
+        pool = EnvPool.remote(
+            [hung.url, fine.url], "fake", timeout=1.0, max_in_flight=2, num_tasks=100
+        )
+    procs += [hung, fine]
+    ids = pool.create(16)  # 8 per server: 4 rounds of 2 in flight, were 4 timeouts when hung
+    pool.reset(ids, list(range(16)))
+    on_hung = [s == hung.url for s in _servers_of(pool, ids)]
+    assert sum(on_hung) == 8
+    os.kill(hung.p.pid, signal.SIGSTOP)
+    try:
+        bound = 1.0 + 1.5  # one timeout, plus generous scheduling noise
+        t0 = time.monotonic()
+        b = pool.step(ids, ["turn left" if batch else "a"] * 16)
+        assert time.monotonic() - t0 < bound
+        for h, error in zip(on_hung, b.errors, strict=True):
+            assert (error is not None) == h, error
+        assert all("no reply within the timeout" in e or "not sent" in e for e in b.errors if e)
+
+        t0 = time.monotonic()
+        with pytest.raises(SessionError) as failed:
+            pool.reset(ids, list(range(16)))
+        assert time.monotonic() - t0 < bound
+        assert sorted(failed.value.errors) == [i for i, h in enumerate(on_hung) if h]
+        observations = zip(failed.value.observations, on_hung, strict=True)
+        assert all(o is not None for o, h in observations if not h)
+
+        t0 = time.monotonic()
+        new = pool.create(16)
+        assert time.monotonic() - t0 < bound
+        assert set(_servers_of(pool, new)) == {fine.url}
+
+        t0 = time.monotonic()
+        pool.close(ids + new)
+        assert len(pool) == 0
+        assert time.monotonic() - t0 < bound
+    finally:
+        os.kill(hung.p.pid, signal.SIGCONT)
 
 
 def test_garbage_server(procs):

@@ -73,6 +73,27 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="add this much latency to each step request (benchmarks only)",
     )
+    p.add_argument(
+        "--header-read-timeout",
+        type=float,
+        default=10.0,
+        help="close a connection whose request head has not arrived this many seconds after "
+        "it opened or after the previous response (slow clients, silent sockets; default 10)",
+    )
+    p.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=5.0,
+        help="close a kept-alive connection idle this many seconds between requests "
+        "(default 5; an idle connection also ends at --header-read-timeout)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=1024,
+        help="open connections at most; more wait to be accepted (default 1024, lowered to "
+        "leave 64 file descriptors free when ulimit -n is smaller)",
+    )
     return p
 
 
@@ -137,6 +158,9 @@ def start(args: argparse.Namespace):
         env_threads=args.env_threads,
         blocking_threads=args.blocking_threads,
         step_latency=args.step_latency_ms / 1000.0,
+        header_read_timeout=args.header_read_timeout,
+        keep_alive_timeout=args.keep_alive_timeout,
+        max_connections=args.max_connections,
     )
 
 
@@ -153,6 +177,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"warning: agentgym-envserver listens on {args.host} without a bearer token: "
             f"anyone who can reach this port can drive the envs (set ${TOKEN_ENV} or "
             "--token-file)",
+            file=sys.stderr,
+            flush=True,
+        )
+    if server.max_connections < args.max_connections:
+        print(
+            f"note: agentgym-envserver accepts at most {server.max_connections} connections "
+            f"(not {args.max_connections}): ulimit -n leaves no more file descriptors",
             file=sys.stderr,
             flush=True,
         )

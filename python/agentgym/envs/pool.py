@@ -116,7 +116,10 @@ class EnvPool:
                 SearchQA/WebShop), ``batch`` (use ``/batch/*`` routes; default: detected through
                 ``GET /health`` of an ``agentgym-envserver``), ``max_in_flight`` (requests per
                 server at once, default 64), ``connect_timeout`` and ``timeout`` (seconds,
-                default 5 and 60), ``token`` (bearer token), ``max_action_bytes``, ``num_tasks``
+                default 5 and 60; ``timeout`` bounds each request from when the call issues it,
+                its wait for an in-flight slot included, so a batched call on a server that
+                stopped answering returns after one ``timeout``), ``token`` (bearer token),
+                ``max_action_bytes``, ``num_tasks``
                 (default: from an agentgym server's ``/health``), ``task_field`` (a reset-reply
                 field put before the first observation, then a newline) and ``score_field`` (a
                 step-reply field with the cumulative score; each step's reward is its change).

@@ -258,7 +258,8 @@ struct PyServer {
 impl PyServer {
     #[new]
     #[pyo3(signature = (env, *, host="127.0.0.1", port=36001, options=None, max_sessions=65536, max_body_bytes=8388608,
-        max_action_bytes=None, idle_timeout=Some(3600.0), token=None, workers=None, env_threads=None, blocking_threads=1, step_latency=0.0))]
+        max_action_bytes=None, idle_timeout=Some(3600.0), token=None, workers=None, env_threads=None, blocking_threads=1, step_latency=0.0,
+        header_read_timeout=10.0, keep_alive_timeout=5.0, max_connections=1024))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -275,9 +276,18 @@ impl PyServer {
         env_threads: Option<usize>,
         blocking_threads: usize,
         step_latency: f64,
+        header_read_timeout: f64,
+        keep_alive_timeout: f64,
+        max_connections: usize,
     ) -> PyResult<Self> {
         if blocking_threads == 0 {
             return Err(PyValueError::new_err("blocking_threads must be at least 1"));
+        }
+        if max_connections == 0 {
+            return Err(PyValueError::new_err("max_connections must be at least 1"));
+        }
+        if !(header_read_timeout > 0.0 && keep_alive_timeout > 0.0) {
+            return Err(PyValueError::new_err("header_read_timeout and keep_alive_timeout must be positive"));
         }
         let config = ServerConfig {
             env: env.to_string(),
@@ -293,6 +303,9 @@ impl PyServer {
             env_threads,
             blocking_threads,
             step_latency: seconds("step_latency", step_latency)?,
+            header_read_timeout: seconds("header_read_timeout", header_read_timeout)?,
+            keep_alive_timeout: seconds("keep_alive_timeout", keep_alive_timeout)?,
+            max_connections,
         };
         let inner = py.detach(|| Server::start(config)).map_err(server_to_py)?;
         Ok(Self { inner })
@@ -306,6 +319,12 @@ impl PyServer {
     #[getter]
     fn port(&self) -> u16 {
         self.inner.addr().port()
+    }
+
+    /// The cap on open connections in force (lower than asked under a small `ulimit -n`).
+    #[getter]
+    fn max_connections(&self) -> usize {
+        self.inner.max_connections()
     }
 
     /// Waits up to `timeout` seconds (None: forever) for the server to stop; True once stopped.

@@ -1,8 +1,14 @@
 //! One HTTP client per server: keep-alive connections, a cap on requests in flight, timeouts,
 //! and errors that say whether the request can have reached the server.
+//!
+//! The timeout of a call counts from when it is issued, the wait for an in-flight slot
+//! included: a batch issues all its calls at once, so it ends within one timeout however many
+//! of them queue behind a server that stopped answering.
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::Value;
@@ -13,6 +19,8 @@ use tokio::sync::Semaphore;
 pub enum CallError {
     /// The connection could not be made (refused, unreachable, connect timeout).
     NotSent(String),
+    /// All in-flight slots of the server stayed busy for the whole timeout; nothing was sent.
+    NoSlot { max_in_flight: usize, timeout: Duration },
     /// Sent, but no complete reply within the timeout: the server may have acted on it.
     Timeout(String),
     /// The connection broke after sending (the server died mid-request, reset...).
@@ -29,6 +37,10 @@ impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CallError::NotSent(e) => write!(f, "could not connect: {e}"),
+            CallError::NoSlot { max_in_flight, timeout } => write!(
+                f,
+                "not sent: the server's {max_in_flight} in-flight slots stayed busy for the whole timeout ({timeout:?})"
+            ),
             CallError::Timeout(e) => write!(f, "no reply within the timeout ({e})"),
             CallError::Broken(e) => write!(f, "connection failed during the request: {e}"),
             CallError::Status { code, message } => write!(f, "HTTP {code}: {message}"),
@@ -41,7 +53,7 @@ impl std::fmt::Display for CallError {
 impl CallError {
     /// Whether the server may have received (and acted on) the request.
     pub fn may_have_reached(&self) -> bool {
-        !matches!(self, CallError::NotSent(_))
+        !matches!(self, CallError::NotSent(_) | CallError::NoSlot { .. })
     }
 }
 
@@ -50,6 +62,7 @@ impl CallError {
 pub struct ClientOptions {
     pub max_in_flight: usize,
     pub connect_timeout: Duration,
+    /// A call's whole budget: waiting for an in-flight slot, connecting, sending, the reply.
     pub timeout: Duration,
     pub token: Option<String>,
 }
@@ -58,6 +71,8 @@ pub struct ServerClient {
     pub base: String,
     http: reqwest::Client,
     slots: Arc<Semaphore>,
+    max_in_flight: usize,
+    timeout: Duration,
 }
 
 impl ServerClient {
@@ -72,15 +87,18 @@ impl ServerClient {
         let http = reqwest::Client::builder()
             .default_headers(headers)
             .connect_timeout(options.connect_timeout)
-            .timeout(options.timeout)
             .pool_max_idle_per_host(options.max_in_flight)
-            .pool_idle_timeout(Duration::from_secs(50))
+            // Below the keep-alive timeout of agentgym-envserver and uvicorn (5 s): the client
+            // drops an idle connection before the server can close it under a new request.
+            .pool_idle_timeout(Duration::from_secs(4))
             .tcp_nodelay(true)
             .no_proxy()
             .build()
             .map_err(|e| format!("cannot build an HTTP client for {base}: {e}"))?;
-        let slots = Arc::new(Semaphore::new(options.max_in_flight.max(1)));
-        Ok(Self { base: base.trim_end_matches('/').to_string(), http, slots })
+        let max_in_flight = options.max_in_flight.max(1);
+        let slots = Arc::new(Semaphore::new(max_in_flight));
+        let base = base.trim_end_matches('/').to_string();
+        Ok(Self { base, http, slots, max_in_flight, timeout: options.timeout })
     }
 
     /// `POST path` with a JSON body; the reply parsed as JSON.
@@ -95,8 +113,15 @@ impl ServerClient {
     }
 
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, CallError> {
-        let _slot = self.slots.acquire().await.map_err(|e| CallError::NotSent(e.to_string()))?;
-        let response = request.send().await.map_err(classify)?;
+        let deadline = Instant::now() + self.timeout;
+        let no_slot = CallError::NoSlot { max_in_flight: self.max_in_flight, timeout: self.timeout };
+        let _slot = tokio::time::timeout_at(deadline, self.slots.acquire())
+            .await
+            .map_err(|_| no_slot)?
+            .map_err(|e| CallError::NotSent(e.to_string()))?;
+        // reqwest's timeout covers connecting, sending and reading the whole body.
+        let left = deadline.saturating_duration_since(Instant::now());
+        let response = request.timeout(left).send().await.map_err(classify)?;
         let status = response.status();
         let body = response.bytes().await.map_err(classify)?;
         let parsed: Result<Value, _> = serde_json::from_slice(&body);

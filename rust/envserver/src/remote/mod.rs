@@ -3,8 +3,10 @@
 //!
 //! - One batched call puts all its HTTP requests in flight at once on a tokio runtime (keep-alive
 //!   connection pool per server, at most `max_in_flight` requests per server, connect and
-//!   request timeouts). With an `agentgym-envserver` (detected through `GET /health`) a batch is
-//!   one `/batch/*` request per server.
+//!   request timeouts). A request's timeout includes its wait for an in-flight slot, so a batch
+//!   ends within one timeout even when many of its requests queue behind a hung server. With an
+//!   `agentgym-envserver` (detected through `GET /health`) a batch is one `/batch/*` request per
+//!   server.
 //! - New sessions go to the servers holding the fewest; a server that cannot be reached gets none.
 //! - A server that dies, hangs or answers garbage fails only its own sessions, each with an error
 //!   naming the server and the cause. A step whose request may have reached the server is never

@@ -13,8 +13,11 @@
 //! task id, over-long action), 503 (over `max_sessions`). Batch routes report per-item errors
 //! in `errors[i]` and answer 200. Env work runs on tokio's blocking threads (and the pool's
 //! helper threads for large batches), never on the event loop.
+//!
+//! Connections are capped and time out when they hold a slot without using it ([`conn`]).
 
 mod body;
+mod conn;
 mod dialect;
 mod error;
 mod handlers;
@@ -66,6 +69,13 @@ pub struct ServerConfig {
     /// Extra latency added to every step request, to stand in for a slow env or network in
     /// benchmarks; zero in normal use.
     pub step_latency: Duration,
+    /// A request's head must arrive within this of the server starting to wait for it.
+    pub header_read_timeout: Duration,
+    /// A kept-alive connection with no request in progress for this long is closed.
+    pub keep_alive_timeout: Duration,
+    /// Open connections at most (lowered to what `ulimit -n` allows, see [`conn`]); more wait
+    /// in the listen backlog.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -84,6 +94,11 @@ impl Default for ServerConfig {
             env_threads: None,
             blocking_threads: 1,
             step_latency: Duration::ZERO,
+            header_read_timeout: Duration::from_secs(10),
+            // Shorter than the header timeout (which also bounds an idle connection), longer
+            // than EnvPool.remote's pooled connections idle (4 s), so that client closes first.
+            keep_alive_timeout: Duration::from_secs(5),
+            max_connections: 1024,
         }
     }
 }
@@ -101,6 +116,7 @@ pub enum ServerError {
 /// A running server. Dropping it stops it.
 pub struct Server {
     addr: SocketAddr,
+    max_connections: usize,
     state: Arc<AppState>,
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
@@ -148,16 +164,28 @@ impl Server {
         let runtime = builder.enable_all().thread_name("envserver-http").build().map_err(ServerError::Runtime)?;
         let (tx, rx) = oneshot::channel();
         let done = Arc::new(Done::default());
-        runtime.spawn(serve(listener, Arc::clone(&state), rx, Arc::clone(&done)));
+        let limits = conn::ConnLimits {
+            header_read_timeout: config.header_read_timeout,
+            keep_alive_timeout: config.keep_alive_timeout,
+            max_connections: conn::connection_cap(config.max_connections),
+        };
+        runtime.spawn(serve(listener, Arc::clone(&state), limits, rx, Arc::clone(&done)));
         if config.idle_timeout.is_some() {
             runtime.spawn(reap_idle(Arc::clone(&state)));
         }
-        Ok(Self { addr, state, runtime: Mutex::new(Some(runtime)), shutdown: Mutex::new(Some(tx)), done })
+        let max_connections = limits.max_connections;
+        let (runtime, shutdown) = (Mutex::new(Some(runtime)), Mutex::new(Some(tx)));
+        Ok(Self { addr, max_connections, state, runtime, shutdown, done })
     }
 
     /// The bound address (useful with port 0).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The cap on open connections in force: as configured, or lower under `ulimit -n`.
+    pub fn max_connections(&self) -> usize {
+        self.max_connections
     }
 
     /// The shared state (pool, metrics), for in-process inspection.
@@ -224,19 +252,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn serve(listener: std::net::TcpListener, state: Arc<AppState>, stop: oneshot::Receiver<()>, done: Arc<Done>) {
-    use axum::serve::ListenerExt;
+async fn serve(
+    listener: std::net::TcpListener,
+    state: Arc<AppState>,
+    limits: conn::ConnLimits,
+    stop: oneshot::Receiver<()>,
+    done: Arc<Done>,
+) {
     let result = match tokio::net::TcpListener::from_std(listener) {
         Ok(listener) => {
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            axum::serve(listener, router(state))
-                .with_graceful_shutdown(async {
-                    let _ = stop.await;
-                })
-                .await
-                .map_err(|e| e.to_string())
+            conn::serve(listener, router(state), limits, stop).await;
+            Ok(())
         }
         Err(e) => Err(e.to_string()),
     };
