@@ -71,6 +71,23 @@ def test_hanging_server_times_out(procs):
     assert pool.stats()["transport_errors"] == 2
 
 
+def _wait_stopped(pid: int, timeout_s: float = 5.0) -> None:
+    """Until every thread of ``pid`` is stopped: kill() returns before a thread that is
+    running or about to run has stopped, and such a thread may still answer a request."""
+    from pathlib import Path
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = [
+            (t / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            for t in Path(f"/proc/{pid}/task").iterdir()
+        ]
+        if all(s in "tT" for s in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not stop within {timeout_s} s")
+
+
 @pytest.mark.parametrize("batch", [True, False], ids=["batch-routes", "per-session-routes"])
 def test_stopped_server_costs_one_timeout_per_call(procs, batch):
     """A server that stops answering (SIGSTOP) holds a batched call for one timeout, however many
@@ -89,6 +106,7 @@ def test_stopped_server_costs_one_timeout_per_call(procs, batch):
     on_hung = [s == hung.url for s in _servers_of(pool, ids)]
     assert sum(on_hung) == 8
     os.kill(hung.p.pid, signal.SIGSTOP)
+    _wait_stopped(hung.p.pid)
     try:
         bound = 1.0 + 1.5  # one timeout, plus generous scheduling noise
         t0 = time.monotonic()
