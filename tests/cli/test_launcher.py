@@ -1,4 +1,5 @@
-"""The launcher's watch and stop logic, with fake children (no processes)."""
+"""The launcher's watch and stop logic, with fake children (no processes, no Ray), and the
+resources and torchrun variables the Ray launcher gives each process."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 pytest.importorskip("torch")  # the config schema lives under agentgym.learner
 
 from agentgym.cli.common import ENDPOINTS_FILE
+from agentgym.cli.ray_launch import actor_options, learner_bundle, rank_env
 from agentgym.cli.train import Launcher
 from agentgym.config import load_config
 
@@ -84,3 +86,24 @@ def test_a_failed_actor_stops_every_learner_rank_before_the_actors(
     err = capsys.readouterr().err
     assert "actor1 exited with code 3" in err and "actor1 log" in err
     assert (tmp_path / "summary.json").exists()
+
+
+def test_ray_resources_follow_the_devices():
+    cpu = load_config(None, ["torch_threads=2", "actor.torch_threads=3"])
+    assert learner_bundle(cpu) == {"CPU": 2.0}
+    assert actor_options(cpu) == {"num_cpus": 3.0, "num_gpus": 0.0}
+    gpu = load_config(None, ["learner.device=cuda", "engine.device=cuda"])
+    assert learner_bundle(gpu) == {"CPU": 1.0, "GPU": 1.0}
+    assert actor_options(gpu) == {"num_cpus": 1.0, "num_gpus": 1.0}
+
+
+def test_rank_env_is_what_torchrun_would_set():
+    ips = ["10.0.0.1", "10.0.0.1", "10.0.0.2"]
+    cpu = [rank_env(r, ips, 29500, gpu=False) for r in range(3)]
+    assert [e["RANK"] for e in cpu] == ["0", "1", "2"]
+    assert {e["WORLD_SIZE"] for e in cpu} == {"3"}
+    assert [e["LOCAL_RANK"] for e in cpu] == ["0", "1", "0"]
+    assert [e["LOCAL_WORLD_SIZE"] for e in cpu] == ["2", "2", "1"]
+    assert {(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in cpu} == {("10.0.0.1", "29500")}
+    # a GPU rank sees only its own GPU (Ray sets CUDA_VISIBLE_DEVICES): cuda:0, local rank 0
+    assert {rank_env(r, ips, 29500, gpu=True)["LOCAL_RANK"] for r in range(3)} == {"0"}

@@ -5,6 +5,7 @@ The run directory gets the resolved config (``config.yaml``), the learner's ``me
 (``actors/``), each child's log (``logs/``) and ``summary.json``. Ctrl-C (or SIGTERM) asks the
 learner to checkpoint and stop; a child that dies stops the run, and its log tail is printed.
 ``--resume RUN_DIR`` continues a run from its newest checkpoint with its saved config.
+``--ray [ADDRESS]`` places the same processes on a Ray cluster (``agentgym.cli.ray_launch``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CHECKPOINT",
         help="start from these weights (e.g. RUN_DIR/sft/checkpoints); sets model.init_from",
     )
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="ADDRESS",
+        help="place the learner ranks and actors on an existing Ray cluster (default address: "
+        "RAY_ADDRESS or the cluster started on this machine); needs agentgym[ray]",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
 
 
@@ -75,7 +85,15 @@ def run(args: argparse.Namespace) -> int:
     from agentgym.actor.policy import prepare_model
 
     prepare_model(config)
-    launcher = Launcher(config, sync=args.sync, resume=args.resume is not None, quiet=args.quiet)
+    processes: Processes = LocalProcesses(config)
+    if args.ray is not None:
+        from agentgym.cli.ray_launch import RayProcesses
+
+        processes = RayProcesses(config, address=args.ray)
+    launcher = Launcher(
+        config, sync=args.sync, resume=args.resume is not None, quiet=args.quiet,
+        processes=processes,
+    )  # fmt: skip
     return launcher.run()
 
 
@@ -118,8 +136,9 @@ class Child(Protocol):
 
 
 class Processes(Protocol):
-    """Where the run's processes start (``LocalProcesses``: this machine). ``stopping`` says
-    the launcher was asked to stop, for starts that wait on a cluster."""
+    """Where the run's processes start: this machine (``LocalProcesses``) or a Ray cluster
+    (``agentgym.cli.ray_launch.RayProcesses``). ``stopping`` says the launcher was asked to
+    stop, for starts that wait on the cluster."""
 
     def start_learner(self, extra: list[str], stopping: Callable[[], bool]) -> list[Child]:
         """The learner (rank 0 first, then any other ranks), running ``agentgym.cli.learner``."""
