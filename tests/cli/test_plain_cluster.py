@@ -1,6 +1,6 @@
 """The plain cluster path without ``agentgym train``: the learner under two torchrun agents (two
-"nodes" meeting at a c10d rendezvous) and an ``agentgym-actor`` started on its own, as any
-scheduler would, finding the learner at the config's TCP address."""
+"nodes", node ranks 0 and 1, master on node 0) and an ``agentgym-actor`` started on its own, as
+any scheduler would, finding the learner at the config's TCP address."""
 
 from __future__ import annotations
 
@@ -57,14 +57,19 @@ def test_torchrun_on_two_nodes_and_an_actor_started_apart(tmp_path):
     path = tmp_path / "run.yaml"
     dump_config(config, path)
     prepare_model(config)  # on a real cluster: model.path on shared storage
-    rdzv = f"127.0.0.1:{_free_ports(1)}"
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
-                "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv,
-                "--rdzv-id", "plain", "--module", "agentgym.cli.learner", str(path)]  # fmt: skip
+    master = str(_free_ports(1))
+
+    def torchrun(node_rank: int) -> list[str]:
+        # static node ranks: node 0 holds global rank 0, the one that binds transport.host
+        return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+                "--nproc-per-node", "1", "--node-rank", str(node_rank), "--master-addr",
+                "127.0.0.1", "--master-port", master, "--module", "agentgym.cli.learner",
+                str(path)]  # fmt: skip
+
     actor = [sys.executable, "-m", "agentgym.cli.actor", str(path), "--index", "0"]
     procs = {
-        "node0": _start(torchrun, tmp_path / "node0.log"),
-        "node1": _start(torchrun, tmp_path / "node1.log"),
+        "node0": _start(torchrun(0), tmp_path / "node0.log"),
+        "node1": _start(torchrun(1), tmp_path / "node1.log"),
         "actor": _start(actor, tmp_path / "actor.log"),
     }
     deadline = time.monotonic() + 300
@@ -82,5 +87,5 @@ def test_torchrun_on_two_nodes_and_an_actor_started_apart(tmp_path):
     assert (run_dir / "checkpoints" / "step_00000002" / "dcp" / ".metadata").exists()
     endpoints = json.loads((run_dir / "endpoints.json").read_text())
     assert endpoints["trajectories"] == f"tcp://127.0.0.1:{base_port}"
-    ranks = (tmp_path / "node0.log").read_text() + (tmp_path / "node1.log").read_text()
-    assert "rank 0 of 2" in ranks and "rank 1 of 2" in ranks
+    assert "rank 0 of 2" in (tmp_path / "node0.log").read_text()
+    assert "rank 1 of 2" in (tmp_path / "node1.log").read_text()
