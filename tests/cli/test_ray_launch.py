@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,10 +36,14 @@ def ray_head(tmp_path_factory):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log_path = tmp_path_factory.mktemp("ray") / "head.log"
+    # Ray's session files and its "current cluster" record stay out of the shared /tmp/ray;
+    # a short path, since Ray's Unix socket paths live under it
+    temp_dir = tempfile.mkdtemp(prefix="agentgym-ray-")
     ray = Path(sys.executable).with_name("ray")
     cmd = [str(ray), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
            "--port", str(port), "--num-cpus", "4", "--include-dashboard", "false",
-           "--object-store-memory", str(200 * 2**20), "--disable-usage-stats"]  # fmt: skip
+           "--object-store-memory", str(200 * 2**20), "--disable-usage-stats",
+           "--temp-dir", temp_dir]  # fmt: skip
     with open(log_path, "wb") as log:
         head = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **LOOPBACK},
@@ -49,6 +55,7 @@ def ray_head(tmp_path_factory):
     finally:
         head.terminate()  # `ray start --block` stops the processes it started
         head.wait(60)
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def _wait_for(ready, timeout_s, proc, log_path) -> None:
