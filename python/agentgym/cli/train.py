@@ -5,6 +5,7 @@ The run directory gets the resolved config (``config.yaml``), the learner's ``me
 (``actors/``), each child's log (``logs/``) and ``summary.json``. Ctrl-C (or SIGTERM) asks the
 learner to checkpoint and stop; a child that dies stops the run, and its log tail is printed.
 ``--resume RUN_DIR`` continues a run from its newest checkpoint with its saved config.
+``--ray [ADDRESS]`` places the same processes on a Ray cluster (``agentgym.cli.ray_launch``).
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from agentgym.cli.common import ENDPOINTS_FILE, RESOLVED_CONFIG, on_terminate
 from agentgym.config import RunConfig, dump_config, load_config
 
 START_TIMEOUT_S = 600.0
+LEARNER_GRACE_S = 60.0  # the learner checkpoints before it exits
+ACTOR_GRACE_S = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +59,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CHECKPOINT",
         help="start from these weights (e.g. RUN_DIR/sft/checkpoints); sets model.init_from",
     )
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="ADDRESS",
+        help="place the learner ranks and actors on an existing Ray cluster (default address: "
+        "RAY_ADDRESS or the cluster started on this machine); needs agentgym[ray]",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
 
 
@@ -72,7 +85,15 @@ def run(args: argparse.Namespace) -> int:
     from agentgym.actor.policy import prepare_model
 
     prepare_model(config)
-    launcher = Launcher(config, sync=args.sync, resume=args.resume is not None, quiet=args.quiet)
+    processes: Processes = LocalProcesses(config)
+    if args.ray is not None:
+        from agentgym.cli.ray_launch import RayProcesses
+
+        processes = RayProcesses(config, address=args.ray)
+    launcher = Launcher(
+        config, sync=args.sync, resume=args.resume is not None, quiet=args.quiet,
+        processes=processes,
+    )  # fmt: skip
     return launcher.run()
 
 
@@ -95,19 +116,111 @@ def _resolve(args: argparse.Namespace) -> RunConfig:
     return replace(config, run_dir=str(Path(args.resume)))
 
 
+class Child(Protocol):
+    """One process of the run, wherever it runs: its name, exit code and log."""
+
+    name: str
+    log_path: Path
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+
+    def terminate(self) -> None:
+        """Ask it to stop (SIGTERM: the learner checkpoints first); returns at once."""
+
+    def wait(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for it to exit, then kill it; release its log."""
+
+    def tail(self, lines: int = 15) -> str:
+        """The last ``lines`` lines of its log."""
+
+
+class Processes(Protocol):
+    """Where the run's processes start: this machine (``LocalProcesses``) or a Ray cluster
+    (``agentgym.cli.ray_launch.RayProcesses``). ``stopping`` says the launcher was asked to
+    stop, for starts that wait on the cluster."""
+
+    def start_learner(self, extra: list[str], stopping: Callable[[], bool]) -> list[Child]:
+        """The learner (rank 0 first, then any other ranks), running ``agentgym.cli.learner``."""
+
+    def start_actors(self, extras: list[list[str]], stopping: Callable[[], bool]) -> list[Child]:
+        """One actor per item of ``extras`` (its arguments), running ``agentgym.cli.actor``."""
+
+    def close(self) -> None:
+        """Release what the starts held (called once every child has stopped)."""
+
+
 @dataclass
-class Child:
-    """A child process and its log file."""
+class LocalChild:
+    """A child process on this machine and its log file."""
 
     name: str
     proc: subprocess.Popen
     log_path: Path
     log: IO[bytes]
 
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def terminate(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+
+    def wait(self, timeout_s: float) -> None:
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
     def tail(self, lines: int = 15) -> str:
-        self.log.flush()
-        text = self.log_path.read_text(errors="replace").splitlines()
-        return "\n".join(text[-lines:])
+        if not self.log.closed:
+            self.log.flush()
+        return log_tail(self.log_path, lines)
+
+
+class LocalProcesses:
+    """The learner (through torchrun when ``learner.ranks`` > 1) and the actors as local
+    subprocesses, each in its own session and logging to ``RUN_DIR/logs/<name>.log``."""
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+        self.run_dir = Path(config.run_dir)
+
+    def start_learner(self, extra: list[str], stopping: Callable[[], bool]) -> list[Child]:
+        module = "agentgym.cli.learner"
+        cmd = self._command(module, extra)
+        if self.config.learner.ranks > 1:
+            ranks = self.config.learner.ranks
+            cmd[1:3] = ["-m", "torch.distributed.run", "--standalone",
+                        f"--nproc-per-node={ranks}", "--module", module]  # fmt: skip
+        return [self._spawn("learner", cmd)]
+
+    def start_actors(self, extras: list[list[str]], stopping: Callable[[], bool]) -> list[Child]:
+        return [
+            self._spawn(f"actor{i}", self._command("agentgym.cli.actor", extra))
+            for i, extra in enumerate(extras)
+        ]
+
+    def close(self) -> None:
+        pass
+
+    def _command(self, module: str, extra: list[str]) -> list[str]:
+        return [sys.executable, "-m", module, str(self.run_dir / RESOLVED_CONFIG), *extra]
+
+    def _spawn(self, name: str, cmd: list[str]) -> LocalChild:
+        logs = self.run_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        log_path = logs / f"{name}.log"
+        log = open(log_path, "ab")  # noqa: SIM115 - closed in LocalChild.wait
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # own process group: a terminal's Ctrl-C reaches only the launcher, which stops the
+        # children in order (learner checkpoints first)
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        return LocalChild(name, proc, log_path, log)
 
 
 @dataclass
@@ -121,11 +234,22 @@ class Progress:
 
 
 class Launcher:
-    """Starts, watches and stops the learner and the actors of one run."""
+    """Starts, watches and stops the learner and the actors of one run (on this machine
+    unless ``processes`` places them elsewhere)."""
 
-    def __init__(self, config: RunConfig, *, sync: bool, resume: bool, quiet: bool):
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        sync: bool,
+        resume: bool,
+        quiet: bool,
+        processes: Processes | None = None,
+    ):
         self.config, self.sync, self.resume, self.quiet = config, sync, resume, quiet
         self.run_dir = Path(config.run_dir)
+        self.processes = processes or LocalProcesses(config)
+        self.learners: list[Child] = []
         self.children: list[Child] = []
         self.progress = Progress()
         self.stopping = False
@@ -136,13 +260,19 @@ class Launcher:
         for old in (self.run_dir / "actors").glob("actor_*.json"):  # a previous run's counters
             old.unlink()
         code = 1
+        stopping = self._is_stopping
         try:
-            learner = self._spawn("learner", "agentgym.cli.learner", self.resume and ["--resume"])
-            self._wait_endpoints(learner)
-            for i in range(self.config.actor.num_actors):
-                extra = ["--index", str(i), "--endpoints", str(self.run_dir / ENDPOINTS_FILE)]
-                self._spawn(f"actor{i}", "agentgym.cli.actor", extra + (["--sync"] * self.sync))
-            code = self._watch(learner)
+            extra = ["--resume"] if self.resume else []
+            self.learners = self.processes.start_learner(extra, stopping)
+            self.children += self.learners
+            self._wait_endpoints()
+            endpoints = str(self.run_dir / ENDPOINTS_FILE)
+            extras = [
+                ["--index", str(i), "--endpoints", endpoints, *["--sync"] * self.sync]
+                for i in range(self.config.actor.num_actors)
+            ]
+            self.children += self.processes.start_actors(extras, stopping)
+            code = self._watch()
         except ChildDied as e:
             print(f"\nagentgym train: {e}", file=sys.stderr, flush=True)
         finally:
@@ -150,39 +280,20 @@ class Launcher:
             self._summary(code)
         return code
 
-    def _spawn(self, name: str, module: str, extra: Any) -> Child:
-        logs = self.run_dir / "logs"
-        logs.mkdir(exist_ok=True)
-        log_path = logs / f"{name}.log"
-        log = open(log_path, "ab")  # noqa: SIM115 - closed in _shutdown
-        cmd = [sys.executable, "-m", module, str(self.run_dir / RESOLVED_CONFIG), *(extra or [])]
-        if name == "learner" and self.config.learner.ranks > 1:
-            ranks = self.config.learner.ranks
-            cmd[1:3] = ["-m", "torch.distributed.run", "--standalone",
-                        f"--nproc-per-node={ranks}", "--module", module]  # fmt: skip
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        # own process group: a terminal's Ctrl-C reaches only the launcher, which stops the
-        # children in order (learner checkpoints first)
-        proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        child = Child(name, proc, log_path, log)
-        self.children.append(child)
-        return child
-
-    def _wait_endpoints(self, learner: Child) -> None:
+    def _wait_endpoints(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not (self.run_dir / ENDPOINTS_FILE).exists():
-            self._check(learner)
+            for learner in self.learners:
+                self._check(learner)
             if self.stopping or time.monotonic() > deadline:
                 raise ChildDied("the learner did not start (see logs/learner.log)")
             time.sleep(0.2)
 
-    def _watch(self, learner: Child) -> int:
+    def _watch(self) -> int:
         while True:
             for child in self.children:
                 self._check(child)
-            if learner.proc.poll() == 0:
+            if self.learners[0].poll() == 0:
                 self._show(final=True)
                 return 0
             if self.stopping:
@@ -192,7 +303,7 @@ class Launcher:
             time.sleep(1.0)
 
     def _check(self, child: Child) -> None:
-        code = child.proc.poll()
+        code = child.poll()
         if code is None or code == 0 or self.stopping:
             return
         raise ChildDied(
@@ -202,12 +313,16 @@ class Launcher:
     def _request_stop(self) -> None:
         self.stopping = True
 
+    def _is_stopping(self) -> bool:
+        return self.stopping
+
     def _shutdown(self) -> None:
-        learners = [c for c in self.children if c.name == "learner"]
-        actors = [c for c in self.children if c.name != "learner"]
-        for child in learners + actors:  # learner first: it checkpoints and broadcasts stop
-            _terminate(child.proc, grace_s=60.0 if child in learners else 10.0)
-            child.log.close()
+        actors = [c for c in self.children if c not in self.learners]
+        try:  # learner first: it checkpoints and broadcasts stop; then the actors
+            stop_all(self.learners, grace_s=LEARNER_GRACE_S)
+            stop_all(actors, grace_s=ACTOR_GRACE_S)
+        finally:
+            self.processes.close()
 
     # --- progress ---------------------------------------------------------------------------
 
@@ -282,12 +397,19 @@ def actor_totals(run_dir: Path) -> dict[str, float]:
     return totals
 
 
-def _terminate(proc: subprocess.Popen, grace_s: float) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
+def stop_all(children: list[Child], grace_s: float) -> None:
+    """Ask every child to stop, then give them ``grace_s`` together before killing the rest."""
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + grace_s
+    for child in children:
+        child.wait(max(deadline - time.monotonic(), 0.0))
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of the log at ``path`` ("" when it is not there)."""
     try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
