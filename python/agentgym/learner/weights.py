@@ -113,7 +113,7 @@ def write_safetensors(
             if t.dtype != dtype or tuple(t.shape) != tuple(shape):
                 raise ValueError(f"{name}: {t.dtype} {tuple(t.shape)}, header says {dtype} {shape}")
             data = t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8)
-            f.write(data.numpy().tobytes() if data.numel() else b"")
+            f.write(data.numpy().data if data.numel() else b"")  # no copy of the bytes
     os.replace(tmp, path)
 
 
