@@ -78,6 +78,7 @@ def train(
         save_file(tensors, str(out / "params.safetensors"))
         (out / "metrics.json").write_text(json.dumps(metrics))
     dist.close()
+    dist.exit(0)
 
 
 def main() -> None:

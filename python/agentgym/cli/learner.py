@@ -85,6 +85,7 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
     if not dist.is_main:  # follows rank 0's commands until it stops
         learner.run(None)
         dist.close()
+        dist.exit(0)
         return
     with LearnerChannels(learner_endpoints(config)) as channels:
         write_endpoints(run_dir, channels.endpoints)
@@ -92,6 +93,7 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
         learner.run(channels, max_steps=max_steps, should_stop=lambda: stop["now"])
     dist.close()
     log.info("done at version %d", learner.version)
+    dist.exit(0)
 
 
 if __name__ == "__main__":

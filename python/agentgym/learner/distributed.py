@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 from datetime import timedelta
@@ -78,6 +79,19 @@ class Dist:
         if self.sharded and dist.is_initialized():
             dist.barrier()
             dist.destroy_process_group()
+
+    def exit(self, code: int = 0) -> None:
+        """End this process after ``close``: under torchrun, flush output and leave without
+        interpreter finalization. The gloo process group stays referenced by the sharded
+        parameters' device mesh until then, and its worker threads torn down during
+        finalization can abort the process (SIGABRT, "terminate called without an active
+        exception") after all work is done. One process: a normal return."""
+        if not self.sharded:
+            return
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
     @property
     def _collective_device(self) -> torch.device | None:
