@@ -56,6 +56,18 @@ def load_policy(config: RunConfig, device: str = "cpu") -> tuple[Any, Any]:
     return model, tokenizer
 
 
+def load_trained_policy(
+    config: RunConfig, checkpoint: str | Path, *, device: str = "cpu"
+) -> tuple[Any, Any, Path]:
+    """(model, tokenizer, checkpoint dir): the run's policy with ``checkpoint``'s weights (a
+    checkpoint dir, a checkpoints folder, or a model dir; either kind of learner checkpoint)."""
+    prepare_model(config)
+    ckpt = resolve_checkpoint(checkpoint)
+    model, tokenizer = load_policy(config, device=device)
+    load_weights_file(model, ckpt)
+    return model, tokenizer, ckpt
+
+
 def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint directory; a checkpoints folder resolves to its newest checkpoint."""
     path = Path(path)

@@ -71,17 +71,9 @@ def final_cap(h: HorizonConfig) -> int | None:
 def evaluate(config: RunConfig, checkpoint: str | Path, *, limit: int | None = None) -> dict:
     """Run the held-out episodes; returns the JSON-able result (see ``summarize``)."""
     set_torch_threads(max(config.torch_threads, config.actor.torch_threads))
-    from agentgym.actor.policy import (
-        load_policy,
-        load_weights_file,
-        prepare_model,
-        resolve_checkpoint,
-    )
+    from agentgym.actor.policy import load_trained_policy
 
-    prepare_model(config)
-    ckpt = resolve_checkpoint(checkpoint)
-    model, tokenizer = load_policy(config, device=config.engine.device)
-    load_weights_file(model, ckpt)
+    model, tokenizer, ckpt = load_trained_policy(config, checkpoint, device=config.engine.device)
     tasks = config.tasks.eval.ids()[:limit]
     cap = (
         config.eval.horizon_cap

@@ -48,17 +48,9 @@ def export(config: RunConfig, checkpoint: str | Path, out: str | Path) -> dict[s
     """Write ``checkpoint``'s policy as a Hugging Face model directory; returns what was
     exported (also written to ``agentgym_export.json`` in it)."""
     set_torch_threads(config.torch_threads)
-    from agentgym.actor.policy import (
-        load_policy,
-        load_weights_file,
-        prepare_model,
-        resolve_checkpoint,
-    )
+    from agentgym.actor.policy import load_trained_policy
 
-    prepare_model(config)
-    ckpt = resolve_checkpoint(checkpoint)
-    model, tokenizer = load_policy(config)
-    load_weights_file(model, ckpt)
+    model, tokenizer, ckpt = load_trained_policy(config, checkpoint)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     from transformers.utils import logging as hf_logging

@@ -604,15 +604,22 @@ def message_kind(buf: Any) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def _unpack_any_schema(buf: Any, kind: str) -> dict[str, Any]:
+    """A ``kind`` message of any schema version (hello and welcome must be readable across
+    versions, to say that they differ)."""
+    try:
+        msg = msgpack.unpackb(buf, raw=False, strict_map_key=True)
+    except Exception as e:  # noqa: BLE001 - garbage of any sort
+        raise WireError(f"not a msgpack message: {e}") from None
+    if not isinstance(msg, dict) or msg.get("kind") != kind:
+        raise WireError(f"expected a {kind!r} message")
+    return msg
+
+
 def decode_hello(buf: Any) -> Hello:
     """Decode a hello of any schema version (the learner answers a foreign one with a
     refusal); raises WireError if it is not one."""
-    try:
-        msg = msgpack.unpackb(buf, raw=False, strict_map_key=True)
-    except Exception as e:  # noqa: BLE001
-        raise WireError(f"not a msgpack message: {e}") from None
-    if not isinstance(msg, dict) or msg.get("kind") != "hello":
-        raise WireError("expected a 'hello' message")
+    msg = _unpack_any_schema(buf, "hello")
     actor, schema = msg.get("actor"), msg.get("v")
     if not isinstance(actor, str) or not actor or len(actor) > 256:
         raise WireError("hello: actor must be a name of 1-256 characters")
@@ -623,12 +630,7 @@ def decode_hello(buf: Any) -> Hello:
 
 def decode_welcome(buf: Any) -> Welcome:
     """Decode a welcome of any schema version; raises WireError if it is not one."""
-    try:
-        msg = msgpack.unpackb(buf, raw=False, strict_map_key=True)
-    except Exception as e:  # noqa: BLE001
-        raise WireError(f"not a msgpack message: {e}") from None
-    if not isinstance(msg, dict) or msg.get("kind") != "welcome":
-        raise WireError("expected a 'welcome' message")
+    msg = _unpack_any_schema(buf, "welcome")
     accepted, schema = msg.get("accepted"), msg.get("v")
     if not isinstance(accepted, bool) or not isinstance(schema, int):
         raise WireError("welcome: bad fields")
