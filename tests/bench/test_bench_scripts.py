@@ -80,6 +80,12 @@ CASES = [
         ["torch", "transformers"],
     ),
     ("bench_weights.py", ["--sizes-mb", "2"], "| 2 MB |", ["torch", "safetensors"]),
+    (
+        "bench_hub.py",
+        "--metrics 200 --trajectories 20 --tokens 64 --repeats 1".split(),
+        "| call |",
+        ["plotly", "transformers", "requests"],
+    ),
     ("bench_e2e.py", ["--steps", "2"], "async / sync", ["torch", "transformers"]),
 ]
 

@@ -92,7 +92,7 @@ def test_paths_outside_the_runs_are_not_served(hub, run_id):
     url, _ = hub
     r = get(url, "metrics", run=run_id)
     assert r.status_code in (400, 404), r.text
-    assert "rows" not in r.json()
+    assert "columns" not in r.json()
 
 
 @pytest.mark.parametrize("path", ["/static/../runs/done/config.yaml", "/static/%2e%2e/x",
@@ -115,21 +115,26 @@ def test_pages_are_served(hub):
 def test_metrics_incremental_with_malformed_and_partial_lines(hub):
     url, root = hub
     first = get(url, "metrics", run="live").json()
-    assert [r["step"] for r in first["rows"]] == [1, 2, 3] and first["next"] == 3
+    assert first["columns"]["step"] == [1, 2, 3] and first["next"] == 3
+    assert first["keys"] == ["loss/total", "reward/all", "step"]
     with open(root / "live" / "metrics.jsonl", "a") as f:
         f.write("{not json\n")
         f.write("[1, 2]\n")
-        f.write(json.dumps({"step": 4, "reward/all": float("nan")}) + "\n")
+        f.write(json.dumps({"step": 4, "reward/all": float("nan"), "note": "text"}) + "\n")
         f.write('{"step": 5, "reward/all": 0.')  # being written
     second = get(url, "metrics", run="live", start=first["next"]).json()
-    assert [r["step"] for r in second["rows"]] == [4]
-    assert second["rows"][0]["reward/all"] is None  # NaN has no JSON form
+    assert second["columns"]["step"] == [4]
+    assert second["columns"]["reward/all"] == [None]  # NaN has no JSON number
+    assert second["columns"]["loss/total"] == [None]  # absent from that line
+    assert second["columns"]["note"] == [None]  # not a number
     assert second["bad_lines"] == 2 and second["first_bad_lines"] == [4, 5]
     with open(root / "live" / "metrics.jsonl", "a") as f:
         f.write("5}\n")
-    third = get(url, "metrics", run="live", start=second["next"]).json()
-    assert [r["step"] for r in third["rows"]] == [5]
-    assert get(url, "metrics", run="live", start=0).json()["next"] == 5
+    third = get(url, "metrics", run="live", start=second["next"], keys="step,reward/all").json()
+    assert third["columns"] == {"step": [5], "reward/all": [0.5]}
+    whole = get(url, "metrics", run="live", keys="reward/all,nope").json()
+    assert whole["columns"]["reward/all"] == [0.1, 0.2, 0.3, None, 0.5]
+    assert whole["columns"]["nope"] == [None] * 5 and whole["next"] == 5
 
 
 @pytest.mark.parametrize("params", [{"start": "-1"}, {"start": "x"}])
@@ -236,3 +241,67 @@ def test_cli_serves_and_refuses_a_missing_directory(tmp_path):
         finally:
             proc.terminate()
             proc.wait(timeout=10)
+
+
+def post(url, route, body=None, raw=None):
+    data = raw if raw is not None else json.dumps(body)
+    return requests.post(f"{url}/api/{route}", data=data, timeout=30)
+
+
+def test_play_babyai_and_textcraft_to_success(hub):
+    url, _ = hub
+    envs = {e["name"]: e["num_tasks"] for e in get(url, "envs").json()["envs"]}
+    assert {"babyai", "textcraft"} <= set(envs)
+    start = post(url, "play", {"env": "babyai", "task_id": 3}).json()
+    assert "go to the green key" in start["observation"] and not start["ended"]
+    assert "go to green key 1" in start["actions"]
+    view = post(url, "play/step", {"session": start["session"], "action": "Go to green key 1."})
+    view = view.json()
+    assert view["sent"] == "go to green key 1"
+    assert view["done"] and view["ended"] and view["success"] and view["reward"] > 0
+    again = post(url, "play/step", {"session": start["session"], "action": "turn left"})
+    assert again.status_code == 400 and "ended" in again.json()["error"]
+
+    craft = post(url, "play", {"env": "textcraft", "task_id": 3}).json()
+    assert "Goal: craft birch planks" in craft["observation"]
+    session = craft["session"]
+    post(url, "play/step", {"session": session, "action": "get 1 birch logs"})
+    craft_planks = "craft 4 birch planks using 1 birch logs"
+    view = post(url, "play/step", {"session": session, "action": craft_planks}).json()
+    assert view["success"] and view["steps"] == 2
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "message"),
+    [
+        ("play", {"env": "chess", "task_id": 0}, "unknown env"),
+        ("play", {"env": "babyai", "task_id": -1}, "task_id"),
+        ("play", {"env": "babyai", "task_id": "7"}, "task_id"),
+        ("play", {"env": "babyai", "task_id": True}, "task_id"),
+        ("play", {"env": "babyai", "task_id": 10**12}, "below"),
+        ("play", [1, 2], "JSON object"),
+        ("play/step", {"session": 999, "action": "turn left"}, "no play session"),
+        ("play/step", {"session": "1", "action": "turn left"}, "no play session"),
+        ("play/step", {"session": 1, "action": ""}, "non-empty"),
+        ("play/step", {"session": 1, "action": 5}, "non-empty"),
+        ("play/step", {"session": 1, "action": "x" * 5000}, "longer"),
+    ],
+)
+def test_play_bad_input(hub, route, body, message):
+    url, _ = hub
+    post(url, "play", {"env": "babyai", "task_id": 0})  # session 1 exists
+    r = post(url, route, body)
+    assert r.status_code == 400 and message in r.json()["error"], r.text
+
+
+def test_play_garbage_action_and_bodies(hub):
+    url, _ = hub
+    session = post(url, "play", {"env": "babyai", "task_id": 0}).json()["session"]
+    r = post(url, "play/step", {"session": session, "action": "!!!"})
+    assert r.status_code == 400 and "no action" in r.json()["error"]
+    view = post(url, "play/step", {"session": session, "action": "fly to the moon"}).json()
+    assert view["steps"] == 1 and not view["ended"]  # the env answers an invalid action
+    assert post(url, "play", raw=b"{nope").status_code == 400
+    big = requests.post(f"{url}/api/play", headers={"Content-Length": str(10**7)}, timeout=10)
+    assert big.status_code == 400
+    assert post(url, "nothing", {}).status_code == 404

@@ -107,3 +107,29 @@ def test_pages_curves_live_and_replay(browser, hub_url):
     assert browser.find_element(By.ID, "turn-pos").text == "turn 0 of 3"
     assert len(browser.find_elements(By.CSS_SELECTOR, "#turns .turn:not(.future)")) == 1
     assert _severe(browser) == []
+
+
+def test_play_babyai_to_success_by_clicking(browser, hub_url):
+    from selenium.webdriver.support.ui import Select
+
+    url, _ = hub_url
+    browser.get(url)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="play"]').click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#play-env option"))
+    Select(browser.find_element(By.ID, "play-env")).select_by_value("babyai")
+    task = browser.find_element(By.ID, "play-task")
+    task.clear()
+    task.send_keys("3")  # GoToObjS6: "go to the green key", the key in view
+    browser.find_element(By.ID, "play-start").click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#play-actions button"))
+    assert "go to the green key" in browser.find_element(By.ID, "play-observation").text
+    buttons = browser.find_elements(By.CSS_SELECTOR, "#play-actions button")
+    [go] = [b for b in buttons if b.text == "go to green key 1"]
+    go.click()
+    _wait(
+        browser, lambda d: d.find_element(By.ID, "play-title").get_attribute("class") == "success"
+    )
+    assert "(success)" in browser.find_element(By.ID, "play-title").text
+    assert browser.find_elements(By.CSS_SELECTOR, "#play-actions button") == []
+    assert "go to green key 1" in browser.find_element(By.ID, "play-history").text
+    assert _severe(browser) == []

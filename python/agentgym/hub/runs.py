@@ -10,6 +10,7 @@ appended since.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -116,6 +117,9 @@ class Run:
     path: Path
     metrics: LineFile
     trajectories: LineFile
+    columns: dict[str, list[float | None]] = field(default_factory=dict)
+    """Numeric metrics by name, one entry per valid metrics line (None where a line lacks the
+    metric or holds something else); ``step`` is one of them."""
     summaries: list[dict[str, Any]] = field(default_factory=list)
     """One row per valid trajectory line: the filterable fields (no tokens)."""
     tokenizer: Any = None
@@ -153,9 +157,24 @@ class Run:
         last = max((_mtime(self.path / name) for name in _ACTIVITY_FILES), default=0.0)
         return "running" if now - last <= RUNNING_WITHIN_S else "stopped"
 
+    def refresh_metrics(self) -> None:
+        """Add the metrics lines appended since the last call to ``columns``."""
+
+        def keep(index: int, record: dict[str, Any]) -> None:
+            for key, value in record.items():
+                column = self.columns.get(key)
+                if column is None:
+                    column = self.columns[key] = [None] * index
+                column.append(_number(value))
+            for column in self.columns.values():
+                if len(column) <= index:
+                    column.append(None)
+
+        self.metrics.refresh(keep)
+
     def overview(self) -> dict[str, Any]:
         """What the runs list shows of this run."""
-        self.metrics.refresh()
+        self.refresh_metrics()
         config = self.config()
         return {
             "id": self.id,
@@ -168,13 +187,22 @@ class Run:
             "updated": max((_mtime(self.path / n) for n in _ACTIVITY_FILES), default=None),
         }
 
-    def metrics_since(self, start: int, limit: int = 20_000) -> dict[str, Any]:
-        """Metric rows ``start`` .. ``start + limit`` (by valid-line index) and where to go on."""
-        self.metrics.refresh()
-        stop = min(len(self.metrics.offsets), start + limit)
-        rows = _read_range(self.metrics.path, self.metrics.offsets, start, stop)
-        return {"rows": rows, "next": stop, "bad_lines": self.metrics.bad,
-                "first_bad_lines": list(self.metrics.bad_lines)}  # fmt: skip
+    def metrics_since(self, start: int, keys: list[str] | None) -> dict[str, Any]:
+        """The metrics ``keys`` (all when None) from valid line ``start`` on, as columns, with
+        every metric name the run has and the index to ask from next time."""
+        self.refresh_metrics()
+        stop = len(self.metrics.offsets)
+        wanted = self.columns if keys is None else {k: self.columns.get(k) for k in keys}
+        missing = [None] * max(0, stop - start)
+        columns = {k: missing if v is None else v[start:stop] for k, v in wanted.items()}
+        return {
+            "keys": sorted(self.columns),
+            "columns": columns,
+            "start": start,
+            "next": stop,
+            "bad_lines": self.metrics.bad,
+            "first_bad_lines": list(self.metrics.bad_lines),
+        }
 
     def refresh_trajectories(self) -> None:
         """Index the trajectory samples appended since the last call."""
@@ -219,17 +247,12 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def _read_range(path: Path, offsets: list[int], start: int, stop: int) -> list[dict[str, Any]]:
-    if start >= stop:
-        return []
-    rows = []
-    with open(path, "rb") as f:
-        f.seek(offsets[start])
-        while len(rows) < stop - start:
-            record = _json_object(f.readline())
-            if record is not None:
-                rows.append(record)
-    return rows
+def _number(value: Any) -> float | None:
+    """A metric value as a finite float, or None (strings, lists, NaN, infinities)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 def eval_group(env: Any, task_id: Any) -> str | None:

@@ -7,10 +7,13 @@ a run, one person's browser is the client, and playing an env by hand will go th
 API (all GET, JSON; ``run`` is an id from ``/api/runs``):
     /api/runs                                   the runs under the roots, with status
     /api/run?run=ID                             config, summary, actors of one run
-    /api/metrics?run=ID&start=N                 metric rows from valid line N on, and ``next``
+    /api/metrics?run=ID&start=N&keys=A,B        metric columns from valid line N on, ``next``
     /api/trajectories?run=ID&offset=&limit=&FILTER=VALUE...
                                                 sampled episodes (no tokens), filterable
     /api/trajectory?run=ID&index=N              one episode split into turns
+    /api/envs                                   native envs one can play by hand
+    POST /api/play {"env", "task_id"}           start a hand-played episode
+    POST /api/play/step {"session", "action"}   one action in it
 With a token, every API call needs ``Authorization: Bearer TOKEN`` (the page passes on the
 ``?token=`` it was opened with).
 """
@@ -29,10 +32,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from agentgym.hub.play import Play, PlayError
 from agentgym.hub.runs import FILTERS, RunIndex, UnknownRun, UnknownTrajectory, matches
 
 STATIC_FILES = ("index.html", "app.js", "style.css")
 MAX_PAGE = 1000
+MAX_BODY = 64 * 1024
 
 
 class BadRequest(ValueError):
@@ -58,21 +63,35 @@ class Hub:
         self.index = RunIndex(roots)
         self.token = token
         self.plotly = plotly_js()
+        self.play = Play()
 
     def api(self, route: str, query: dict[str, str]) -> Any:
         """The JSON answer of one API call (raises BadRequest, UnknownRun...)."""
         if route == "runs":
             return {"runs": [run.overview() for run in self.index.scan()]}
+        if route == "envs":
+            return {"envs": self.play.envs()}
         run = self.index.get(_required(query, "run"))
         if route == "run":
             return {"overview": run.overview(), "config": run.config(), "summary": run.summary(),
                     "actors": _json_file(run.path / "actors.json")}  # fmt: skip
         if route == "metrics":
-            return run.metrics_since(_int(query, "start", 0))
+            keys = query.get("keys")
+            return run.metrics_since(_int(query, "start", 0), keys.split(",") if keys else None)
         if route == "trajectories":
             return self._trajectories(run, query)
         if route == "trajectory":
             return run.trajectory(_int(query, "index", None))
+        raise KeyError(route)
+
+    def post(self, route: str, body: Any) -> Any:
+        """The JSON answer of a POST call (the play routes)."""
+        if not isinstance(body, dict):
+            raise BadRequest("the body must be a JSON object")
+        if route == "play":
+            return self.play.start(body.get("env"), body.get("task_id"))
+        if route == "play/step":
+            return self.play.step(body.get("session"), body.get("action"))
         raise KeyError(route)
 
     def _trajectories(self, run, query: dict[str, str]) -> dict[str, Any]:
@@ -118,7 +137,7 @@ def _json_file(path: Path) -> Any:
 
 
 class Handler(BaseHTTPRequestHandler):
-    """GET only: ``/`` and ``/static/NAME`` pages, ``/api/ROUTE`` JSON."""
+    """GET: ``/`` and ``/static/NAME`` pages, ``/api/ROUTE`` JSON; POST: the play routes."""
 
     hub: Hub
     protocol_version = "HTTP/1.1"
@@ -134,17 +153,38 @@ class Handler(BaseHTTPRequestHandler):
                 self._api(url.path.removeprefix("/api/"), url.query)
             else:
                 self._json(HTTPStatus.NOT_FOUND, {"error": f"no such page: {url.path}"})
-        except BrokenPipeError:
-            pass
+        except ConnectionError:
+            pass  # the browser went away (page closed or request aborted)
 
-    def _api(self, route: str, raw_query: str) -> None:
+    def do_POST(self) -> None:  # noqa: N802 - the http.server naming
+        url = urlsplit(self.path)
+        length = self.headers.get("Content-Length", "")
+        if not length.isdigit() or int(length) > MAX_BODY:
+            self.close_connection = True
+            self._json(HTTPStatus.BAD_REQUEST, {"error": f"need a Content-Length <= {MAX_BODY}"})
+            return
+        raw = self.rfile.read(int(length))
+        if not url.path.startswith("/api/"):
+            self._json(HTTPStatus.NOT_FOUND, {"error": f"no such page: {url.path}"})
+            return
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            self._json(HTTPStatus.BAD_REQUEST, {"error": "the body is not JSON"})
+            return
+        self._api(url.path.removeprefix("/api/"), "", body)
+
+    def _api(self, route: str, raw_query: str, body: Any = None) -> None:
         if not self._authorised():
             self._json(HTTPStatus.UNAUTHORIZED, {"error": "missing or wrong bearer token"})
             return
         query = {k: v[-1] for k, v in parse_qs(raw_query, keep_blank_values=True).items()}
         try:
-            self._json(HTTPStatus.OK, self.hub.api(route, query))
-        except BadRequest as e:
+            if self.command == "POST":
+                self._json(HTTPStatus.OK, self.hub.post(route, body))
+            else:
+                self._json(HTTPStatus.OK, self.hub.api(route, query))
+        except (BadRequest, PlayError) as e:
             self._json(HTTPStatus.BAD_REQUEST, {"error": str(e)})
         except UnknownRun as e:
             self._json(HTTPStatus.NOT_FOUND, {"error": f"unknown run {e.args[0]!r}"})
@@ -211,9 +251,17 @@ def name_is_library(path: Any) -> bool:
     return str(path).endswith("plotly.min.js")
 
 
-def make_server(hub: Hub, host: str = "127.0.0.1", port: int = 8765) -> ThreadingHTTPServer:
+class HubServer(ThreadingHTTPServer):
+    """One thread per connection; a client that hangs up mid-request is not an error."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+def make_server(hub: Hub, host: str = "127.0.0.1", port: int = 8765) -> HubServer:
     """A threading HTTP server for ``hub`` bound to ``host:port`` (0: any free port)."""
     handler = type("BoundHandler", (Handler,), {"hub": hub})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    return server
+    return HubServer((host, port), handler)

@@ -16,13 +16,19 @@ const state = {
 
 const $ = (id) => document.getElementById(id);
 
-async function api(route, params = {}) {
+async function api(route, params = {}, body = undefined) {
   const query = new URLSearchParams(params).toString();
   const headers = TOKEN ? {Authorization: `Bearer ${TOKEN}`} : {};
-  const reply = await fetch(`/api/${route}${query ? "?" + query : ""}`, {headers});
-  const body = await reply.json();
-  if (!reply.ok) throw new Error(body.error || reply.statusText);
-  return body;
+  const init = {headers};
+  if (body !== undefined) {
+    init.method = "POST";
+    init.body = JSON.stringify(body);
+    headers["Content-Type"] = "application/json";
+  }
+  const reply = await fetch(`/api/${route}${query ? "?" + query : ""}`, init);
+  const answer = await reply.json();
+  if (!reply.ok) throw new Error(answer.error || reply.statusText);
+  return answer;
 }
 
 function setStatus(text, isError = false) {
@@ -49,11 +55,12 @@ function show(view) {
   for (const b of document.querySelectorAll("nav button")) {
     b.classList.toggle("active", b.dataset.view === view);
   }
-  for (const name of ["runs", "curves", "trajectories"]) {
+  for (const name of ["runs", "curves", "trajectories", "play"]) {
     $(`view-${name}`).hidden = name !== view;
   }
   if (view === "curves") refreshCurves().catch(fail);
   if (view === "trajectories") openTrajectories().catch(fail);
+  if (view === "play") openPlay().catch(fail);
 }
 
 function fail(err) {
@@ -103,16 +110,20 @@ async function showRun(id) {
 
 // --- curves ---------------------------------------------------------------------------------
 
-async function pullMetrics(id) {
-  const have = state.metrics.get(id) || {rows: [], next: 0, bad: 0};
-  for (;;) {
-    const page = await api("metrics", {run: id, start: have.next});
-    have.rows.push(...page.rows);
-    have.bad = page.bad_lines;
-    const more = page.next > have.next && page.rows.length > 0;
-    have.next = page.next;
-    if (!more || page.rows.length < 20000) break;
+async function pullMetrics(id, wanted) {
+  // Columns of the wanted metrics: all of them from line 0 when one is new to this run,
+  // else only the lines appended since the last poll.
+  const have = state.metrics.get(id) || {columns: {}, keys: [], next: 0, bad: 0};
+  const keys = ["step", ...wanted];
+  const fresh = keys.some((k) => !(k in have.columns));
+  const page = await api("metrics", {run: id, start: fresh ? 0 : have.next, keys: keys.join(",")});
+  for (const k of keys) {
+    const got = page.columns[k] || [];
+    have.columns[k] = fresh ? got : have.columns[k].concat(got);
   }
+  have.keys = page.keys;
+  have.next = page.next;
+  have.bad = page.bad_lines;
   state.metrics.set(id, have);
   return have;
 }
@@ -120,10 +131,7 @@ async function pullMetrics(id) {
 function metricNames() {
   const names = new Set();
   for (const id of state.selected) {
-    const rows = (state.metrics.get(id) || {rows: []}).rows;
-    for (const row of rows.slice(-50)) {
-      for (const [k, v] of Object.entries(row)) if (typeof v === "number" && k !== "step") names.add(k);
-    }
+    for (const k of (state.metrics.get(id) || {keys: []}).keys) if (k !== "step") names.add(k);
   }
   return [...names].sort();
 }
@@ -144,14 +152,15 @@ async function refreshCurves() {
     $("metric-note").textContent = "tick a run on the Runs page";
     return;
   }
-  await Promise.all(ids.map(pullMetrics));
+  const wanted = () => [...(state.shownMetrics || new Set(DEFAULT_METRICS))];
+  await Promise.all(ids.map((id) => pullMetrics(id, wanted())));
   const shown = fillMetricSelect(metricNames());
   const bad = ids.map((id) => state.metrics.get(id).bad).reduce((a, b) => a + b, 0);
   $("metric-note").textContent = bad ? `${bad} malformed metrics line(s) skipped` : "";
   const plots = $("plots");
-  const wanted = [...shown];
+  const drawn = [...shown];
   for (const div of [...plots.children]) if (!shown.has(div.dataset.metric)) div.remove();
-  for (const metric of wanted) {
+  for (const metric of drawn) {
     let div = [...plots.children].find((d) => d.dataset.metric === metric);
     if (!div) {
       div = document.createElement("div");
@@ -160,15 +169,17 @@ async function refreshCurves() {
       plots.appendChild(div);
     }
     const traces = ids.map((id) => {
-      const rows = state.metrics.get(id).rows.filter((r) => typeof r[metric] === "number");
-      return {x: rows.map((r) => r.step), y: rows.map((r) => r[metric]), name: id,
-        mode: "lines", type: "scatter"};
+      const cols = state.metrics.get(id).columns;
+      const y = cols[metric] || [];
+      // WebGL past a few thousand points keeps long runs responsive
+      return {x: cols.step, y, name: id, mode: "lines",
+        type: y.length > 5000 ? "scattergl" : "scatter"};
     });
     Plotly.react(div, traces, {title: {text: metric}, margin: {t: 40, r: 10, b: 40, l: 50},
       xaxis: {title: {text: "step"}}, showlegend: ids.length > 1,
       legend: {orientation: "h"}}, {responsive: true, displaylogo: false});
   }
-  setStatus(`curves of ${ids.length} run(s), ${wanted.length} metric(s)`);
+  setStatus(`curves of ${ids.length} run(s), ${drawn.length} metric(s)`);
 }
 
 // --- trajectories ---------------------------------------------------------------------------
@@ -295,6 +306,62 @@ function stepTo(reply) {
   $("turn-pos").textContent = `turn ${n} of ${replies}`;
 }
 
+// --- play -----------------------------------------------------------------------------------
+
+const play = {envs: [], session: null};
+
+async function openPlay() {
+  if (play.envs.length) return;
+  play.envs = (await api("envs")).envs;
+  $("play-env").replaceChildren(...play.envs.map((e) => new Option(e.name, e.name)));
+  showTaskRange();
+}
+
+function showTaskRange() {
+  const env = play.envs.find((e) => e.name === $("play-env").value);
+  $("play-range").textContent = env ? `0 .. ${env.num_tasks - 1}` : "";
+}
+
+function showPlay(view, sent) {
+  $("play-area").hidden = false;
+  const outcome = view.ended ? (view.success ? "success" : "failed") : "";
+  const title = $("play-title");
+  title.textContent = `${view.env} task ${view.task_id}: step ${view.steps}, ` +
+    `reward ${fmt(view.total_reward)}${outcome ? ` (${outcome})` : ""}`;
+  title.className = outcome;
+  $("play-observation").textContent = view.observation;
+  $("play-info").textContent = JSON.stringify(view.info, null, 1);
+  const buttons = view.ended ? [] : view.actions.map((a) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = a;
+    b.addEventListener("click", () => act(a).catch(fail));
+    return b;
+  });
+  $("play-actions").replaceChildren(...buttons);
+  $("play-input").disabled = view.ended;
+  if (sent !== undefined) {
+    const li = document.createElement("li");
+    li.textContent = `${sent} -> reward ${fmt(view.reward)}` +
+      (view.done ? ", done" : view.truncated ? ", truncated" : "");
+    $("play-history").appendChild(li);
+  }
+}
+
+async function startPlay() {
+  const task = Number($("play-task").value);
+  const view = await api("play", {}, {env: $("play-env").value, task_id: task});
+  play.session = view.session;
+  $("play-history").replaceChildren();
+  showPlay(view);
+  setStatus(`playing ${view.env} task ${view.task_id}`);
+}
+
+async function act(action) {
+  const view = await api("play/step", {}, {session: play.session, action});
+  showPlay(view, view.sent);
+}
+
 // --- wiring ---------------------------------------------------------------------------------
 
 function wire() {
@@ -321,6 +388,14 @@ function wire() {
   $("traj-next").addEventListener("click", () => {
     if (state.traj.offset + PAGE < state.traj.matched) state.traj.offset += PAGE;
     loadTrajectories().catch(fail);
+  });
+  $("play-env").addEventListener("change", showTaskRange);
+  $("play-start").addEventListener("click", () => startPlay().catch(fail));
+  $("play-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = $("play-input").value;
+    $("play-input").value = "";
+    if (text.trim()) act(text).catch(fail);
   });
   $("turn-first").addEventListener("click", () => stepTo(0));
   $("turn-prev").addEventListener("click", () => stepTo(state.traj.turn - 1));
