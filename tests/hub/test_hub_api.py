@@ -305,3 +305,26 @@ def test_play_garbage_action_and_bodies(hub):
     big = requests.post(f"{url}/api/play", headers={"Content-Length": str(10**7)}, timeout=10)
     assert big.status_code == 400
     assert post(url, "nothing", {}).status_code == 404
+
+
+def _write_eval(run_dir, name, step, avg):
+    row = {"tasks": 2, "episodes": 8, "avg@4": avg, "pass@4": 1.0, "score": avg}
+    rows = {"babyai": row, "level 0": row}
+    (run_dir / "eval").mkdir(exist_ok=True)
+    result = {"env": "babyai", "k": 4, "rows": rows, "episodes": [], "step": step}
+    (run_dir / "eval" / f"{name}.json").write_text(json.dumps(result))
+
+
+def test_evals_in_step_order_and_bad_files_named(hub):
+    url, root = hub
+    assert get(url, "evals", run="done").json() == {"evals": []}
+    _write_eval(root / "done", "step_10", 10, 0.75)
+    _write_eval(root / "done", "model", None, 0.25)
+    _write_eval(root / "done", "step_2", 2, 0.5)
+    (root / "done" / "eval" / "broken.json").write_text("{")
+    (root / "done" / "eval" / "norows.json").write_text('{"k": 4}')
+    evals = get(url, "evals", run="done").json()["evals"]
+    good = [e for e in evals if "error" not in e]
+    assert [e["name"] for e in good] == ["step_2", "step_10", "model"]
+    assert good[1]["rows"]["level 0"]["avg@4"] == 0.75 and "episodes" not in good[1]
+    assert {e["name"] for e in evals if "error" in e} == {"broken", "norows"}

@@ -133,3 +133,23 @@ def test_play_babyai_to_success_by_clicking(browser, hub_url):
     assert browser.find_elements(By.CSS_SELECTOR, "#play-actions button") == []
     assert "go to green key 1" in browser.find_element(By.ID, "play-history").text
     assert _severe(browser) == []
+
+
+def test_eval_table_compares_two_results(browser, hub_url):
+    from selenium.webdriver.support.ui import Select
+
+    url, run_dir = hub_url
+    (run_dir / "eval").mkdir()
+    for name, step, avg in (("model", None, 0.25), ("step_5", 5, 0.75)):
+        rows = {"babyai": {"avg@4": avg, "pass@4": 1.0}, "level 0": {"avg@4": avg, "pass@4": 1.0}}
+        result = {"env": "babyai", "k": 4, "rows": rows, "step": step}
+        (run_dir / "eval" / f"{name}.json").write_text(json.dumps(result))
+    browser.get(url)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr"))
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="eval"]').click()
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#eval-table tbody tr")) == 2)
+    Select(browser.find_element(By.ID, "eval-a")).select_by_value("model")
+    Select(browser.find_element(By.ID, "eval-b")).select_by_value("step_5")
+    rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#eval-table tbody tr")]
+    assert rows[1] == "level 0 0.750 0.250 +0.500"
+    assert _severe(browser) == []

@@ -204,6 +204,23 @@ class Run:
             "first_bad_lines": list(self.metrics.bad_lines),
         }
 
+    def evals(self) -> list[dict[str, Any]]:
+        """The run's ``agentgym eval`` results (``eval/*.json``), ordered by step, without
+        their per-episode lists; unreadable files are listed with an error."""
+        out = []
+        for path in sorted((self.path / "eval").glob("*.json")):
+            try:
+                result = json.loads(path.read_text())
+                rows = result["rows"]
+                if not isinstance(rows, dict):
+                    raise TypeError("rows is not an object")
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                out.append({"name": path.stem, "error": f"{type(e).__name__}: {e}"})
+                continue
+            out.append({"name": path.stem, "step": result.get("step"), "env": result.get("env"),
+                        "k": result.get("k"), "rows": rows})  # fmt: skip
+        return sorted(out, key=lambda e: (e.get("step") is None, e.get("step") or 0, e["name"]))
+
     def refresh_trajectories(self) -> None:
         """Index the trajectory samples appended since the last call."""
 

@@ -11,6 +11,7 @@ API (all GET, JSON; ``run`` is an id from ``/api/runs``):
     /api/trajectories?run=ID&offset=&limit=&FILTER=VALUE...
                                                 sampled episodes (no tokens), filterable
     /api/trajectory?run=ID&index=N              one episode split into turns
+    /api/evals?run=ID                           the run's ``agentgym eval`` results per level
     /api/envs                                   native envs one can play by hand
     POST /api/play {"env", "task_id"}           start a hand-played episode
     POST /api/play/step {"session", "action"}   one action in it
@@ -82,6 +83,8 @@ class Hub:
             return self._trajectories(run, query)
         if route == "trajectory":
             return run.trajectory(_int(query, "index", None))
+        if route == "evals":
+            return {"evals": run.evals()}
         raise KeyError(route)
 
     def post(self, route: str, body: Any) -> Any:

@@ -55,12 +55,13 @@ function show(view) {
   for (const b of document.querySelectorAll("nav button")) {
     b.classList.toggle("active", b.dataset.view === view);
   }
-  for (const name of ["runs", "curves", "trajectories", "play"]) {
+  for (const name of ["runs", "curves", "trajectories", "eval", "play"]) {
     $(`view-${name}`).hidden = name !== view;
   }
   if (view === "curves") refreshCurves().catch(fail);
   if (view === "trajectories") openTrajectories().catch(fail);
   if (view === "play") openPlay().catch(fail);
+  if (view === "eval") openEval().catch(fail);
 }
 
 function fail(err) {
@@ -306,6 +307,77 @@ function stepTo(reply) {
   $("turn-pos").textContent = `turn ${n} of ${replies}`;
 }
 
+// --- eval ---------------------------------------------------------------------------------
+
+const evals = {run: null, list: []};
+
+function fillRunSelect(select) {
+  const ids = state.runs.map((r) => r.id);
+  if ([...select.options].map((o) => o.value).join() !== ids.join()) {
+    select.replaceChildren(...ids.map((id) => new Option(id, id)));
+    const pick = [...state.selected].pop() || ids[ids.length - 1];
+    if (pick) select.value = pick;
+  }
+}
+
+async function openEval() {
+  fillRunSelect($("eval-run"));
+  if (!$("eval-run").value) return;
+  evals.run = $("eval-run").value;
+  evals.list = (await api("evals", {run: evals.run})).evals.filter((e) => !e.error);
+  const names = evals.list.map((e) => e.name);
+  const measures = new Set();
+  for (const e of evals.list) {
+    for (const row of Object.values(e.rows)) Object.keys(row).forEach((m) => measures.add(m));
+  }
+  const keepMeasure = $("eval-measure").value;
+  $("eval-measure").replaceChildren(...[...measures].map((m) => new Option(m, m)));
+  const avg = [...measures].find((m) => m.startsWith("avg@"));
+  $("eval-measure").value = measures.has(keepMeasure) ? keepMeasure : (avg || [...measures][0]);
+  for (const [id, fallback] of [["eval-a", names[0]], ["eval-b", names[names.length - 1]]]) {
+    const keep = $(id).value;
+    $(id).replaceChildren(...names.map((n) => new Option(n, n)));
+    $(id).value = names.includes(keep) ? keep : fallback;
+  }
+  renderEval();
+}
+
+function renderEval() {
+  const measure = $("eval-measure").value;
+  const head = $("eval-table").querySelector("thead");
+  const body = $("eval-table").querySelector("tbody");
+  body.replaceChildren();
+  if (!evals.list.length) {
+    head.replaceChildren();
+    $("eval-note").textContent = "no eval results in this run (agentgym eval writes RUN_DIR/eval/)";
+    return;
+  }
+  const a = evals.list.find((e) => e.name === $("eval-a").value);
+  const b = evals.list.find((e) => e.name === $("eval-b").value);
+  const tr = document.createElement("tr");
+  for (const name of ["", ...evals.list.map((e) => e.step !== null && e.step !== undefined
+    ? `${e.name} (step ${e.step})` : e.name), `${b.name} - ${a.name}`]) {
+    const th = document.createElement("th");
+    th.textContent = name;
+    tr.appendChild(th);
+  }
+  head.replaceChildren(tr);
+  const levels = [];
+  for (const e of evals.list) for (const l of Object.keys(e.rows)) if (!levels.includes(l)) levels.push(l);
+  for (const level of levels) {
+    const row = document.createElement("tr");
+    cell(row, level);
+    for (const e of evals.list) cell(row, e.rows[level] ? fmt(e.rows[level][measure]) : "");
+    const va = a.rows[level]?.[measure], vb = b.rows[level]?.[measure];
+    const diff = typeof va === "number" && typeof vb === "number" ? vb - va : null;
+    const td = cell(row, diff === null ? "" : (diff > 0 ? "+" : "") + diff.toFixed(3));
+    if (diff) td.className = diff > 0 ? "better" : "worse";
+    body.appendChild(row);
+  }
+  $("eval-note").textContent = `${measure} per level; last column: the second chosen result ` +
+    "minus the first";
+}
+
 // --- play -----------------------------------------------------------------------------------
 
 const play = {envs: [], session: null};
@@ -389,6 +461,10 @@ function wire() {
     if (state.traj.offset + PAGE < state.traj.matched) state.traj.offset += PAGE;
     loadTrajectories().catch(fail);
   });
+  $("eval-run").addEventListener("change", () => openEval().catch(fail));
+  for (const id of ["eval-measure", "eval-a", "eval-b"]) {
+    $(id).addEventListener("change", renderEval);
+  }
   $("play-env").addEventListener("change", showTaskRange);
   $("play-start").addEventListener("click", () => startPlay().catch(fail));
   $("play-form").addEventListener("submit", (e) => {
