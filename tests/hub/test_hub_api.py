@@ -328,3 +328,21 @@ def test_evals_in_step_order_and_bad_files_named(hub):
     assert [e["name"] for e in good] == ["step_2", "step_10", "model"]
     assert good[1]["rows"]["level 0"]["avg@4"] == 0.75 and "episodes" not in good[1]
     assert {e["name"] for e in evals if "error" in e} == {"broken", "norows"}
+
+
+def test_play_textcraft_draws_the_goal_tree_with_the_inventory(hub):
+    url, _ = hub
+    view = post(url, "play", {"env": "textcraft", "task_id": 3}).json()
+    tree = view["picture"]["tree"]
+    assert view["picture"]["kind"] == "textcraft-tree"
+    assert tree["item"] == "birch planks" and tree["have"] == 0
+    [recipe] = tree["recipes"]
+    assert recipe["count"] == 4
+    assert [(i["need"], i["item"], i["recipes"]) for i in recipe["ingredients"]] == [
+        (1, "birch logs", [])
+    ]
+    view = post(url, "play/step", {"session": view["session"], "action": "get 1 birch logs"})
+    ingredient = view.json()["picture"]["tree"]["recipes"][0]["ingredients"][0]
+    assert ingredient["have"] == 1
+    babyai = post(url, "play", {"env": "babyai", "task_id": 0}).json()
+    assert babyai["picture"] is None

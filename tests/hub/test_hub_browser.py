@@ -132,6 +132,16 @@ def test_play_babyai_to_success_by_clicking(browser, hub_url):
     assert "(success)" in browser.find_element(By.ID, "play-title").text
     assert browser.find_elements(By.CSS_SELECTOR, "#play-actions button") == []
     assert "go to green key 1" in browser.find_element(By.ID, "play-history").text
+
+    Select(browser.find_element(By.ID, "play-env")).select_by_value("textcraft")
+    task.clear()
+    task.send_keys("3")
+    browser.find_element(By.ID, "play-start").click()
+    _wait(browser, lambda d: "birch planks (have 0)" in d.find_element(By.ID, "play-picture").text)
+    browser.find_element(By.ID, "play-input").send_keys("get 1 birch logs\n")
+    _wait(
+        browser, lambda d: "1 x birch logs (have 1)" in d.find_element(By.ID, "play-picture").text
+    )
     assert _severe(browser) == []
 
 

@@ -27,6 +27,7 @@ class _Session:
     env: str
     pool_id: int
     task_id: int
+    first_observation: str = ""
     steps: int = 0
     reward: float = 0.0
     done: bool = False
@@ -72,7 +73,7 @@ class Play:
             [pool_id] = pool.create(1)
             [observation] = pool.reset([pool_id], [task_id])
             number = next(self._numbers)
-            self._sessions[number] = _Session(env, pool_id, task_id)
+            self._sessions[number] = _Session(env, pool_id, task_id, observation)
             return {"session": number, **self._view(number, observation)}
 
     def step(self, number: Any, action: Any) -> dict[str, Any]:
@@ -113,7 +114,8 @@ class Play:
         return {"env": session.env, "task_id": session.task_id, "observation": observation,
                 "actions": actions or [], "info": info, "steps": session.steps,
                 "total_reward": session.reward, "ended": session.ended,
-                "success": session.ended and outcome.success}  # fmt: skip
+                "success": session.ended and outcome.success,
+                "picture": picture(session.env, session.first_observation, info)}  # fmt: skip
 
     def _session(self, number: Any) -> _Session:
         session = self._sessions.get(number) if isinstance(number, int) else None
@@ -127,3 +129,50 @@ class Play:
 
             self._pools[env] = EnvPool(env, seed=self.seed, threads=1)
         return self._pools[env]
+
+
+def picture(env: str, first_observation: str, info: dict[str, Any]) -> dict[str, Any] | None:
+    """What the page draws beside the text, where the env has something to draw: TextCraft's
+    goal as a tree of the listed crafting commands, with the inventory's counts."""
+    if env != "textcraft":
+        return None
+    from agentgym.envs.planners import parse_textcraft
+
+    try:
+        recipes, goal = parse_textcraft(first_observation)
+    except ValueError:
+        return None
+    have = {}
+    for entry in info.get("inventory") or []:
+        if isinstance(entry, dict):
+            have[str(entry.get("item", ""))] = entry.get("count")
+        elif isinstance(entry, list | tuple) and len(entry) == 2:
+            have[str(entry[0])] = entry[1]
+    return {"kind": "textcraft-tree", "tree": _tree(goal, recipes, have, set())}
+
+
+def _tree(item: str, recipes: list, have: dict[str, Any], seen: set[str]) -> dict[str, Any]:
+    """``item`` with the listed commands that craft it and, under each, its ingredients."""
+    makes = [r for r in recipes if _same_item(r.item, item)] if item not in seen else []
+    return {
+        "item": item,
+        "have": have.get(item, have.get(_singular(item), 0)),
+        "recipes": [
+            {
+                "count": r.count,
+                "ingredients": [
+                    {"need": n, **_tree(name, recipes, have, seen | {item})}
+                    for n, name in r.ingredients
+                ],
+            }  # fmt: skip
+            for r in makes
+        ],
+    }
+
+
+def _singular(name: str) -> str:
+    return name[:-1] if name.endswith("s") else name
+
+
+def _same_item(a: str, b: str) -> bool:
+    return a == b or _singular(a) == _singular(b)

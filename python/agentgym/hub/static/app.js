@@ -403,6 +403,7 @@ function showPlay(view, sent) {
   title.className = outcome;
   $("play-observation").textContent = view.observation;
   $("play-info").textContent = JSON.stringify(view.info, null, 1);
+  drawPicture(view.picture);
   const buttons = view.ended ? [] : view.actions.map((a) => {
     const b = document.createElement("button");
     b.type = "button";
@@ -418,6 +419,41 @@ function showPlay(view, sent) {
       (view.done ? ", done" : view.truncated ? ", truncated" : "");
     $("play-history").appendChild(li);
   }
+}
+
+function drawPicture(picture) {
+  const box = $("play-picture");
+  box.replaceChildren();
+  box.hidden = !picture;
+  if (!picture || picture.kind !== "textcraft-tree") return;
+  const title = document.createElement("h3");
+  title.textContent = "goal tree (from the listed crafting commands)";
+  const list = document.createElement("ul");
+  list.className = "tree";
+  list.appendChild(treeNode(picture.tree, null));
+  box.append(title, list);
+}
+
+function treeNode(node, need) {
+  const li = document.createElement("li");
+  const label = document.createElement("span");
+  const enough = need !== null && node.have >= need;
+  label.className = enough ? "have" : "";
+  label.textContent = `${need !== null ? need + " x " : ""}${node.item} (have ${node.have})` +
+    (node.recipes.length ? "" : ": get it");
+  li.appendChild(label);
+  for (const recipe of node.recipes) {
+    const ul = document.createElement("ul");
+    const head = document.createElement("li");
+    head.className = "recipe";
+    head.textContent = `craft ${recipe.count} from:`;
+    const parts = document.createElement("ul");
+    for (const ing of recipe.ingredients) parts.appendChild(treeNode(ing, ing.need));
+    head.appendChild(parts);
+    ul.appendChild(head);
+    li.appendChild(ul);
+  }
+  return li;
 }
 
 async function startPlay() {
