@@ -183,18 +183,24 @@ async function refreshCurves() {
   setStatus(`curves of ${ids.length} run(s), ${drawn.length} metric(s)`);
 }
 
-// --- trajectories ---------------------------------------------------------------------------
+// --- run pickers ---------------------------------------------------------------------------
 
-const FILTER_IDS = ["env", "group", "task_id", "success", "horizon_cap", "version"];
-
-async function openTrajectories() {
-  const select = $("traj-run");
+function fillRunSelect(select) {
   const ids = state.runs.map((r) => r.id);
   if ([...select.options].map((o) => o.value).join() !== ids.join()) {
     select.replaceChildren(...ids.map((id) => new Option(id, id)));
     const pick = [...state.selected].pop() || ids[ids.length - 1];
     if (pick) select.value = pick;
   }
+}
+
+// --- trajectories ---------------------------------------------------------------------------
+
+const FILTER_IDS = ["env", "group", "task_id", "success", "horizon_cap", "version"];
+
+async function openTrajectories() {
+  const select = $("traj-run");
+  fillRunSelect(select);
   if (select.value && select.value !== state.traj.run) {
     state.traj.run = select.value;
     state.traj.offset = 0;
@@ -310,15 +316,6 @@ function stepTo(reply) {
 // --- eval ---------------------------------------------------------------------------------
 
 const evals = {run: null, list: []};
-
-function fillRunSelect(select) {
-  const ids = state.runs.map((r) => r.id);
-  if ([...select.options].map((o) => o.value).join() !== ids.join()) {
-    select.replaceChildren(...ids.map((id) => new Option(id, id)));
-    const pick = [...state.selected].pop() || ids[ids.length - 1];
-    if (pick) select.value = pick;
-  }
-}
 
 async function openEval() {
   fillRunSelect($("eval-run"));
