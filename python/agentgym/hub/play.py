@@ -110,12 +110,14 @@ class Play:
         pool = self._pools[session.env]
         [info] = pool.info([session.pool_id])
         [actions] = pool.available_actions([session.pool_id])
+        pic = picture(session.env, session.first_observation, info)
+        info.pop("grid", None)  # drawn as the picture
         outcome = family(session.env).outcome(session.reward, session.done, session.truncated)
         return {"env": session.env, "task_id": session.task_id, "observation": observation,
                 "actions": actions or [], "info": info, "steps": session.steps,
                 "total_reward": session.reward, "ended": session.ended,
                 "success": session.ended and outcome.success,
-                "picture": picture(session.env, session.first_observation, info)}  # fmt: skip
+                "picture": pic}  # fmt: skip
 
     def _session(self, number: Any) -> _Session:
         session = self._sessions.get(number) if isinstance(number, int) else None
@@ -132,8 +134,12 @@ class Play:
 
 
 def picture(env: str, first_observation: str, info: dict[str, Any]) -> dict[str, Any] | None:
-    """What the page draws beside the text, where the env has something to draw: TextCraft's
-    goal as a tree of the listed crafting commands, with the inventory's counts."""
+    """What the page draws beside the text, where the env has something to draw: BabyAI's grid
+    with the agent, TextCraft's goal as a tree of the listed crafting commands with the
+    inventory's counts."""
+    if env == "babyai" and isinstance(info.get("grid"), list):
+        return {"kind": "babyai-grid", "rows": info["grid"], "agent": info.get("agent_pos"),
+                "dir": info.get("agent_dir"), "carrying": info.get("carrying")}  # fmt: skip
     if env != "textcraft":
         return None
     from agentgym.envs.planners import parse_textcraft

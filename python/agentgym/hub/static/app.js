@@ -422,6 +422,7 @@ function drawPicture(picture) {
   const box = $("play-picture");
   box.replaceChildren();
   box.hidden = !picture;
+  if (picture && picture.kind === "babyai-grid") box.appendChild(gridPicture(picture));
   if (!picture || picture.kind !== "textcraft-tree") return;
   const title = document.createElement("h3");
   title.textContent = "goal tree (from the listed crafting commands)";
@@ -429,6 +430,58 @@ function drawPicture(picture) {
   list.className = "tree";
   list.appendChild(treeNode(picture.tree, null));
   box.append(title, list);
+}
+
+const COLOURS = {R: "#d62728", G: "#2ca02c", B: "#1f77b4", P: "#9467bd", Y: "#e5c100",
+  E: "#7f7f7f"};
+const SYMBOLS = {K: "\u26B7", A: "\u25CF", B: "\u25A1", G: "", V: "~", D: "", d: "", L: "\u26BF"};
+const ARROWS = ["\u25B6", "\u25BC", "\u25C0", "\u25B2"];  // east, south, west, north
+
+function inView(x, y, [ax, ay], dir) {
+  // minigrid's 7x7 view: 6 cells ahead, 3 to each side (occlusion by walls not drawn)
+  const ahead = [x - ax, y - ay, ax - x, ay - y][dir];
+  const side = dir % 2 === 0 ? y - ay : x - ax;
+  return ahead >= 0 && ahead <= 6 && Math.abs(side) <= 3;
+}
+
+function gridPicture(pic) {
+  const wrap = document.createElement("div");
+  const title = document.createElement("h3");
+  title.textContent = "map (shaded: the agent's 7x7 view)";
+  const grid = document.createElement("div");
+  grid.className = "bgrid";
+  const width = pic.rows.length ? pic.rows[0].length / 2 : 0;
+  grid.style.gridTemplateColumns = `repeat(${width}, 22px)`;
+  pic.rows.forEach((row, y) => {
+    for (let x = 0; x < width; x++) {
+      const kind = row[2 * x], colour = COLOURS[row[2 * x + 1]] || "#000";
+      const cellDiv = document.createElement("div");
+      cellDiv.className = "bcell";
+      cellDiv.dataset.x = String(x);
+      cellDiv.dataset.y = String(y);
+      if (pic.agent && inView(x, y, pic.agent, pic.dir)) cellDiv.classList.add("view");
+      if (kind === "W") cellDiv.style.background = "#555";
+      else if (kind === "G") cellDiv.style.background = colour;
+      else if ("DdL".includes(kind)) {
+        cellDiv.style.border = `3px ${kind === "d" ? "dashed" : "solid"} ${colour}`;
+        cellDiv.textContent = SYMBOLS[kind];
+      } else if (kind !== " ") {
+        cellDiv.style.color = colour;
+        cellDiv.textContent = SYMBOLS[kind] ?? kind;
+      }
+      if (pic.agent && pic.agent[0] === x && pic.agent[1] === y) {
+        cellDiv.textContent = ARROWS[pic.dir] ?? "?";
+        cellDiv.classList.add("agent");
+      }
+      grid.appendChild(cellDiv);
+    }
+  });
+  const held = document.createElement("p");
+  held.className = "hint";
+  held.textContent = pic.carrying ? `carrying a ${pic.carrying.color} ${pic.carrying.type}`
+    : "carrying nothing";
+  wrap.append(title, grid, held);
+  return wrap;
 }
 
 function treeNode(node, need) {

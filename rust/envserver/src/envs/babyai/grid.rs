@@ -172,6 +172,34 @@ impl Obj {
     }
 }
 
+fn cell_letter(obj: &Obj) -> char {
+    match obj.kind {
+        ObjKind::Wall => 'W',
+        ObjKind::Floor => '.',
+        ObjKind::Door => match obj.door_state() {
+            DoorState::Open => 'd',
+            DoorState::Closed => 'D',
+            DoorState::Locked => 'L',
+        },
+        ObjKind::Key => 'K',
+        ObjKind::Ball => 'A',
+        ObjKind::Box => 'B',
+        ObjKind::Goal => 'G',
+        ObjKind::Lava => 'V',
+    }
+}
+
+fn color_letter(color: Color) -> char {
+    match color {
+        Color::Red => 'R',
+        Color::Green => 'G',
+        Color::Blue => 'B',
+        Color::Purple => 'P',
+        Color::Yellow => 'Y',
+        Color::Grey => 'E',
+    }
+}
+
 /// A rectangle of cells, each empty or holding one object. Grids are equal when their
 /// cells are (the id counter is bookkeeping).
 #[derive(Debug, Clone)]
@@ -552,9 +580,33 @@ impl World {
         Value::Array(doors)
     }
 
-    /// The state parity tests compare with minigrid after every step.
+    /// The grid as text, one string per row, two characters per cell: a kind letter and a
+    /// colour letter (`W` wall, `D` closed door, `d` open door, `L` locked door, `K` key, `A`
+    /// ball, `B` box, `G` goal, `V` lava; colours `R G B P Y E`, E for grey), two spaces for an
+    /// empty cell. The agent is not drawn (`agent_pos`, `agent_dir`). The hub draws the map
+    /// from it.
+    pub fn grid_rows(&self) -> Vec<String> {
+        (0..self.grid.height)
+            .map(|y| {
+                let mut row = String::with_capacity(2 * self.grid.width as usize);
+                for x in 0..self.grid.width {
+                    match self.grid.get(x, y) {
+                        None => row.push_str("  "),
+                        Some(obj) => {
+                            row.push(cell_letter(obj));
+                            row.push(color_letter(obj.color));
+                        }
+                    }
+                }
+                row
+            })
+            .collect()
+    }
+
+    /// The state parity tests compare with minigrid after every step, and the grid's picture.
     pub fn state_json(&self) -> Value {
         json!({
+            "grid": self.grid_rows(),
             "level": self.level,
             "mission": self.mission,
             "agent_pos": [self.agent_pos.0, self.agent_pos.1],
@@ -698,5 +750,6 @@ mod tests {
         assert_eq!(s["agent_pos"], json!([2, 2]));
         assert_eq!(s["carrying"], Value::Null);
         assert_eq!(s["doors"], json!([{"pos": [4, 2], "color": "red", "state": "closed"}]));
+        assert_eq!(s["grid"], json!(["WEWEWEWEWE", "WE      WE", "WE      DR", "WE      WE", "WEWEWEWEWE"]));
     }
 }
