@@ -5,7 +5,10 @@ level (BabyAI: ``task_id % 40``; TextCraft: goal depth), Avg@k (mean success ove
 Pass@k (share of tasks solved at least once), the mean score (episode reward) and the share of
 invalid replies (no usable ``Action:`` line; the env was not called for them). PATH is a
 learner checkpoint (``.../checkpoints/step_N`` or the ``checkpoints`` folder for the newest) or a
-model directory (``RUN_DIR/model``: the untrained policy).
+model directory (``RUN_DIR/model``: the untrained policy). It says which step it evaluated and
+writes the result into the config's run dir: ``eval/step_N.json`` for the run's checkpoints,
+``eval/sft_step_N.json`` for ``RUN_DIR/sft/checkpoints``, ``eval/model.json`` for the untrained
+model (``agentgym.cli.rundir.eval_out``), and to ``--out`` as well when given.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from agentgym.actor.policy import resolve_checkpoint
 from agentgym.cli.common import set_torch_threads
+from agentgym.cli.rundir import eval_out, step_of
 from agentgym.config import RunConfig, load_config
 from agentgym.envs.families import family
 from agentgym.horizon import HorizonConfig
@@ -39,24 +44,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="learner checkpoint dir, a checkpoints folder, or a model dir",
     )
-    parser.add_argument("--out", default=None, help="JSON output (default: next to PATH)")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="also write the JSON result here (it goes to RUN_DIR/eval/ anyway)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks")
 
 
 def run(args: argparse.Namespace) -> int:
     """``agentgym eval``: prints the table, writes the JSON; returns the exit code."""
     config = load_config(args.config, args.overrides)
-    result = evaluate(config, args.checkpoint, limit=args.limit)
-    out = Path(args.out) if args.out else _default_out(Path(args.checkpoint))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
+    ckpt = resolve_checkpoint(args.checkpoint)
+    step = step_of(ckpt)
+    what = f"step {step} ({ckpt})" if step is not None else f"the model directory {ckpt}"
+    print(f"agentgym eval: evaluating {what}", flush=True)
+    result = evaluate(config, ckpt, limit=args.limit)
+    result["step"] = step
+    outs = [eval_out(Path(config.run_dir), ckpt, step)]
+    if args.out:
+        outs.append(Path(args.out))
+    for out in outs:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1))
     print(format_table(result))
-    print(f"written to {out}")
+    print(f"evaluated {what}; written to {' and '.join(map(str, outs))}")
     return 0
-
-
-def _default_out(checkpoint: Path) -> Path:
-    return checkpoint / "eval.json" if checkpoint.is_dir() else Path("eval.json")
 
 
 def final_cap(h: HorizonConfig) -> int | None:
