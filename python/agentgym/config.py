@@ -205,10 +205,18 @@ class EvalConfig:
     """Tasks evaluated at once."""
     seed: int = 0
     """Seed of the sampling: the same seed, checkpoint and tasks give the same episodes."""
+    every: int = 0
+    """During training, the learner evaluates its current weights every this many updates
+    (pausing training meanwhile) and records the results in ``metrics.jsonl`` as ``eval/*``
+    (``eval/avg@k``, ``eval/pass@k``, ...); 0: off. Needs ``learner.ranks: 1``."""
+    every_tasks: int | None = 20
+    """Tasks of each periodic evaluation: the first this many of ``tasks.eval`` (None: all)."""
 
     def __post_init__(self) -> None:
         check(
             self,
+            ("every", self.every >= 0, "must be >= 0 (0: off)"),
+            ("every_tasks", none_or(self.every_tasks, lambda v: v >= 1), "must be >= 1 (or null)"),
             ("samples", self.samples >= 1, "must be >= 1"),
             ("horizon_cap", none_or(self.horizon_cap, lambda v: v >= 1), "must be >= 1 (or null)"),
             ("temperature", none_or(self.temperature, lambda v: v > 0), "must be > 0 (or null)"),
@@ -337,6 +345,8 @@ class RunConfig:
             ("actor.num_actors", self.actor.num_actors <= self.learner.groups_per_step,
              f"may not exceed learner.groups_per_step ({self.learner.groups_per_step})"),
             ("torch_threads", self.torch_threads >= 1, "must be >= 1"),
+            ("eval.every", self.eval.every == 0 or self.learner.ranks == 1,
+             "must be 0 with learner.ranks > 1 (periodic eval runs in one learner process)"),
         )  # fmt: skip
 
 

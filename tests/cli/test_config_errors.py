@@ -110,3 +110,12 @@ def test_model_path_takes_local_directories_and_hub_ids(tmp_path):
     for bad in ("./missing", str(tmp_path), "/abs/missing", "a/b/c"):
         with pytest.raises(ConfigError, match=r"^model\.path: no model directory there"):
             load_config(THOUGHT_ACTION, [f"model.path={bad}"])
+
+
+def test_periodic_eval_needs_one_learner_process():
+    with pytest.raises(ConfigError) as raised:
+        load_config(QUICKSTART, ["eval.every=5", "learner.ranks=2"])
+    assert raised.value.problems == [
+        "eval.every: must be 0 with learner.ranks > 1 (periodic eval runs in one learner "
+        "process), got 5 (--set eval.every=5)"
+    ]

@@ -200,8 +200,16 @@ def test_ctrl_c_prints_progress_the_checkpoint_and_the_resume_command(tmp_path, 
 @pytest.mark.slow
 def test_overwrite_starts_a_clean_run_and_eval_writes_into_the_run_dir(tmp_path):
     run_dir = tmp_path / "run"
-    first = agentgym("train", str(QUICKSTART), *sets(TINY + [f"run_dir={run_dir}"]))
+    keep_one = [f"run_dir={run_dir}", "learner.keep_checkpoints=1", "eval.every=2",
+                "eval.every_tasks=1"]  # fmt: skip
+    first = agentgym("train", str(QUICKSTART), *sets(TINY + keep_one))
     assert first.returncode == 0, first.stderr[-3000:]
+    kept = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert kept == ["latest", "step_00000002"]  # step 1's checkpoint deleted after step 2's
+    first_metrics = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert "eval/avg@1" not in first_metrics[0]  # periodic eval every 2 steps, on 1 task
+    assert first_metrics[1]["eval/tasks"] == 1 and 0 <= first_metrics[1]["eval/avg@1"] <= 1
+    assert "  eval on 1 held-out tasks: avg@1 " in first.stdout
     steps = [line for line in first.stdout.splitlines() if line.startswith("step ")]
     assert [s.split()[1] for s in steps] == ["1/2", "2/2"] and all(" eta " in s for s in steps)
     out = first.stdout.splitlines()

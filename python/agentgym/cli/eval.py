@@ -17,7 +17,10 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +90,14 @@ def evaluate(config: RunConfig, checkpoint: str | Path, *, limit: int | None = N
     from agentgym.actor.policy import load_trained_policy
 
     model, tokenizer, ckpt = load_trained_policy(config, checkpoint, device=config.engine.device)
+    result = evaluate_policy(config, model, tokenizer, limit=limit)
+    result.update(checkpoint=str(ckpt))
+    return result
+
+
+def evaluate_policy(config: RunConfig, model: Any, tokenizer: Any, *, limit: int | None) -> dict:
+    """The held-out episodes of ``model`` as it is (the first ``limit`` tasks of
+    ``tasks.eval``), under ``eval.horizon_cap`` or the schedule's last cap; see ``summarize``."""
     tasks = config.tasks.eval.ids()[:limit]
     cap = (
         config.eval.horizon_cap
@@ -95,8 +106,25 @@ def evaluate(config: RunConfig, checkpoint: str | Path, *, limit: int | None = N
     )
     episodes = asyncio.run(_episodes(config, model, tokenizer, tasks, cap))
     result = summarize(config.env.name, episodes, config.eval.samples)
-    result.update(checkpoint=str(ckpt), horizon_cap=cap, num_tasks=len(tasks))
+    result.update(horizon_cap=cap, num_tasks=len(tasks))
     return result
+
+
+def periodic_eval(config: RunConfig, model: Any, tokenizer: Any) -> Callable[[int], dict]:
+    """For the learner: at every ``eval.every``-th version, the held-out results of its current
+    weights (the first ``eval.every_tasks`` tasks, the transformers engine on the learner's
+    model) as ``eval/*`` metrics; {} at other versions."""
+    hf = replace(config, engine=replace(config.engine, backend="hf"))
+
+    def run(version: int) -> dict[str, float]:
+        if config.eval.every == 0 or version % config.eval.every != 0:
+            return {}
+        started = time.monotonic()
+        result = evaluate_policy(hf, model, tokenizer, limit=config.eval.every_tasks)
+        row = result["rows"][config.env.name]
+        return {**{f"eval/{k}": v for k, v in row.items()}, "eval/s": time.monotonic() - started}
+
+    return run
 
 
 async def _episodes(config, model, tokenizer, tasks, cap) -> list[dict[str, Any]]:

@@ -117,7 +117,14 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
     with LearnerChannels(learner_endpoints(config)) as channels:
         write_endpoints(run_dir, channels.endpoints)
         log.info("serving at %s (version %d)", channels.endpoints, learner.version)
-        learner.run(channels, max_steps=max_steps, should_stop=lambda: stop["now"])
+        evals = None
+        if config.eval.every > 0:
+            from agentgym.cli.eval import periodic_eval
+
+            evals = periodic_eval(config, model, tokenizer)
+        learner.run(
+            channels, max_steps=max_steps, should_stop=lambda: stop["now"], extra_metrics=evals
+        )
     dist.close()
     log.info("done at version %d", learner.version)
     dist.exit(0)

@@ -409,7 +409,7 @@ class Launcher:
             self.progress.last.update(record)
             self.progress.steps = record.get("step", self.progress.steps)
             if not self.quiet:
-                print(self._line(), flush=True)
+                print(self._line() + _eval_note(record), flush=True)
 
     def _read_metrics(self) -> list[dict[str, Any]]:
         path = self.run_dir / "metrics.jsonl"
@@ -514,6 +514,15 @@ def stop_all(children: list[Child], grace_s: float) -> None:
     deadline = time.monotonic() + grace_s
     for child in children:
         child.wait(max(deadline - time.monotonic(), 0.0))
+
+
+def _eval_note(record: dict[str, Any]) -> str:
+    """The periodic eval's results where this update's record has them (else "")."""
+    rates = {k[5:]: v for k, v in record.items() if k.startswith(("eval/avg@", "eval/pass@"))}
+    if not rates:
+        return ""
+    shown = "  ".join(f"{k} {v:.3f}" for k, v in sorted(rates.items()))
+    return f"\n  eval on {record.get('eval/tasks', '?')} held-out tasks: {shown}"
 
 
 def _duration(seconds: float) -> str:
