@@ -92,6 +92,18 @@ def test_resume_says_when_the_run_is_finished_or_has_no_checkpoint(tmp_path):
     assert not (run_dir / "logs").exists()
 
 
+def test_a_model_built_with_other_settings_is_refused_before_the_run_starts(tmp_path):
+    from agentgym.actor.menu import MANIFEST
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / MANIFEST).write_text("{}")
+    done = agentgym("train", str(QUICKSTART), "--set", f"run_dir={tmp_path}")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "holds a different menu model" in done.stderr
+    assert f"delete {tmp_path / 'model'} to build the configured model" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
 def test_learner_and_train_take_resume_run_dir_alike(tmp_path):
     run_dir = tmp_path / "run"
     fake_run(run_dir, step=1)

@@ -77,7 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="place the learner ranks and actors on an existing Ray cluster (default address: "
         "RAY_ADDRESS or the cluster started on this machine); needs agentgym[ray]",
     )
-    parser.add_argument("--quiet", action="store_true", help="no live progress line")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no per-step progress lines (the closing summary is still printed)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,17 +104,15 @@ def run(args: argparse.Namespace) -> int:
                 f"after the checkpoint at step {step}; they are trained again",
                 flush=True,
             )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    dump_config(config, run_dir / RESOLVED_CONFIG)
     start = f", resuming from the checkpoint at step {step}" if args.resume else ""
     print(
         f"agentgym train: run dir {run_dir} ({'sync' if args.sync else 'async'}, "
         f"{config.actor.num_actors} actor(s){start})",
         flush=True,
     )
-    from agentgym.actor.policy import prepare_model
-
-    prepare_model(config)
+    _prepare_model(config)  # before the run's own files: a refusal here leaves none
+    run_dir.mkdir(parents=True, exist_ok=True)
+    dump_config(config, run_dir / RESOLVED_CONFIG)
     processes: Processes = LocalProcesses(config)
     if args.ray is not None:
         from agentgym.cli.ray_launch import RayProcesses
@@ -137,6 +139,21 @@ def _resolve(args: argparse.Namespace) -> RunConfig:
                 f"checkpoint; drop {flag} (change fields with --set KEY=VALUE)"
             )
     return resume_config(args.resume, args.overrides)
+
+
+def _prepare_model(config: RunConfig) -> None:
+    """Build the tiny model into the run dir once; one built there with other settings is
+    refused with what to do (it is the untrained policy other commands share, never replaced
+    silently)."""
+    from agentgym.actor.policy import model_dir, prepare_model
+
+    try:
+        prepare_model(config)
+    except ValueError as e:
+        raise SystemExit(
+            f"agentgym train: {e}\n  delete {model_dir(config)} to build the configured model "
+            "there, or set another run_dir"
+        ) from None
 
 
 def _claim(run_dir: Path, args: argparse.Namespace) -> None:
