@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 pytest.importorskip("torch")  # the config schema lives under agentgym.learner
 
 from agentgym.cli.common import ENDPOINTS_FILE  # noqa: E402
-from agentgym.cli.rundir import eval_out, trim_metrics  # noqa: E402
+from agentgym.cli.rundir import checkpoint_step, eval_out, trim_metrics  # noqa: E402
 from agentgym.cli.train import Launcher  # noqa: E402
 from agentgym.config import dump_config, load_config  # noqa: E402
 
@@ -259,3 +260,40 @@ def test_overwrite_starts_a_clean_run_and_eval_writes_into_the_run_dir(tmp_path)
         "step_00000001",
     ]
     assert (run_dir / "model").is_dir()  # the untrained model is an input, kept
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_run_checkpoints_and_the_printed_resume_command_continues(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "agentgym.cli.main", "train", str(QUICKSTART),
+           *sets(TINY + [f"run_dir={run_dir}", "learner.max_steps=200",
+                         "learner.checkpoint_every=0"])]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(300, proc.kill)
+    watchdog.start()
+    try:
+        lines = []
+        while not any(line.startswith("step ") for line in lines):
+            line = proc.stdout.readline()
+            assert line, f"no progress line; stderr: {proc.stderr.read()[-3000:]}"
+            lines.append(line)
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C in a terminal sends
+        out, _ = proc.communicate()
+    finally:
+        watchdog.cancel()
+    assert proc.returncode == 130
+    out = out.splitlines()
+    assert "agentgym train: stopping; the learner writes a checkpoint first" in out
+    step = checkpoint_step(run_dir)
+    assert step is not None and step >= 1
+    assert out[-7].startswith(f"agentgym train: stopped at step {step}/200 after ")
+    assert out[-6] == f"  checkpoints   {run_dir / 'checkpoints'} (newest: step {step})"
+    assert out[-1] == f"  resume        agentgym train --resume {run_dir}"
+
+    resumed = agentgym("train", "--resume", str(run_dir), "--set", f"learner.max_steps={step + 1}")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming from the checkpoint at step {step}" in resumed.stdout
+    progress = [line for line in resumed.stdout.splitlines() if line.startswith("step ")]
+    assert [line.split()[1] for line in progress] == [f"{step + 1}/{step + 1}"]
+    steps = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, step + 2))

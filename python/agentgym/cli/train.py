@@ -366,6 +366,7 @@ class Launcher:
             print(f"\nagentgym train: {e}", file=sys.stderr, flush=True)
         finally:
             self._shutdown()
+            self._show()  # updates the learner made while it was being stopped
             self._summary(code)
             print(self._closing(code), flush=True)
         return code
