@@ -1,8 +1,11 @@
 """The run config: one frozen dataclass tree, overridden by a YAML file and ``--set`` options.
 
-``load_config(path, overrides)`` reads a YAML file over the defaults (an unknown key is an error
-naming the key and the file, see ``agentgym.configtools``), then applies ``key=value``
-overrides (dotted keys, YAML-parsed values: ``--set learner.optim.lr=3e-4``).
+``load_config(path, overrides)`` reads a YAML file over the defaults, with ``key=value``
+overrides on top (dotted keys, YAML-parsed values: ``--set learner.optim.lr=3e-4``), and
+builds the tree once. Each dataclass checks its own fields in ``__post_init__`` (and
+``RunConfig`` the fields that depend on each other); every problem, an unknown key included,
+comes back at once in one ``ConfigError``, a line per problem naming the field's dotted path
+and the file or ``--set`` item it came from (see ``agentgym.configtools``).
 """
 
 from __future__ import annotations
