@@ -128,11 +128,11 @@ def test_load_state_rejects_other_schedule():
 def test_bad_configs_are_errors_naming_the_key(tmp_path):
     bad = tmp_path / "h.yaml"
     bad.write_text("schedule: stepwise\nrounds: [1, 2]\nevry: 3\n")
-    with pytest.raises(ConfigError, match=r"h\.yaml.*'evry'"):
+    with pytest.raises(ConfigError, match=r"evry: unknown key.*h\.yaml"):
         load_yaml(HorizonConfig, bad)
-    with pytest.raises(ConfigError, match="schedule must be one of"):
+    with pytest.raises(ConfigError, match="schedule: must be one of"):
         from_dict(HorizonConfig, {"schedule": "sideways"})
     with pytest.raises(ConfigError, match="rounds"):
         from_dict(HorizonConfig, {"schedule": "stepwise"})
-    with pytest.raises(ConfigError, match=r"every must be int"):
+    with pytest.raises(ConfigError, match=r"every: must be int"):
         from_dict(HorizonConfig, {"every": "3"})

@@ -1,25 +1,31 @@
 """The run config: one frozen dataclass tree, overridden by a YAML file and ``--set`` options.
 
-``load_config(path, overrides)`` reads a YAML file over the defaults (an unknown key is an error
-naming the key and the file, see ``agentgym.configtools``), then applies ``key=value``
-overrides (dotted keys, YAML-parsed values: ``--set learner.optim.lr=3e-4``).
+``load_config(path, overrides)`` reads a YAML file over the defaults, with ``key=value``
+overrides on top (dotted keys, YAML-parsed values: ``--set learner.optim.lr=3e-4``), and
+builds the tree once. Each dataclass checks its own fields in ``__post_init__`` (and
+``RunConfig`` the fields that depend on each other); every problem, an unknown key included,
+comes back at once in one ``ConfigError``, a line per problem naming the field's dotted path
+and the file or ``--set`` item it came from (see ``agentgym.configtools``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from agentgym.actor.config import ActorConfig
-from agentgym.configtools import ConfigError, from_dict, merge
+from agentgym.configtools import ConfigError, check, from_dict, none_or
 from agentgym.learner.config import LearnerConfig, OptimConfig
 from agentgym.models import TinyModelSpec
 
 BABYAI_LEVELS = 40
+# the fewest reply tokens that can hold "Action: <action>" under common tokenizers ("Action",
+# ":", and a two-word action such as " turn left"); a smaller budget cuts every reply short
+ACTION_LINE_MIN_TOKENS = 4
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,16 @@ class EnvConfig:
     """Env options passed to ``EnvPool`` (e.g. ``recipes_dir`` for TextCraft)."""
     threads: int | None = 1
     """Worker threads of each actor's env pool (None: one per core)."""
+
+    def __post_init__(self) -> None:
+        from agentgym.envs import env_names
+
+        names = env_names()
+        check(
+            self,
+            ("name", self.name in names, f"must be a native env ({', '.join(names)})"),
+            ("threads", none_or(self.threads, lambda v: v >= 1), "must be >= 1 (or null)"),
+        )
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,16 @@ class TaskRange:
     """BabyAI levels to keep (task_id % 40, AgentGym's order); empty: every id."""
     limit: int | None = None
     """Keep only the first ``limit`` ids after filtering (None: all)."""
+
+    def __post_init__(self) -> None:
+        check(
+            self,
+            ("start", self.start >= 0, "must be >= 0"),
+            ("stop", self.stop > self.start, f"must be > start ({self.start})"),
+            ("levels", all(0 <= v < BABYAI_LEVELS for v in self.levels),
+             f"must be BabyAI levels in [0, {BABYAI_LEVELS})"),
+            ("limit", none_or(self.limit, lambda v: v >= 1), "must be >= 1 (or null: all)"),
+        )  # fmt: skip
 
     def ids(self) -> tuple[int, ...]:
         """The task ids, ascending."""
@@ -67,10 +93,18 @@ class TasksConfig:
     """Held-out tasks ``agentgym eval`` runs."""
 
     def __post_init__(self) -> None:
-        if self.train.start < self.eval.stop and self.eval.start < self.train.stop:
-            raise ValueError(
-                "tasks.train and tasks.eval ranges overlap: eval would not be held out"
-            )
+        overlap = self.train.start < self.eval.stop and self.eval.start < self.train.stop
+        check(
+            self,
+            ("eval", not overlap, "overlaps tasks.train: eval would not be held out"),
+            ("train", not _selects_nothing(self.train), "selects no task id"),
+            ("eval", not _selects_nothing(self.eval), "selects no task id"),
+        )
+
+
+def _selects_nothing(tasks: TaskRange) -> bool:
+    """A valid range whose level filter keeps no id (an invalid one is reported as such)."""
+    return tasks.start >= 0 and tasks.stop > tasks.start and not tasks.ids()
 
 
 @dataclass(frozen=True)
@@ -90,6 +124,26 @@ class ModelConfig:
     init_from: str | None = None
     """Start from these weights: a learner-format checkpoint or checkpoints folder (e.g.
     ``RUN_DIR/sft/checkpoints``); the learner and every actor load them."""
+
+    def __post_init__(self) -> None:
+        check(
+            self,
+            ("path", none_or(self.path, _model_path_ok), "no model directory there (a local "
+             "Hugging Face directory with config.json, or a hub id org/name)"),
+            ("init_from", none_or(self.init_from, lambda p: Path(p).exists()),
+             "no such checkpoint"),
+            ("corpus_episodes", self.corpus_episodes >= 1, "must be >= 1"),
+        )  # fmt: skip
+
+
+def _model_path_ok(path: str) -> bool:
+    """A local model directory (with config.json), or a name that can only be a Hugging Face
+    hub id (``name`` or ``org/name``: not absolute, no ``.``/``~`` start, one slash at most)."""
+    local = Path(path).expanduser()
+    if local.exists():
+        return (local / "config.json").is_file()
+    looks_local = path.startswith(("/", ".", "~")) or path.count("/") > 1 or "\\" in path
+    return not looks_local
 
 
 @dataclass(frozen=True)
@@ -113,6 +167,17 @@ class EngineConfig:
     top_p: float = 1.0
     """Top-p truncation (1.0: off)."""
 
+    def __post_init__(self) -> None:
+        check(
+            self,
+            ("max_batch_size", self.max_batch_size >= 1, "must be >= 1"),
+            ("gather_s", self.gather_s >= 0, "must be >= 0"),
+            ("max_new_tokens", self.max_new_tokens >= 1, "must be >= 1"),
+            ("temperature", self.temperature > 0, "must be > 0"),
+            ("top_k", self.top_k >= 0, "must be >= 0 (0: off)"),
+            ("top_p", 0 < self.top_p <= 1, "must be in (0, 1] (1: off)"),
+        )
+
 
 @dataclass(frozen=True)
 class TransportConfig:
@@ -124,6 +189,9 @@ class TransportConfig:
     """tcp: the learner's address (it binds here; actors connect here)."""
     base_port: int = 5601
     """tcp: trajectories, control and weights use base_port, +1, +2."""
+
+    def __post_init__(self) -> None:
+        check(self, ("base_port", 0 <= self.base_port <= 65533, "must be in [0, 65533]"))
 
 
 @dataclass(frozen=True)
@@ -140,6 +208,26 @@ class EvalConfig:
     """Tasks evaluated at once."""
     seed: int = 0
     """Seed of the sampling: the same seed, checkpoint and tasks give the same episodes."""
+    every: int = 0
+    """During training, the learner evaluates its current weights every this many updates
+    (pausing training meanwhile) and records the results in ``metrics.jsonl`` as ``eval/*``
+    (``eval/avg@k``, ``eval/pass@k``, ...); 0: off. Needs ``learner.ranks: 1``."""
+    every_tasks: int | None = 20
+    """Tasks of each periodic evaluation: the first this many of ``tasks.eval`` (None: all)."""
+
+    def __post_init__(self) -> None:
+        check(
+            self,
+            ("every", self.every >= 0, "must be >= 0 (0: off)"),
+            ("every_tasks", none_or(self.every_tasks, lambda v: v >= 1), "must be >= 1 (or null)"),
+            ("samples", self.samples >= 1, "must be >= 1"),
+            ("horizon_cap", none_or(self.horizon_cap, lambda v: v >= 1), "must be >= 1 (or null)"),
+            ("temperature", none_or(self.temperature, lambda v: v > 0), "must be > 0 (or null)"),
+            ("groups_in_flight", self.groups_in_flight >= 1, "must be >= 1"),
+        )
+
+
+_OFFLINE_COUNTS = ("epochs", "batch_size", "micro_batch_size")
 
 
 @dataclass(frozen=True)
@@ -167,12 +255,12 @@ class SFTConfig:
     """Seeds the order of the examples."""
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.micro_batch_size < 1:
-            raise ValueError("sft: epochs, batch_size and micro_batch_size must be >= 1")
-        if self.max_tokens < 2:
-            raise ValueError("sft: max_tokens must be >= 2")
-        if self.optim.lr <= 0:
-            raise ValueError("sft: optim.lr must be > 0")
+        check(
+            self,
+            *((name, getattr(self, name) >= 1, "must be >= 1") for name in _OFFLINE_COUNTS),
+            ("max_tokens", self.max_tokens >= 2, "must be >= 2"),
+            ("checkpoint_every", self.checkpoint_every >= 0, "must be >= 0 (0: only at the end)"),
+        )
 
 
 @dataclass(frozen=True)
@@ -203,10 +291,13 @@ class DPOConfig:
     """Seeds the order of the pairs."""
 
     def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.micro_batch_size < 1:
-            raise ValueError("dpo: epochs, batch_size and micro_batch_size must be >= 1")
-        if self.beta <= 0 or self.optim.lr <= 0:
-            raise ValueError("dpo: beta and optim.lr must be > 0")
+        check(
+            self,
+            *((name, getattr(self, name) >= 1, "must be >= 1") for name in _OFFLINE_COUNTS),
+            ("beta", self.beta > 0, "must be > 0"),
+            ("max_tokens", self.max_tokens >= 2, "must be >= 2"),
+            ("checkpoint_every", self.checkpoint_every >= 0, "must be >= 0 (0: only at the end)"),
+        )
 
 
 @dataclass(frozen=True)
@@ -239,34 +330,91 @@ class RunConfig:
     """Torch threads of the learner process."""
 
     def __post_init__(self) -> None:
-        if self.model.menu_policy:
-            if self.engine.max_new_tokens != 1 or self.actor.reply_format != "bare":
-                raise ValueError(
-                    "model.menu_policy needs engine.max_new_tokens: 1 and actor.reply_format: bare"
-                )
-            if self.model.path is not None:
-                raise ValueError("model.menu_policy builds its own tiny model; drop model.path")
-        if self.learner.temperature != self.engine.temperature:
-            raise ValueError("learner.temperature must equal engine.temperature")
-        if self.actor.num_actors > self.learner.groups_per_step:
-            raise ValueError("actor.num_actors may not exceed learner.groups_per_step")
+        menu, action_line = self.model.menu_policy, self.actor.reply_format == "action_line"
+        check(
+            self,
+            ("engine.max_new_tokens", not menu or self.engine.max_new_tokens == 1,
+             "must be 1 with model.menu_policy (one action token per reply)"),
+            ("actor.reply_format", not menu or not action_line,
+             "must be bare with model.menu_policy"),
+            ("model.path", not menu or self.model.path is None,
+             "must be null with model.menu_policy (it builds its own tiny model)"),
+            ("engine.max_new_tokens",
+             not action_line or self.engine.max_new_tokens >= ACTION_LINE_MIN_TOKENS,
+             f"must be >= {ACTION_LINE_MIN_TOKENS} with actor.reply_format action_line (a "
+             "reply needs room for 'Action: <action>')"),
+            ("learner.temperature", self.learner.temperature == self.engine.temperature,
+             f"must equal engine.temperature ({self.engine.temperature})"),
+            ("actor.num_actors", self.actor.num_actors <= self.learner.groups_per_step,
+             f"may not exceed learner.groups_per_step ({self.learner.groups_per_step})"),
+            ("torch_threads", self.torch_threads >= 1, "must be >= 1"),
+            ("eval.every", self.eval.every == 0 or self.learner.ranks == 1,
+             "must be 0 with learner.ranks > 1 (periodic eval runs in one learner process)"),
+        )  # fmt: skip
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
-    """The defaults, overridden by the YAML file at ``path`` and then by ``key=value`` items."""
+    """The defaults, overridden by the YAML file at ``path`` and then by ``key=value`` items.
+
+    Every problem of the file and the overrides together is raised as one ``ConfigError``, a
+    line per problem naming the field's dotted path and where its value came from.
+    """
     data: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     source = "<defaults>"
     if path is not None:
         source = str(path)
+        data = _read_yaml(path)
+        _record_origins(data, "", source, origins)
+    problems = []
+    for item in overrides:
+        try:
+            override = parse_override(item)
+        except ConfigError as e:
+            problems.extend(e.problems)
+            continue
+        _deep_update(data, override)
+        _record_origins(override, "", f"--set {item}", origins)
+    try:
+        config = from_dict(RunConfig, data, source, origins)
+    except ConfigError as e:
+        problems.extend(e.problems)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _read_yaml(path: str | Path) -> dict[str, Any]:
+    try:
         with open(path) as f:
             loaded = yaml.safe_load(f)
-        if loaded is not None and not isinstance(loaded, Mapping):
-            raise ConfigError(f"{path}: top level must be a mapping")
-        data = dict(loaded or {})
-    config = from_dict(RunConfig, data, source)
-    for item in overrides:
-        config = merge(config, parse_override(item), f"--set {item}")
-    return config
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the config: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}".replace("\n", " ")) from None
+    if loaded is not None and not isinstance(loaded, Mapping):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    return dict(loaded or {})
+
+
+def _deep_update(data: dict[str, Any], override: Mapping[str, Any]) -> None:
+    """Merge ``override`` into ``data`` in place (nested mappings merge, anything else wins)."""
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(data.get(key), Mapping):
+            data[key] = dict(data[key])
+            _deep_update(data[key], value)
+        else:
+            data[key] = value
+
+
+def _record_origins(data: Mapping[str, Any], prefix: str, source: str, out: dict) -> None:
+    """Note ``source`` as the origin of every leaf key of ``data`` (dotted)."""
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            _record_origins(value, dotted + ".", source, out)
+        else:
+            out[dotted] = source
 
 
 def parse_override(item: str) -> dict[str, Any]:
@@ -274,7 +422,10 @@ def parse_override(item: str) -> dict[str, Any]:
     key, sep, raw = item.partition("=")
     if not sep or not key:
         raise ConfigError(f"--set {item}: expected key=value")
-    value: Any = yaml.safe_load(raw) if raw else None
+    try:
+        value: Any = yaml.safe_load(raw) if raw else None
+    except yaml.YAMLError:
+        raise ConfigError(f"--set {item}: the value is not valid YAML") from None
     if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string
         try:
             value = float(value)
@@ -283,6 +434,38 @@ def parse_override(item: str) -> dict[str, Any]:
     for part in reversed(key.strip().split(".")):
         value = {part: value}
     return value
+
+
+def absolute_paths(config: RunConfig) -> RunConfig:
+    """``config`` with its local paths made absolute (``run_dir``, ``model.path`` and
+    ``model.init_from`` where they exist, the learner's directories, and ``env.options``
+    values naming an existing file or folder), so a saved config names the real files
+    whatever directory it is used from. Hub ids stay as they are."""
+
+    def real(p: str | None) -> str | None:
+        return str(Path(p).expanduser().resolve()) if p is not None else None
+
+    def real_if_there(p: Any) -> Any:
+        exists = isinstance(p, str) and p and Path(p).expanduser().exists()
+        return real(p) if exists else p
+
+    m, lr = config.model, config.learner
+    options = {k: real_if_there(v) for k, v in config.env.options.items()}
+    return replace(
+        config,
+        run_dir=real(config.run_dir),
+        env=replace(config.env, options=options),
+        model=replace(m, path=real_if_there(m.path), init_from=real(m.init_from)),
+        learner=replace(
+            lr,
+            weights_dir=real(lr.weights_dir),
+            checkpoint_dir=real(lr.checkpoint_dir),
+            metrics_path=real(lr.metrics_path),
+            tensorboard_dir=real(lr.tensorboard_dir),
+        ),
+        sft=replace(config.sft, data=tuple(real(p) for p in config.sft.data)),
+        dpo=replace(config.dpo, data=tuple(real(p) for p in config.dpo.data)),
+    )
 
 
 def dump_config(config: RunConfig, path: str | Path) -> None:

@@ -36,6 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentgym.configtools import check, none_or
+
 SCHEDULES = ("fixed", "stepwise", "linear", "adaptive")
 
 
@@ -70,14 +72,19 @@ class HorizonConfig:
     raise (None: never lower)."""
 
     def __post_init__(self) -> None:
-        if self.schedule == "stepwise" and not self.rounds:
-            raise ValueError("stepwise horizon needs a non-empty 'rounds' list")
-        if any(r < 1 for r in self.rounds) or (self.cap is not None and self.cap < 1):
-            raise ValueError("horizon caps must be >= 1")
-        if self.every < 1 or self.delta < 1 or self.window < 2:
-            raise ValueError("'every' and 'delta' must be >= 1, 'window' >= 2")
-        if self.schedule in ("linear", "adaptive") and not 1 <= self.start <= self.max_cap:
-            raise ValueError("need 1 <= start <= max_cap")
+        growing = self.schedule in ("linear", "adaptive")
+        check(
+            self,
+            ("rounds", self.schedule != "stepwise" or bool(self.rounds),
+             "must be a non-empty list of caps for the stepwise schedule"),
+            ("rounds", all(r >= 1 for r in self.rounds), "caps must be >= 1"),
+            ("cap", none_or(self.cap, lambda v: v >= 1), "must be >= 1 (or null: no cap)"),
+            ("every", self.every >= 1, "must be >= 1"),
+            ("delta", self.delta >= 1, "must be >= 1"),
+            ("window", self.window >= 2, "must be >= 2"),
+            ("start", not growing or 1 <= self.start <= self.max_cap,
+             f"must be in [1, max_cap={self.max_cap}] for the {self.schedule} schedule"),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgym.configtools import check
+
 ENDOFTEXT = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -59,6 +61,21 @@ class TinyModelSpec:
     seed: int = 0
     """Seed of the weight initialisation."""
 
+    def __post_init__(self) -> None:
+        sizes = (
+            "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "num_key_value_heads", "max_position_embeddings",
+        )  # fmt: skip
+        heads, kv = self.num_attention_heads, self.num_key_value_heads
+        check(
+            self,
+            *((name, getattr(self, name) >= 1, "must be >= 1") for name in sizes),
+            ("hidden_size", heads < 1 or self.hidden_size % heads == 0,
+             f"must be a multiple of num_attention_heads ({heads})"),
+            ("num_attention_heads", kv < 1 or heads % kv == 0,
+             f"must be a multiple of num_key_value_heads ({kv})"),
+        )  # fmt: skip
+
 
 Corpus = Iterable[str] | Callable[[], Iterable[str]]
 
@@ -88,9 +105,7 @@ def build_tiny_model(
         tokenizer = train_tokenizer(texts, spec.vocab_size)
         tokenizer.save_pretrained(staging)
         model = init_model(tokenizer, spec)
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # no "Writing model shards" bar for a tiny model
+        no_progress_bars()
         model.save_pretrained(staging)
         manifest = {"spec": asdict(spec), "corpus_sha256": _corpus_hash(texts)}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
@@ -155,15 +170,21 @@ def init_model(tokenizer: Any, spec: TinyModelSpec) -> Any:
     return model
 
 
+def no_progress_bars() -> None:
+    """Turn off transformers' progress bars ("Loading weights", "Writing model shards"):
+    agentgym's commands print their own progress, and the learner and every actor load and
+    save models, each of which would draw one on the console."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def load_model(path: str | Path, *, device: str = "cpu", dtype: Any = None) -> tuple[Any, Any]:
     """(model, tokenizer) from a local checkpoint directory; the model in eval mode on `device`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
-    # transformers draws a "Loading weights" bar per load; agentgym's commands print their own
-    # progress, and the learner and every actor load the model
-    hf_logging.disable_progress_bar()
+    no_progress_bars()
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32)
     return model.to(device).eval(), tokenizer

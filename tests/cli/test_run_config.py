@@ -12,6 +12,7 @@ from agentgym.config import (
     RunConfig,
     TaskRange,
     TasksConfig,
+    absolute_paths,
     dump_config,
     load_config,
     parse_override,
@@ -34,7 +35,7 @@ def test_quickstart_loads_and_round_trips(tmp_path):
 def test_unknown_key_names_key_and_file(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("learner:\n  optim:\n    learning_rate: 0.1\n")
-    with pytest.raises(ConfigError, match=r"bad\.yaml.*learner\.optim\.learning_rate"):
+    with pytest.raises(ConfigError, match=r"learner\.optim\.learning_rate: unknown key.*bad\.yaml"):
         load_config(path)
 
 
@@ -59,3 +60,19 @@ def test_inconsistent_settings_are_rejected():
         TasksConfig(train=TaskRange(0, 100), eval=TaskRange(50, 150))
     with pytest.raises(ValueError, match="num_actors"):
         RunConfig(actor=ActorConfig(num_actors=9))
+
+
+def test_absolute_paths_name_the_real_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "goals.txt").write_text("")
+    config = load_config(
+        None,
+        ["run_dir=runs/x", "model.init_from=ckpt", "env.options.goal_order=goals.txt",
+         "env.options.note=not-a-file", "model.path=Qwen/Qwen2.5-0.5B-Instruct"],
+    )  # fmt: skip
+    real = absolute_paths(config)
+    assert real.run_dir == str(tmp_path / "runs" / "x")
+    assert real.model.init_from == str(tmp_path / "ckpt")
+    assert real.env.options == {"goal_order": str(tmp_path / "goals.txt"), "note": "not-a-file"}
+    assert real.model.path == "Qwen/Qwen2.5-0.5B-Instruct"  # a hub id stays as it is

@@ -73,8 +73,7 @@ def test_sft_bad_input_is_refused_before_any_work(tmp_path):
         main(["sft", str(CONFIG), "--set", f"run_dir={tmp_path}", "--data", "missing.jsonl"])
     with pytest.raises(SystemExit, match="no data"):
         main(["sft", str(CONFIG), "--set", f"run_dir={tmp_path}", "--set", "sft.data=[]"])
-    with pytest.raises(ValueError, match="sft: epochs"):
-        main(["sft", str(CONFIG), "--set", "sft.epochs=0"])
+    assert main(["sft", str(CONFIG), "--set", f"run_dir={tmp_path}", "--set", "sft.epochs=0"]) == 2
     assert not any(tmp_path.iterdir())
 
 

@@ -28,13 +28,13 @@ def test_nested_overrides(tmp_path):
 def test_unknown_and_ill_typed_keys_are_errors(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("loss:\n  clip_epss: 0.3\n")
-    with pytest.raises(ConfigError, match=r"bad\.yaml: unknown key 'loss\.clip_epss'"):
+    with pytest.raises(ConfigError, match=r"loss\.clip_epss: unknown key .*bad\.yaml"):
         load_yaml(LearnerConfig, path)
-    with pytest.raises(ConfigError, match="aggregation must be one of"):
+    with pytest.raises(ConfigError, match="aggregation: must be one of"):
         from_dict(LearnerConfig, {"loss": {"aggregation": "mean"}})
-    with pytest.raises(ConfigError, match="bf16 must be bool"):
+    with pytest.raises(ConfigError, match="bf16: must be bool"):
         from_dict(LearnerConfig, {"bf16": "yes"})
-    with pytest.raises(ConfigError, match="micro_batch_size must be >= 1"):
+    with pytest.raises(ConfigError, match="micro_batch_size: must be >= 1"):
         from_dict(LearnerConfig, {"micro_batch_size": 0})
 
 
@@ -46,11 +46,12 @@ def test_bad_step_counts_and_rates_are_refused_at_load():
 
     quickstart = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
     cases = {
-        "learner.max_steps=-5": "--set learner.max_steps=-5: in learner: max_steps must be >= 1",
-        "learner.optim.lr=-0.1": "in learner.optim: lr must be > 0, got -0.1",
-        "learner.optim.grad_clip=0": "grad_clip > 0",
-        "actor.group_size=0": "in actor: group_size must be >= 1",
+        "learner.max_steps=-5": "learner.max_steps: must be >= 1 (or null: no limit), got -5",
+        "learner.optim.lr=-0.1": "learner.optim.lr: must be > 0, got -0.1",
+        "learner.optim.grad_clip=0": "learner.optim.grad_clip: must be > 0 (or null), got 0.0",
+        "actor.group_size=0": "actor.group_size: must be >= 1, got 0",
     }
     for override, message in cases.items():
-        with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        with pytest.raises(ConfigError) as raised:
             load_config(quickstart, [override])
+        assert raised.value.problems == [f"{message} (--set {override})"]

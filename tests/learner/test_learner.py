@@ -122,6 +122,17 @@ def test_checkpoint_resume_is_exact(tmp_path):
     assert state["horizon"]["steps"] == 2
 
 
+def test_keep_checkpoints_deletes_all_but_the_newest(tmp_path):
+    cfg = config(checkpoint_dir=str(tmp_path), keep_checkpoints=2)
+    learner = Learner(tiny_model(), cfg)
+    for seed in range(3):
+        learner.step(make_groups(learner.model, seed=seed))
+        learner.save_checkpoint()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["latest", "step_00000002", "step_00000003"]
+    assert (tmp_path / "latest").read_text() == "step_00000003"
+
+
 def test_weights_round_trip_through_blobs():
     model = tiny_model().to(torch.bfloat16)
     sd = model.state_dict()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from agentgym.configtools import check
+
 
 @dataclass(frozen=True)
 class ActorConfig:
@@ -35,6 +37,11 @@ class ActorConfig:
     """How long one push waits on a full learner queue before re-checking for stop."""
 
     def __post_init__(self) -> None:
-        for name in ("num_actors", "group_size", "groups_in_flight", "torch_threads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
+        counts = ("num_actors", "group_size", "groups_in_flight", "torch_threads")
+        check(
+            self,
+            *((name, getattr(self, name) >= 1, "must be >= 1") for name in counts),
+            ("max_context_tokens", self.max_context_tokens >= 1, "must be >= 1"),
+            ("sample_every", self.sample_every >= 0, "must be >= 0 (0: no sample)"),
+            ("push_timeout_s", self.push_timeout_s > 0, "must be > 0"),
+        )

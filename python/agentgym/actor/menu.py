@@ -88,7 +88,7 @@ def build_menu_model(
         if have != want:
             raise ValueError(f"{directory} holds a different menu model: {have} != {want}")
         return directory
-    from agentgym.models import train_tokenizer
+    from agentgym.models import no_progress_bars, train_tokenizer
 
     texts = env_corpus(env, episodes=corpus_episodes, seed=seed) + builtin_corpus()
     tokenizer = train_tokenizer(texts, spec.vocab_size)
@@ -98,6 +98,7 @@ def build_menu_model(
     staging = Path(tempfile.mkdtemp(prefix=".menu-", dir=directory.parent))
     try:
         tokenizer.save_pretrained(staging)
+        no_progress_bars()
         model.save_pretrained(staging)
         (staging / MANIFEST).write_text(json.dumps(want, indent=2, sort_keys=True))
         staging.rename(directory)

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s actor{args.index} %(message)s")
     tune_malloc()  # before the first message buffer is allocated
-    config = config_from_args(args)
+    config = config_from_args(args, "agentgym-actor")
     if args.learner:
         endpoints = _learner_address(args.learner)
     else:

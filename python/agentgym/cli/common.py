@@ -6,21 +6,29 @@ import argparse
 import hashlib
 import json
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from agentgym.config import RunConfig, load_config
+from agentgym.configtools import ConfigError
 from agentgym.transport.channels import Endpoints
 
 ENDPOINTS_FILE = "endpoints.json"
 RESOLVED_CONFIG = "config.yaml"
 
 
-def add_config_args(parser: argparse.ArgumentParser) -> None:
-    """CONFIG and repeated ``--set key=value``."""
-    parser.add_argument("config", help="YAML config file (overrides the built-in defaults)")
+def add_config_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """CONFIG (optional unless ``required``) and repeated ``--set key=value``."""
+    parser.add_argument(
+        "config",
+        nargs=None if required else "?",
+        default=None,
+        help="YAML config file (overrides the built-in defaults)",
+    )
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -31,9 +39,32 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The config named by ``args.config`` with ``args.overrides`` applied."""
-    return load_config(args.config, args.overrides)
+def config_from_args(args: argparse.Namespace, prog: str = "agentgym") -> RunConfig:
+    """The config named by ``args.config`` with ``args.overrides`` applied; an invalid one
+    exits (code 2) listing every problem (``report_config_error``)."""
+    try:
+        return load_config(args.config, args.overrides)
+    except ConfigError as e:
+        raise SystemExit(report_config_error(prog, e)) from None
+
+
+def resume_config(run_dir: str | Path, overrides: list[str]) -> RunConfig:
+    """The config saved in ``run_dir`` (``config.yaml``) with ``overrides`` applied, for
+    ``--resume RUN_DIR``; exits with a message when the run dir has none."""
+    saved = Path(run_dir) / RESOLVED_CONFIG
+    if not saved.is_file():
+        raise SystemExit(f"--resume {run_dir}: no {RESOLVED_CONFIG} there (not a run dir)")
+    config = load_config(saved, overrides)
+    return replace(config, run_dir=str(Path(run_dir).resolve()))
+
+
+def report_config_error(prog: str, error: ConfigError) -> int:
+    """Print a config's problems, one line each, under a line saying nothing was started;
+    returns the exit code (2)."""
+    n = len(error.problems)
+    head = f"{prog}: the config has {n} problem{'s' * (n != 1)} (nothing was started):"
+    print("\n  ".join([head, *error.problems]), file=sys.stderr, flush=True)
+    return 2
 
 
 def learner_endpoints(config: RunConfig) -> Endpoints:

@@ -5,7 +5,10 @@ level (BabyAI: ``task_id % 40``; TextCraft: goal depth), Avg@k (mean success ove
 Pass@k (share of tasks solved at least once), the mean score (episode reward) and the share of
 invalid replies (no usable ``Action:`` line; the env was not called for them). PATH is a
 learner checkpoint (``.../checkpoints/step_N`` or the ``checkpoints`` folder for the newest) or a
-model directory (``RUN_DIR/model``: the untrained policy).
+model directory (``RUN_DIR/model``: the untrained policy). It says which step it evaluated and
+writes the result into the config's run dir: ``eval/step_N.json`` for the run's checkpoints,
+``eval/sft_step_N.json`` for ``RUN_DIR/sft/checkpoints``, ``eval/model.json`` for the untrained
+model (``agentgym.cli.rundir.eval_out``), and to ``--out`` as well when given.
 """
 
 from __future__ import annotations
@@ -14,11 +17,16 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agentgym.actor.policy import resolve_checkpoint
 from agentgym.cli.common import set_torch_threads
+from agentgym.cli.rundir import eval_out, step_of
 from agentgym.config import RunConfig, load_config
 from agentgym.envs.families import family
 from agentgym.horizon import HorizonConfig
@@ -39,24 +47,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="learner checkpoint dir, a checkpoints folder, or a model dir",
     )
-    parser.add_argument("--out", default=None, help="JSON output (default: next to PATH)")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="also write the JSON result here (it goes to RUN_DIR/eval/ anyway)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks")
 
 
 def run(args: argparse.Namespace) -> int:
     """``agentgym eval``: prints the table, writes the JSON; returns the exit code."""
     config = load_config(args.config, args.overrides)
-    result = evaluate(config, args.checkpoint, limit=args.limit)
-    out = Path(args.out) if args.out else _default_out(Path(args.checkpoint))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
+    ckpt = resolve_checkpoint(args.checkpoint)
+    step = step_of(ckpt)
+    what = f"step {step} ({ckpt})" if step is not None else f"the model directory {ckpt}"
+    print(f"agentgym eval: evaluating {what}", flush=True)
+    result = evaluate(config, ckpt, limit=args.limit)
+    result["step"] = step
+    outs = [eval_out(Path(config.run_dir), ckpt, step)]
+    if args.out:
+        outs.append(Path(args.out))
+    for out in outs:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1))
     print(format_table(result))
-    print(f"written to {out}")
+    print(f"evaluated {what}; written to {' and '.join(map(str, outs))}")
     return 0
-
-
-def _default_out(checkpoint: Path) -> Path:
-    return checkpoint / "eval.json" if checkpoint.is_dir() else Path("eval.json")
 
 
 def final_cap(h: HorizonConfig) -> int | None:
@@ -74,6 +90,14 @@ def evaluate(config: RunConfig, checkpoint: str | Path, *, limit: int | None = N
     from agentgym.actor.policy import load_trained_policy
 
     model, tokenizer, ckpt = load_trained_policy(config, checkpoint, device=config.engine.device)
+    result = evaluate_policy(config, model, tokenizer, limit=limit)
+    result.update(checkpoint=str(ckpt))
+    return result
+
+
+def evaluate_policy(config: RunConfig, model: Any, tokenizer: Any, *, limit: int | None) -> dict:
+    """The held-out episodes of ``model`` as it is (the first ``limit`` tasks of
+    ``tasks.eval``), under ``eval.horizon_cap`` or the schedule's last cap; see ``summarize``."""
     tasks = config.tasks.eval.ids()[:limit]
     cap = (
         config.eval.horizon_cap
@@ -82,8 +106,25 @@ def evaluate(config: RunConfig, checkpoint: str | Path, *, limit: int | None = N
     )
     episodes = asyncio.run(_episodes(config, model, tokenizer, tasks, cap))
     result = summarize(config.env.name, episodes, config.eval.samples)
-    result.update(checkpoint=str(ckpt), horizon_cap=cap, num_tasks=len(tasks))
+    result.update(horizon_cap=cap, num_tasks=len(tasks))
     return result
+
+
+def periodic_eval(config: RunConfig, model: Any, tokenizer: Any) -> Callable[[int], dict]:
+    """For the learner: at every ``eval.every``-th version, the held-out results of its current
+    weights (the first ``eval.every_tasks`` tasks, the transformers engine on the learner's
+    model) as ``eval/*`` metrics; {} at other versions."""
+    hf = replace(config, engine=replace(config.engine, backend="hf"))
+
+    def run(version: int) -> dict[str, float]:
+        if config.eval.every == 0 or version % config.eval.every != 0:
+            return {}
+        started = time.monotonic()
+        result = evaluate_policy(hf, model, tokenizer, limit=config.eval.every_tasks)
+        row = result["rows"][config.env.name]
+        return {**{f"eval/{k}": v for k, v in row.items()}, "eval/s": time.monotonic() - started}
+
+    return run
 
 
 async def _episodes(config, model, tokenizer, tasks, cap) -> list[dict[str, Any]]:

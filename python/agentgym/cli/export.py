@@ -53,9 +53,9 @@ def export(config: RunConfig, checkpoint: str | Path, out: str | Path) -> dict[s
     model, tokenizer, ckpt = load_trained_policy(config, checkpoint)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    from transformers.utils import logging as hf_logging
+    from agentgym.models import no_progress_bars
 
-    hf_logging.disable_progress_bar()
+    no_progress_bars()
     getattr(model, "lm", model).save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     state = ckpt / "state.json"

@@ -1,5 +1,8 @@
 """``agentgym-learner CONFIG``: the learner process (binds the sockets actors connect to).
 
+``agentgym-learner --resume RUN_DIR`` continues the run in RUN_DIR from its newest checkpoint
+with its saved ``config.yaml`` (the form ``agentgym train --resume RUN_DIR`` takes).
+
 Under ``torchrun --nproc-per-node N -m agentgym.cli.learner CONFIG`` it runs as N ranks that
 shard the model with FSDP2; rank 0 binds the sockets, writes metrics and leads the others.
 """
@@ -17,20 +20,30 @@ from agentgym.cli.common import (
     config_from_args,
     learner_endpoints,
     on_terminate,
+    report_config_error,
+    resume_config,
     set_torch_threads,
     write_endpoints,
 )
 from agentgym.config import RunConfig
+from agentgym.configtools import ConfigError
 from agentgym.transport.malloc import tune_malloc
 
 log = logging.getLogger("agentgym.learner")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentgym-learner", description=__doc__)
-    add_config_args(parser)
+    parser = argparse.ArgumentParser(
+        prog="agentgym-learner",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_config_args(parser, required=False)
     parser.add_argument(
-        "--resume", action="store_true", help="continue from the newest checkpoint in the run dir"
+        "--resume",
+        metavar="RUN_DIR",
+        default=None,
+        help="continue the run in RUN_DIR from its newest checkpoint, with its config.yaml",
     )
     parser.add_argument(
         "--max-steps",
@@ -46,8 +59,19 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s learner %(message)s")
     tune_malloc()  # before the first message buffer is allocated
     args = build_parser().parse_args(argv)
-    config = config_from_args(args)
-    run_learner(config, resume=args.resume, max_steps=args.max_steps)
+    if (args.config is None) == (args.resume is None):
+        raise SystemExit(
+            "agentgym-learner: give CONFIG for a new run or --resume RUN_DIR (its config.yaml "
+            "is used; change fields with --set KEY=VALUE), not both"
+        )
+    if args.resume is not None:
+        try:
+            config = resume_config(args.resume, args.overrides)
+        except ConfigError as e:
+            return report_config_error("agentgym-learner", e)
+    else:
+        config = config_from_args(args, "agentgym-learner")
+    run_learner(config, resume=args.resume is not None, max_steps=args.max_steps)
     return 0
 
 
@@ -59,8 +83,10 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
     from agentgym.learner.distributed import from_environment
     from agentgym.transport.channels import LearnerChannels
 
-    dist = from_environment(config.learner.device, config.learner.dist_timeout_s)
     run_dir = Path(config.run_dir)
+    if resume and not (run_dir / "checkpoints" / "latest").exists():
+        raise SystemExit(f"--resume {run_dir}: no checkpoint in {run_dir / 'checkpoints'}")
+    dist = from_environment(config.learner.device, config.learner.dist_timeout_s)
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         prepare_model(config)
@@ -75,11 +101,12 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
     )
     learner = Learner(model, lcfg, dist=dist)
     if resume:
-        if not (run_dir / "checkpoints" / "latest").exists():
-            raise SystemExit(f"--resume: no checkpoint in {run_dir / 'checkpoints'}")
         learner.load_checkpoint(run_dir / "checkpoints")
     if max_steps is None and lcfg.max_steps is not None:
         max_steps = max(lcfg.max_steps - learner.version, 0)  # max_steps counts from version 0
+        if max_steps == 0:
+            log.info("the run is finished (version %d of max_steps %d)", learner.version,
+                     lcfg.max_steps)  # fmt: skip
     stop = {"now": False}
     on_terminate(lambda: stop.update(now=True))
     if not dist.is_main:  # follows rank 0's commands until it stops
@@ -90,7 +117,14 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
     with LearnerChannels(learner_endpoints(config)) as channels:
         write_endpoints(run_dir, channels.endpoints)
         log.info("serving at %s (version %d)", channels.endpoints, learner.version)
-        learner.run(channels, max_steps=max_steps, should_stop=lambda: stop["now"])
+        evals = None
+        if config.eval.every > 0:
+            from agentgym.cli.eval import periodic_eval
+
+            evals = periodic_eval(config, model, tokenizer)
+        learner.run(
+            channels, max_steps=max_steps, should_stop=lambda: stop["now"], extra_metrics=evals
+        )
     dist.close()
     log.info("done at version %d", learner.version)
     dist.exit(0)

@@ -31,8 +31,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``agentgym``."""
+    """Entry point of ``agentgym``; an invalid config exits with code 2 listing its problems."""
+    from agentgym.configtools import ConfigError
+
     args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except ConfigError as e:
+        from agentgym.cli.common import report_config_error
+
+        return report_config_error(f"agentgym {args.command}", e)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "train":
         from agentgym.cli import train
 

@@ -51,13 +51,13 @@ def add_pairs_arguments(parser: argparse.ArgumentParser) -> None:
 def offline_config(args: argparse.Namespace, section: str) -> RunConfig:
     """The run config with ``--data`` (and ``--init-from``) applied, its data files checked:
     every refusal happens before a model is built."""
-    config = load_config(args.config, args.overrides)
+    init_from = getattr(args, "init_from", None)
+    init = [f"model.init_from={init_from}"] if init_from else []
+    config = load_config(args.config, [*args.overrides, *init])
     part = getattr(config, section)
     if args.data:
         part = replace(part, data=tuple(args.data))
         config = replace(config, **{section: part})
-    if getattr(args, "init_from", None):
-        config = replace(config, model=replace(config.model, init_from=args.init_from))
     if not part.data:
         raise SystemExit(f"agentgym {section}: no data (set {section}.data or pass --data)")
     missing = [d for d in part.data if not Path(d).is_file()]

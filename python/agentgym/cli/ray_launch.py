@@ -198,7 +198,7 @@ class RayProcesses:
             flush=True,
         )
 
-    def start_learner(self, extra: list[str], stopping: Callable[[], bool]) -> list[Child]:
+    def start_learner(self, args: list[str], stopping: Callable[[], bool]) -> list[Child]:
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -217,7 +217,7 @@ class RayProcesses:
         ]
         ips = self._wait([h.node_ip.remote() for h in hosts], "the learner ranks", stopping)
         port = self._wait([hosts[0].free_port.remote()], "rank 0", stopping)[0]
-        args = [str(self.run_dir / RESOLVED_CONFIG), *extra, *self._transport_sets(ips[0])]
+        args = [*args, *self._transport_sets(ips[0])]
         envs = [
             rank_env(r, ips, port, gpu="GPU" in bundle) if ranks > 1 else {} for r in range(ranks)
         ]

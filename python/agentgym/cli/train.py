@@ -2,9 +2,12 @@
 
 The run directory gets the resolved config (``config.yaml``), the learner's ``metrics.jsonl``,
 ``checkpoints/``, a trajectory sample (``trajectories.jsonl``), per-actor counters
-(``actors/``), each child's log (``logs/``) and ``summary.json``. Ctrl-C (or SIGTERM) asks the
-learner to checkpoint and stop; a child that dies stops the run, and its log tail is printed.
-``--resume RUN_DIR`` continues a run from its newest checkpoint with its saved config.
+(``actors/``), each child's log (``logs/``) and ``summary.json``. A run dir that already holds
+a run is refused (``--overwrite`` deletes its files first; ``agentgym.cli.rundir``). Ctrl-C
+(or SIGTERM) asks the learner to checkpoint and stop, and the command to resume is printed; a
+child that dies stops the run, and its log tail is printed. ``--resume RUN_DIR`` continues a
+run from its newest checkpoint with its saved config (``agentgym-learner --resume RUN_DIR``
+takes the same form).
 ``--ray [ADDRESS]`` places the same processes on a Ray cluster (``agentgym.cli.ray_launch``).
 """
 
@@ -17,12 +20,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from agentgym.cli.common import ENDPOINTS_FILE, RESOLVED_CONFIG, on_terminate
-from agentgym.config import RunConfig, dump_config, load_config
+from agentgym.cli.common import ENDPOINTS_FILE, RESOLVED_CONFIG, on_terminate, resume_config
+from agentgym.cli.rundir import checkpoint_step, clear_run, refuse_existing, trim_metrics
+from agentgym.config import RunConfig, absolute_paths, dump_config, load_config
 
 START_TIMEOUT_S = 600.0
 LEARNER_GRACE_S = 60.0  # the learner checkpoints before it exits
@@ -54,6 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="continue the run in RUN_DIR from its newest checkpoint",
     )
     parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="the run dir holds an earlier run: delete its files and start over",
+    )
+    parser.add_argument(
         "--init-from",
         default=None,
         metavar="CHECKPOINT",
@@ -68,23 +77,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="place the learner ranks and actors on an existing Ray cluster (default address: "
         "RAY_ADDRESS or the cluster started on this machine); needs agentgym-rs[ray]",
     )
-    parser.add_argument("--quiet", action="store_true", help="no live progress line")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no per-step progress lines (the closing summary is still printed)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """``agentgym train``: returns the exit code."""
     config = _resolve(args)
     run_dir = Path(config.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    dump_config(config, run_dir / RESOLVED_CONFIG)
+    step = 0
+    if args.resume is None:
+        _claim(run_dir, args)
+    else:
+        done = _resumable(config)
+        if done is not None:
+            print(done, flush=True)
+            return 0
+        step = checkpoint_step(run_dir) or 0
+        dropped = trim_metrics(run_dir, step)
+        if dropped:
+            print(
+                f"agentgym train: metrics.jsonl: removed steps {dropped[0]}-{dropped[-1]}, made "
+                f"after the checkpoint at step {step}; they are trained again",
+                flush=True,
+            )
+    start = f", resuming from the checkpoint at step {step}" if args.resume else ""
     print(
         f"agentgym train: run dir {run_dir} ({'sync' if args.sync else 'async'}, "
-        f"{config.actor.num_actors} actor(s))",
+        f"{config.actor.num_actors} actor(s){start})",
         flush=True,
     )
-    from agentgym.actor.policy import prepare_model
-
-    prepare_model(config)
+    _prepare_model(config)  # before the run's own files: a refusal here leaves none
+    run_dir.mkdir(parents=True, exist_ok=True)
+    dump_config(config, run_dir / RESOLVED_CONFIG)
     processes: Processes = LocalProcesses(config)
     if args.ray is not None:
         from agentgym.cli.ray_launch import RayProcesses
@@ -101,19 +129,65 @@ def _resolve(args: argparse.Namespace) -> RunConfig:
     if args.resume is None:
         if args.config is None:
             raise SystemExit("agentgym train: CONFIG is required (or --resume RUN_DIR)")
-        config = load_config(args.config, args.overrides)
-        if args.init_from is not None:
-            config = replace(config, model=replace(config.model, init_from=args.init_from))
-        return config
-    if args.init_from is not None:
+        init = [f"model.init_from={args.init_from}"] if args.init_from is not None else []
+        return absolute_paths(load_config(args.config, [*args.overrides, *init]))
+    for flag, given in (("CONFIG", args.config), ("--init-from", args.init_from),
+                        ("--overwrite", args.overwrite)):  # fmt: skip
+        if given:
+            raise SystemExit(
+                f"agentgym train: --resume continues {args.resume} with its own config.yaml and "
+                f"checkpoint; drop {flag} (change fields with --set KEY=VALUE)"
+            )
+    return resume_config(args.resume, args.overrides)
+
+
+def _prepare_model(config: RunConfig) -> None:
+    """Build the tiny model into the run dir once; one built there with other settings is
+    refused with what to do (it is the untrained policy other commands share, never replaced
+    silently)."""
+    from agentgym.actor.policy import model_dir, prepare_model
+
+    try:
+        prepare_model(config)
+    except ValueError as e:
         raise SystemExit(
-            "agentgym train: --resume continues from the run's checkpoint; drop --init-from"
+            f"agentgym train: {e}\n  delete {model_dir(config)} to build the configured model "
+            "there, or set another run_dir"
+        ) from None
+
+
+def _claim(run_dir: Path, args: argparse.Namespace) -> None:
+    """Make ``run_dir`` free for a new run: refuse one holding a run, or with ``--overwrite``
+    delete that run's files (saying which)."""
+    if not args.overwrite:
+        refusal = refuse_existing(run_dir)
+        if refusal is not None:
+            raise SystemExit(f"agentgym train: {refusal}")
+        return
+    removed = clear_run(run_dir)
+    if removed:
+        print(f"agentgym train: --overwrite: deleted {', '.join(removed)} in {run_dir}")
+
+
+def _resumable(config: RunConfig) -> str | None:
+    """None when the run can go on; the message saying it is finished otherwise. A run dir
+    without a checkpoint is refused (SystemExit)."""
+    run_dir = Path(config.run_dir)
+    step = checkpoint_step(run_dir)
+    if step is None:
+        raise SystemExit(
+            f"agentgym train: --resume: {run_dir} has no checkpoint to resume from (the run "
+            "stopped before its first one); start it over with: agentgym train "
+            f"{run_dir / RESOLVED_CONFIG} --overwrite"
         )
-    saved = Path(args.resume) / RESOLVED_CONFIG
-    if not saved.exists():
-        raise SystemExit(f"--resume: {saved} not found")
-    config = load_config(saved, args.overrides)
-    return replace(config, run_dir=str(Path(args.resume)))
+    total = config.learner.max_steps
+    if total is None or step < total:
+        return None
+    return (
+        f"agentgym train: {run_dir} is finished: its checkpoint is at step {step} of "
+        f"learner.max_steps {total}. To train further: agentgym train --resume {run_dir} "
+        f"--set learner.max_steps={total + step}"
+    )
 
 
 class Child(Protocol):
@@ -140,11 +214,13 @@ class Processes(Protocol):
     (``agentgym.cli.ray_launch.RayProcesses``). ``stopping`` says the launcher was asked to
     stop, for starts that wait on the cluster."""
 
-    def start_learner(self, extra: list[str], stopping: Callable[[], bool]) -> list[Child]:
-        """The learner (rank 0 first, then any other ranks), running ``agentgym.cli.learner``."""
+    def start_learner(self, args: list[str], stopping: Callable[[], bool]) -> list[Child]:
+        """The learner (rank 0 first, then any other ranks), running ``agentgym.cli.learner``
+        with ``args`` (the run's config, or ``--resume RUN_DIR``)."""
 
     def start_actors(self, extras: list[list[str]], stopping: Callable[[], bool]) -> list[Child]:
-        """One actor per item of ``extras`` (its arguments), running ``agentgym.cli.actor``."""
+        """One actor per item of ``extras`` (its arguments after the run's config), running
+        ``agentgym.cli.actor``."""
 
     def close(self) -> None:
         """Release what the starts held (called once every child has stopped)."""
@@ -188,9 +264,9 @@ class LocalProcesses:
         self.config = config
         self.run_dir = Path(config.run_dir)
 
-    def start_learner(self, extra: list[str], stopping: Callable[[], bool]) -> list[Child]:
+    def start_learner(self, args: list[str], stopping: Callable[[], bool]) -> list[Child]:
         module = "agentgym.cli.learner"
-        cmd = self._command(module, extra)
+        cmd = [sys.executable, "-m", module, *args]
         if self.config.learner.ranks > 1:
             ranks = self.config.learner.ranks
             cmd[1:3] = ["-m", "torch.distributed.run", "--standalone",
@@ -199,15 +275,15 @@ class LocalProcesses:
 
     def start_actors(self, extras: list[list[str]], stopping: Callable[[], bool]) -> list[Child]:
         return [
-            self._spawn(f"actor{i}", self._command("agentgym.cli.actor", extra))
-            for i, extra in enumerate(extras)
+            self._spawn(f"actor{i}", [sys.executable, "-m", "agentgym.cli.actor", *args])
+            for i, args in enumerate(self._actor_args(extras))
         ]
 
     def close(self) -> None:
         pass
 
-    def _command(self, module: str, extra: list[str]) -> list[str]:
-        return [sys.executable, "-m", module, str(self.run_dir / RESOLVED_CONFIG), *extra]
+    def _actor_args(self, extras: list[list[str]]) -> list[list[str]]:
+        return [[str(self.run_dir / RESOLVED_CONFIG), *extra] for extra in extras]
 
     def _spawn(self, name: str, cmd: list[str]) -> LocalChild:
         logs = self.run_dir / "logs"
@@ -225,12 +301,16 @@ class LocalProcesses:
 
 @dataclass
 class Progress:
-    """What the live line shows, read from metrics.jsonl and the actors' counters."""
+    """What the progress lines show, read from metrics.jsonl and the actors' counters.
+    ``first_step`` is where this launch began (a resumed run's checkpoint) and ``sampling``
+    when the actors were started, from which the ETA's pace is measured."""
 
     started: float = field(default_factory=time.monotonic)
     metrics_offset: int = 0
     last: dict[str, Any] = field(default_factory=dict)
     steps: int = 0
+    first_step: int = 0
+    sampling: float | None = None
 
 
 class Launcher:
@@ -252,6 +332,11 @@ class Launcher:
         self.learners: list[Child] = []
         self.children: list[Child] = []
         self.progress = Progress()
+        if resume:  # earlier steps are in metrics.jsonl already; show only this launch's
+            metrics = self.run_dir / "metrics.jsonl"
+            step = checkpoint_step(self.run_dir) or 0
+            offset = metrics.stat().st_size if metrics.exists() else 0
+            self.progress = Progress(metrics_offset=offset, steps=step, first_step=step)
         self.stopping = False
 
     def run(self) -> int:
@@ -262,8 +347,9 @@ class Launcher:
         code = 1
         stopping = self._is_stopping
         try:
-            extra = ["--resume"] if self.resume else []
-            self.learners = self.processes.start_learner(extra, stopping)
+            config_arg = str(self.run_dir / RESOLVED_CONFIG)
+            args = ["--resume", str(self.run_dir)] if self.resume else [config_arg]
+            self.learners = self.processes.start_learner(args, stopping)
             self.children += self.learners
             self._wait_endpoints()
             endpoints = str(self.run_dir / ENDPOINTS_FILE)
@@ -272,12 +358,17 @@ class Launcher:
                 for i in range(self.config.actor.num_actors)
             ]
             self.children += self.processes.start_actors(extras, stopping)
+            self.progress.sampling = time.monotonic()
+            if not self.quiet:
+                print("agentgym train: actors started; waiting for the first update", flush=True)
             code = self._watch()
         except ChildDied as e:
             print(f"\nagentgym train: {e}", file=sys.stderr, flush=True)
         finally:
             self._shutdown()
+            self._show()  # updates the learner made while it was being stopped
             self._summary(code)
+            print(self._closing(code), flush=True)
         return code
 
     def _wait_endpoints(self) -> None:
@@ -294,10 +385,14 @@ class Launcher:
             for child in self.children:
                 self._check(child)
             if self.learners[0].poll() == 0:
-                self._show(final=True)
+                self._show()
                 return 0
             if self.stopping:
-                self._show(final=True)
+                self._show()
+                print(
+                    "\nagentgym train: stopping; the learner writes a checkpoint first",
+                    flush=True,
+                )
                 return 130
             self._show()
             time.sleep(1.0)
@@ -326,31 +421,27 @@ class Launcher:
 
     # --- progress ---------------------------------------------------------------------------
 
-    def _show(self, final: bool = False) -> None:
-        self._read_metrics()
-        line = self._line()
-        if self.quiet:
-            return
-        end = "\n" if final or not sys.stdout.isatty() else ""
-        if sys.stdout.isatty():
-            print("\r" + line.ljust(120), end=end, flush=True)
-        elif final or self.progress.steps != self.progress.last.get("_shown"):
-            print(line, flush=True)
-            self.progress.last["_shown"] = self.progress.steps
+    def _show(self) -> None:
+        """One line per update the learner recorded since the last call."""
+        for record in self._read_metrics():
+            self.progress.last.update(record)
+            self.progress.steps = record.get("step", self.progress.steps)
+            if not self.quiet:
+                print(self._line() + _eval_note(record), flush=True)
 
-    def _read_metrics(self) -> None:
+    def _read_metrics(self) -> list[dict[str, Any]]:
         path = self.run_dir / "metrics.jsonl"
         if not path.exists():
-            return
-        with open(path) as f:
+            return []
+        records = []
+        with open(path, "rb") as f:
             f.seek(self.progress.metrics_offset)
             for raw in f:
-                if not raw.endswith("\n"):
+                if not raw.endswith(b"\n"):
                     break
-                self.progress.metrics_offset += len(raw.encode())
-                record = json.loads(raw)
-                self.progress.last.update(record)
-                self.progress.steps = record.get("step", self.progress.steps)
+                self.progress.metrics_offset += len(raw)
+                records.append(json.loads(raw))
+        return records
 
     def _line(self) -> str:
         m, actors = self.progress.last, actor_totals(self.run_dir)
@@ -358,14 +449,51 @@ class Launcher:
         lags = {int(k.split("/")[1]): v for k, v in m.items() if k.startswith("staleness/")}
         mean_lag = sum(k * v for k, v in lags.items()) / max(sum(lags.values()), 1)
         samples_s = actors.get("trajectories_pushed", 0) / wall
+        total = self.config.learner.max_steps
         return (
-            f"step {m.get('step', 0):>4}  reward {m.get('reward/all', 0.0):.3f}  "
-            f"success {m.get('success/all', 0.0):.2f}  cap {m.get('horizon_cap')}  "
-            f"staleness {mean_lag:.2f}  samples/s {samples_s:.1f}  "
-            f"tokens/s {actors.get('pushed_tokens', 0) / wall:.0f}  "
-            f"dropped {actors.get('dropped_env_errors', 0)}  "
-            f"{time.monotonic() - self.progress.started:.0f}s"
+            f"step {m.get('step', 0)}/{total if total is not None else '?'}  "
+            f"reward {m.get('reward/all', 0.0):.3f}  success {m.get('success/all', 0.0):.2f}  "
+            f"cap {m.get('horizon_cap')}  staleness {mean_lag:.2f}  "
+            f"stale-dropped {m.get('dropped_stale_total', 0)}  "
+            f"samples/s {samples_s:.1f}  tokens/s {actors.get('pushed_tokens', 0) / wall:.0f}  "
+            f"env-errors {actors.get('dropped_env_errors', 0)}  "
+            f"{_duration(time.monotonic() - self.progress.started)}  eta {self._eta()}"
         )
+
+    def _eta(self) -> str:
+        """Time left at the pace of this launch's updates so far ("?" before the first)."""
+        p, total = self.progress, self.config.learner.max_steps
+        done = p.steps - p.first_step
+        if total is None or p.sampling is None or done < 1:
+            return "?"
+        pace = (time.monotonic() - p.sampling) / done
+        return _duration(pace * max(total - p.steps, 0))
+
+    def _closing(self, code: int) -> str:
+        """Where the run's files are, and what to run next (eval, or the resume command)."""
+        run_dir, step = self.run_dir, checkpoint_step(self.run_dir)
+        total = self.config.learner.max_steps
+        of = f"/{total}" if total is not None else ""
+        wall = _duration(time.monotonic() - self.progress.started)
+        head = {
+            0: f"finished at step {self.progress.steps}{of} after {wall}",
+            130: f"stopped at step {self.progress.steps}{of} after {wall}",
+        }.get(code, f"failed (exit {code}) at step {self.progress.steps}{of} after {wall}")
+        ckpts = run_dir / "checkpoints"
+        newest = f"{ckpts} (newest: step {step})" if step is not None else "none written"
+        lines = [
+            f"agentgym train: {head}",
+            f"  checkpoints   {newest}",
+            f"  metrics       {run_dir / 'metrics.jsonl'}",
+            f"  trajectories  {run_dir / 'trajectories.jsonl'}",
+            f"  logs          {run_dir / 'logs'}",
+        ]
+        if step is not None:
+            config = run_dir / RESOLVED_CONFIG
+            lines.append(f"  evaluate      agentgym eval {config} --checkpoint {ckpts}")
+        if code != 0 and step is not None:
+            lines.append(f"  resume        agentgym train --resume {run_dir}")
+        return "\n".join(lines)
 
     def _summary(self, code: int) -> None:
         summary = {
@@ -373,7 +501,7 @@ class Launcher:
             "mode": "sync" if self.sync else "async",
             "wall_s": time.monotonic() - self.progress.started,
             "steps": self.progress.steps,
-            "last_metrics": {k: v for k, v in self.progress.last.items() if k != "_shown"},
+            "last_metrics": dict(self.progress.last),
             "actors": actor_totals(self.run_dir),
         }
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -404,6 +532,25 @@ def stop_all(children: list[Child], grace_s: float) -> None:
     deadline = time.monotonic() + grace_s
     for child in children:
         child.wait(max(deadline - time.monotonic(), 0.0))
+
+
+def _eval_note(record: dict[str, Any]) -> str:
+    """The periodic eval's results where this update's record has them (else "")."""
+    rates = {k[5:]: v for k, v in record.items() if k.startswith(("eval/avg@", "eval/pass@"))}
+    if not rates:
+        return ""
+    shown = "  ".join(f"{k} {v:.3f}" for k, v in sorted(rates.items()))
+    return f"\n  eval on {record.get('eval/tasks', '?')} held-out tasks: {shown}"
+
+
+def _duration(seconds: float) -> str:
+    """``42s``, ``3m05s`` or ``2h03m``."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def log_tail(path: Path, lines: int = 15) -> str:

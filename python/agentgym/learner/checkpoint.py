@@ -197,6 +197,21 @@ def _dcp_load(state: dict[str, Any], path: Path) -> None:
         dcp.load(state, checkpoint_id=str(path / DCP_DIR), no_dist=single)
 
 
+def prune_checkpoints(directory: str | Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` complete checkpoints in ``directory`` (by step; the
+    one ``latest`` names is always kept); returns the deleted paths."""
+    root = Path(directory)
+    newest = latest_checkpoint(root)
+    steps = sorted(
+        (p for p in root.glob("step_*") if p.is_dir() and p.name[5:].isdigit()),
+        key=lambda p: int(p.name[5:]),
+    )
+    old = [p for p in steps[: max(len(steps) - keep, 0)] if p != newest]
+    for path in old:
+        shutil.rmtree(path)
+    return old
+
+
 def latest_checkpoint(directory: str | Path) -> Path | None:
     """The newest complete checkpoint in ``directory``, or None."""
     pointer = Path(directory) / "latest"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agentgym.configtools import check, none_or
 from agentgym.horizon import HorizonConfig
 
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae")
@@ -32,6 +33,15 @@ class AdvantageConfig:
     """Per-token KL-to-reference penalty subtracted from the reward (reinforce_pp*, gae)."""
     eps: float = 1e-6
     """Added to the group std in grpo."""
+
+    def __post_init__(self) -> None:
+        check(
+            self,
+            ("gamma", 0 <= self.gamma <= 1, "must be in [0, 1]"),
+            ("lam", 0 <= self.lam <= 1, "must be in [0, 1]"),
+            ("kl_reward_coef", self.kl_reward_coef >= 0, "must be >= 0"),
+            ("eps", self.eps > 0, "must be > 0"),
+        )
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,19 @@ class LossConfig:
     value_clip: float | None = 0.2
     """Clip range of the value update (gae only); None: unclipped."""
 
+    def __post_init__(self) -> None:
+        check(
+            self,
+            ("clip_eps", self.clip_eps > 0, "must be > 0"),
+            ("clip_eps_high", none_or(self.clip_eps_high, lambda v: v > 0), "must be > 0"),
+            ("dual_clip", none_or(self.dual_clip, lambda v: v > 1), "must be > 1 (or null)"),
+            ("behaviour_cap", self.behaviour_cap > 0, "must be > 0"),
+            ("kl_coef", self.kl_coef >= 0, "must be >= 0"),
+            ("entropy_coef", self.entropy_coef >= 0, "must be >= 0"),
+            ("value_coef", self.value_coef >= 0, "must be >= 0"),
+            ("value_clip", none_or(self.value_clip, lambda v: v > 0), "must be > 0 (or null)"),
+        )
+
 
 @dataclass(frozen=True)
 class OptimConfig:
@@ -79,10 +102,15 @@ class OptimConfig:
     """Clip the global gradient norm to this; None: no clipping."""
 
     def __post_init__(self) -> None:
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0 or (self.grad_clip is not None and self.grad_clip <= 0):
-            raise ValueError("weight_decay must be >= 0 and grad_clip > 0 (or null)")
+        check(
+            self,
+            ("lr", self.lr > 0, "must be > 0"),
+            ("betas", len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
+             "must be two numbers in [0, 1)"),
+            ("eps", self.eps > 0, "must be > 0"),
+            ("weight_decay", self.weight_decay >= 0, "must be >= 0"),
+            ("grad_clip", none_or(self.grad_clip, lambda v: v > 0), "must be > 0 (or null)"),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -149,16 +177,23 @@ class LearnerConfig:
     """TensorBoard log directory (needs the tensorboard package); None: off."""
     max_steps: int | None = None
     """Stop after this many updates; None: run until stopped."""
+    keep_checkpoints: int | None = None
+    """Keep only the newest this many checkpoints (older ones are deleted after each save);
+    None: keep all."""
 
     def __post_init__(self) -> None:
-        for name in ("groups_per_step", "ppo_epochs", "minibatches", "micro_batch_size", "ranks"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
-        if self.max_staleness < 0 or self.temperature <= 0:
-            raise ValueError("max_staleness must be >= 0 and temperature > 0")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1 (or null: no limit), got {self.max_steps}")
-        if self.dist_timeout_s <= 0:
-            raise ValueError(f"dist_timeout_s must be > 0, got {self.dist_timeout_s}")
-        if self.checkpoint_every < 0 or self.publish_weights_every < 1:
-            raise ValueError("checkpoint_every must be >= 0 and publish_weights_every >= 1")
+        counts = ("groups_per_step", "ppo_epochs", "minibatches", "micro_batch_size", "ranks")
+        check(
+            self,
+            *((name, getattr(self, name) >= 1, "must be >= 1") for name in counts),
+            ("max_staleness", self.max_staleness >= 0, "must be >= 0"),
+            ("temperature", self.temperature > 0, "must be > 0"),
+            ("max_steps", none_or(self.max_steps, lambda v: v >= 1),
+             "must be >= 1 (or null: no limit)"),
+            ("dist_timeout_s", self.dist_timeout_s > 0, "must be > 0"),
+            ("checkpoint_every", self.checkpoint_every >= 0, "must be >= 0 (0: only at the end)"),
+            ("publish_weights_every", self.publish_weights_every >= 1, "must be >= 1"),
+            ("pad_token_id", self.pad_token_id >= 0, "must be >= 0"),
+            ("keep_checkpoints", none_or(self.keep_checkpoints, lambda v: v >= 1),
+             "must be >= 1 (or null: keep all)"),
+        )  # fmt: skip

@@ -41,6 +41,7 @@ from agentgym.learner.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
     load_sharded_checkpoint,
+    prune_checkpoints,
     save_checkpoint,
     save_sharded_checkpoint,
 )
@@ -490,10 +491,13 @@ class Learner:
         max_steps: int | None = None,
         poll_s: float = 0.05,
         should_stop: Callable[[], bool] | None = None,
+        extra_metrics: Callable[[int], dict[str, Any]] | None = None,
     ) -> None:
         """Train on trajectories from ``channels`` until ``max_steps`` updates or ``should_stop``.
 
         Publishes weights and control at start, after each update and (stop) at the end.
+        ``extra_metrics(version)`` (periodic eval) runs after each update and adds to its
+        metrics line.
         Under torchrun only rank 0 has channels; the other ranks (``channels`` None) follow
         its commands until it stops.
         """
@@ -515,6 +519,8 @@ class Learner:
                 done += 1
                 metrics["rejected_messages_total"] = channels.stats.rejected
                 metrics.update({f"actors/{k}": v for k, v in channels.actors.counts().items()})
+                if extra_metrics is not None:
+                    metrics.update(extra_metrics(self.version))
                 writer.write(self.version, metrics)
                 self._write_actors(channels)
                 self.publish(channels, weights=self.version % self.cfg.publish_weights_every == 0)
@@ -623,12 +629,18 @@ class Learner:
     def _save_checkpoint(self, directory: str) -> Path:
         state = TrainingState(self.version, self.horizon.state_dict(), dict(self.counters))
         if self.dist.sharded:
-            return save_sharded_checkpoint(
+            path = save_sharded_checkpoint(
                 directory, state, self._modules(), self.optimizer, self.generator, self.dist
             )
-        return save_checkpoint(
-            directory, state, self.model, self.optimizer, self.generator, self.value_head
-        )
+        else:
+            path = save_checkpoint(
+                directory, state, self.model, self.optimizer, self.generator, self.value_head
+            )
+        keep = self.cfg.keep_checkpoints
+        if keep is not None and self.dist.is_main:
+            for old in prune_checkpoints(directory, keep):
+                log.info("deleted %s (learner.keep_checkpoints: %d)", old, keep)
+        return path
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Resume from a checkpoint directory (or a checkpoint root holding ``latest``); every

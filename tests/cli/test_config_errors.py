@@ -1,0 +1,121 @@
+"""An invalid config stops a command before any work: every problem on its own line, naming the
+field's dotted path and where the value came from, exit code 2, no traceback, no run dir."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")  # the config schema lives under agentgym.learner
+
+from agentgym.config import load_config  # noqa: E402
+from agentgym.configtools import ConfigError  # noqa: E402
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+QUICKSTART = CONFIGS / "quickstart.yaml"
+THOUGHT_ACTION = CONFIGS / "babyai-thought-action.yaml"
+
+
+def agentgym(*args: str, module: str = "agentgym.cli.main") -> subprocess.CompletedProcess:
+    """Run a command as a user would, capturing its output."""
+    cmd = [sys.executable, "-m", module, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def sets(*items: str) -> list[str]:
+    return [arg for item in items for arg in ("--set", item)]
+
+
+def test_train_reports_every_problem_at_once_and_creates_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    bad = sets(
+        f"run_dir={run_dir}",
+        "learner.max_steps=-5",
+        "learner.optim.lr=-0.1",
+        "env.name=babyia",
+        "actor.group_size=0",
+        "tasks.train.stop=-1",
+        "learner.nope=1",
+    )
+    done = agentgym("train", str(QUICKSTART), *bad)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[0] == "agentgym train: the config has 6 problems (nothing was started):"
+    assert sorted(line.strip() for line in lines[1:]) == sorted([
+        "env.name: must be a native env (babyai, textcraft), got 'babyia' (--set env.name=babyia)",
+        "tasks.train.stop: must be > start (0), got -1 (--set tasks.train.stop=-1)",
+        "actor.group_size: must be >= 1, got 0 (--set actor.group_size=0)",
+        "learner.optim.lr: must be > 0, got -0.1 (--set learner.optim.lr=-0.1)",
+        "learner.max_steps: must be >= 1 (or null: no limit), got -5 "
+        "(--set learner.max_steps=-5)",
+        "learner.nope: unknown key (known: activation_checkpointing, advantage, bf16, "
+        "checkpoint_dir, checkpoint_every, device, dist_timeout_s, groups_per_step, horizon, "
+        "keep_checkpoints, loss, max_staleness, max_steps, metrics_path, micro_batch_size, "
+        "minibatches, optim, pad_token_id, ppo_epochs, publish_weights_every, ranks, seed, "
+        "temperature, tensorboard_dir, weights_dir, weights_via) (--set learner.nope=1)",
+    ])  # fmt: skip
+    assert not run_dir.exists()
+
+
+def test_action_line_replies_need_room_for_an_action_and_a_model_path_must_exist(tmp_path):
+    run_dir = tmp_path / "run"
+    args = sets(f"run_dir={run_dir}", "engine.max_new_tokens=1", "model.path=/nonexistent/model")
+    done = agentgym("train", str(THOUGHT_ACTION), *args)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    problems = [line.strip() for line in done.stderr.strip().splitlines()[1:]]
+    assert problems == [
+        "model.path: no model directory there (a local Hugging Face directory with config.json, "
+        "or a hub id org/name), got '/nonexistent/model' (--set model.path=/nonexistent/model)",
+        "engine.max_new_tokens: must be >= 4 with actor.reply_format action_line (a reply needs "
+        "room for 'Action: <action>'), got 1 (--set engine.max_new_tokens=1)",
+    ]
+    assert not run_dir.exists()
+
+
+def test_problems_in_the_file_name_the_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("learner:\n  ppo_epochs: 0\n  optim: {eps: -1}\neval: {samples: 0}\n")
+    done = agentgym("eval", str(path), "--checkpoint", str(tmp_path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[1:] == [
+        f"  learner.optim.eps: must be > 0, got -1.0 ({path})",
+        f"  learner.ppo_epochs: must be >= 1, got 0 ({path})",
+        f"  eval.samples: must be >= 1, got 0 ({path})",
+    ]
+    missing = agentgym("train", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert f"{tmp_path / 'nope.yaml'}: cannot read the config" in missing.stderr
+
+
+def test_the_learner_and_actor_commands_check_the_same_way(tmp_path):
+    for module in ("agentgym.cli.learner", "agentgym.cli.actor"):
+        done = agentgym(str(QUICKSTART), *sets("engine.top_p=0"), module=module)
+        prog = module.rsplit(".", 1)[1]
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert done.stderr.splitlines() == [
+            f"agentgym-{prog}: the config has 1 problem (nothing was started):",
+            "  engine.top_p: must be in (0, 1] (1: off), got 0.0 (--set engine.top_p=0)",
+        ]
+
+
+def test_model_path_takes_local_directories_and_hub_ids(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    for good in (str(tmp_path / "model"), "Qwen/Qwen2.5-0.5B-Instruct", "gpt2"):
+        assert load_config(THOUGHT_ACTION, [f"model.path={good}"]).model.path == good
+    for bad in ("./missing", str(tmp_path), "/abs/missing", "a/b/c"):
+        with pytest.raises(ConfigError, match=r"^model\.path: no model directory there"):
+            load_config(THOUGHT_ACTION, [f"model.path={bad}"])
+
+
+def test_periodic_eval_needs_one_learner_process():
+    with pytest.raises(ConfigError) as raised:
+        load_config(QUICKSTART, ["eval.every=5", "learner.ranks=2"])
+    assert raised.value.problems == [
+        "eval.every: must be 0 with learner.ranks > 1 (periodic eval runs in one learner "
+        "process), got 5 (--set eval.every=5)"
+    ]
