@@ -344,5 +344,20 @@ def test_play_textcraft_draws_the_goal_tree_with_the_inventory(hub):
     view = post(url, "play/step", {"session": view["session"], "action": "get 1 birch logs"})
     ingredient = view.json()["picture"]["tree"]["recipes"][0]["ingredients"][0]
     assert ingredient["have"] == 1
-    babyai = post(url, "play", {"env": "babyai", "task_id": 0}).json()
-    assert babyai["picture"] is None
+
+
+def test_play_babyai_draws_the_grid_and_the_agent(hub):
+    url, _ = hub
+    view = post(url, "play", {"env": "babyai", "task_id": 3}).json()
+    pic = view["picture"]
+    assert pic["kind"] == "babyai-grid" and "grid" not in view["info"]
+    assert pic["agent"] == view["info"]["agent_pos"] and pic["dir"] == view["info"]["agent_dir"]
+    rows = pic["rows"]
+    assert len({len(r) for r in rows}) == 1 and all(c == "WE" for c in _cells(rows[0]))
+    assert "KG" in _cells("".join(rows))  # the green key of "go to the green key"
+    x, y = pic["agent"]
+    assert _cells(rows[y])[x] == "  "  # the agent stands on an empty cell
+
+
+def _cells(row):
+    return [row[i : i + 2] for i in range(0, len(row), 2)]

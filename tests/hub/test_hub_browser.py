@@ -123,6 +123,8 @@ def test_play_babyai_to_success_by_clicking(browser, hub_url):
     browser.find_element(By.ID, "play-start").click()
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#play-actions button"))
     assert "go to the green key" in browser.find_element(By.ID, "play-observation").text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#play-picture .bcell.agent")) == 1
+    assert browser.find_elements(By.CSS_SELECTOR, "#play-picture .bcell.view")
     buttons = browser.find_elements(By.CSS_SELECTOR, "#play-actions button")
     [go] = [b for b in buttons if b.text == "go to green key 1"]
     go.click()
