@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from agentgym.cli.common import (
@@ -16,12 +17,16 @@ from agentgym.cli.common import (
     on_terminate,
     read_endpoints,
     set_torch_threads,
+    wait_for_endpoints,
 )
 from agentgym.config import RunConfig
 from agentgym.transport.channels import Endpoints
 from agentgym.transport.malloc import tune_malloc
 
 log = logging.getLogger("agentgym.actor")
+
+ENDPOINTS_TIMEOUT_S = 600.0
+"""How long an actor started beside its learner waits for the learner's endpoints file."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _endpoints(config: RunConfig, path: str | None) -> Endpoints:
-    if path is not None:
-        return read_endpoints(path)
+def _endpoints(config: RunConfig, path: str | None) -> Endpoints | Callable[[], Endpoints]:
+    if path is not None:  # the learner may still be starting: read it once the engine is built
+        return lambda: wait_for_endpoints(path, ENDPOINTS_TIMEOUT_S)
     recorded = Path(config.run_dir) / ENDPOINTS_FILE
     if config.transport.kind == "ipc" and recorded.exists():
         return read_endpoints(recorded)
@@ -89,8 +94,16 @@ def actor_share(config: RunConfig, index: int) -> int:
     return g // n + (index < g % n)
 
 
-def run_actor(config: RunConfig, endpoints: Endpoints, *, index: int = 0, sync: bool = False):
-    """Build the engine and env pool and run one actor until the learner stops."""
+def run_actor(
+    config: RunConfig,
+    endpoints: Endpoints | Callable[[], Endpoints],
+    *,
+    index: int = 0,
+    sync: bool = False,
+):
+    """Build the engine and env pool and run one actor until the learner stops. ``endpoints``
+    may be a function, called once the engine and pool are built (the learner's endpoints
+    file may appear only then)."""
     a = config.actor
     set_torch_threads(a.torch_threads)
     from agentgym.actor.actor import Actor, ActorSettings
@@ -105,6 +118,8 @@ def run_actor(config: RunConfig, endpoints: Endpoints, *, index: int = 0, sync: 
     pool = EnvPool(
         config.env.name, seed=a.seed + index, threads=config.env.threads, **config.env.options
     )
+    if callable(endpoints):
+        endpoints = endpoints()
     run_dir = Path(config.run_dir)
     (run_dir / "actors").mkdir(parents=True, exist_ok=True)
     settings = ActorSettings(

@@ -9,6 +9,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -90,6 +91,17 @@ def write_endpoints(run_dir: str | Path, endpoints: Endpoints) -> None:
 def read_endpoints(path: str | Path) -> Endpoints:
     """Endpoints written by ``write_endpoints``."""
     return Endpoints(**json.loads(Path(path).read_text()))
+
+
+def wait_for_endpoints(path: str | Path, timeout_s: float, poll_s: float = 0.05) -> Endpoints:
+    """The endpoints in ``path`` once the learner has written them (an actor started beside
+    its learner builds its engine meanwhile); ``TimeoutError`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not Path(path).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no learner endpoints in {path} after {timeout_s:.0f} s")
+        time.sleep(poll_s)
+    return read_endpoints(path)
 
 
 def on_terminate(callback: Callable[[], None]) -> None:

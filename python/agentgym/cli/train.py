@@ -351,13 +351,15 @@ class Launcher:
             args = ["--resume", str(self.run_dir)] if self.resume else [config_arg]
             self.learners = self.processes.start_learner(args, stopping)
             self.children += self.learners
-            self._wait_endpoints()
+            # Actors start now and build their engines while the learner starts; they read
+            # the endpoints file once the learner has written it.
             endpoints = str(self.run_dir / ENDPOINTS_FILE)
             extras = [
                 ["--index", str(i), "--endpoints", endpoints, *["--sync"] * self.sync]
                 for i in range(self.config.actor.num_actors)
             ]
             self.children += self.processes.start_actors(extras, stopping)
+            self._wait_endpoints()
             self.progress.sampling = time.monotonic()
             if not self.quiet:
                 print("agentgym train: actors started; waiting for the first update", flush=True)
@@ -374,8 +376,8 @@ class Launcher:
     def _wait_endpoints(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not (self.run_dir / ENDPOINTS_FILE).exists():
-            for learner in self.learners:
-                self._check(learner)
+            for child in self.children:
+                self._check(child)
             if self.stopping or time.monotonic() > deadline:
                 raise ChildDied("the learner did not start (see logs/learner.log)")
             time.sleep(0.2)
