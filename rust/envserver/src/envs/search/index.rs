@@ -53,6 +53,8 @@ pub enum IndexError {
     Incompatible(String),
     #[error("search index: {0}")]
     Tantivy(#[from] tantivy::TantivyError),
+    #[error("the index build was cancelled; {0} is left incomplete (no agentgym-index.json)")]
+    Cancelled(PathBuf),
 }
 
 fn io_error(path: &Path, e: impl std::fmt::Display) -> IndexError {
@@ -141,12 +143,13 @@ fn schema() -> (Schema, Fields) {
 }
 
 /// Builds an index of `corpus` (JSONL) into `dir`, which must be absent or empty. `progress`
-/// is called every few thousand lines and once at the end.
+/// is called every few thousand lines and once at the end; when it returns `false` the build
+/// stops with [`IndexError::Cancelled`].
 pub fn build_index(
     corpus: &Path,
     dir: &Path,
     options: &BuildOptions,
-    progress: &mut dyn FnMut(&BuildProgress),
+    progress: &mut dyn FnMut(&BuildProgress) -> bool,
 ) -> Result<BuildReport, IndexError> {
     let start = Instant::now();
     let file = File::open(corpus).map_err(|e| io_error(corpus, e))?;
@@ -188,8 +191,8 @@ pub fn build_index(
                 }
             }
         }
-        if line_no.is_multiple_of(PROGRESS_EVERY) {
-            progress(&state);
+        if line_no.is_multiple_of(PROGRESS_EVERY) && !progress(&state) {
+            return Err(IndexError::Cancelled(dir.to_path_buf()));
         }
     }
     writer.commit()?;
@@ -370,6 +373,28 @@ impl SearchIndex {
         ranked.into_iter().map(|(score, row, addr)| self.hit(addr, score, row)).collect()
     }
 
+    /// [`SearchIndex::search`] for each query, spread over `threads` threads (scoped, started
+    /// for this call); results in the order of `queries`.
+    pub fn search_batch<S: AsRef<str> + Sync>(
+        &self,
+        queries: &[S],
+        k: usize,
+        threads: usize,
+    ) -> Vec<Result<Vec<Hit>, IndexError>> {
+        let threads = threads.clamp(1, queries.len().max(1));
+        if threads == 1 {
+            return queries.iter().map(|q| self.search(q.as_ref(), k)).collect();
+        }
+        let chunk = queries.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = queries
+                .chunks(chunk)
+                .map(|part| scope.spawn(move || part.iter().map(|q| self.search(q.as_ref(), k)).collect::<Vec<_>>()))
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        })
+    }
+
     fn row(&self, addr: DocAddress) -> u64 {
         self.rows[addr.segment_ord as usize].first(addr.doc_id).unwrap_or(u64::MAX)
     }
@@ -426,7 +451,7 @@ pub(crate) mod tests {
         let corpus = tmp.0.join("corpus.jsonl");
         std::fs::write(&corpus, CORPUS).unwrap();
         let opts = BuildOptions { threads: 2, memory_bytes: 0 };
-        let report = build_index(&corpus, &tmp.0.join("index"), &opts, &mut |_| {}).unwrap();
+        let report = build_index(&corpus, &tmp.0.join("index"), &opts, &mut |_| true).unwrap();
         (tmp, report)
     }
 
@@ -455,6 +480,23 @@ pub(crate) mod tests {
         assert!(index.search("   ", 3).unwrap().is_empty());
         assert!(index.search("zzz unknown", 3).unwrap().is_empty());
         assert_eq!(index.query_terms("The the THE, cat!"), vec!["cat", "the"]);
+        let queries = ["capital of France", "rhone", "", "Berlin Germany"];
+        let batch = index.search_batch(&queries, 2, 3);
+        for (q, got) in queries.iter().zip(batch) {
+            assert_eq!(got.unwrap(), index.search(q, 2).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_build_can_be_cancelled_and_is_then_not_openable() {
+        let tmp = TempDir::new("cancel");
+        let corpus = tmp.0.join("corpus.jsonl");
+        let line = r#"{"id": "0", "contents": "\"T\"\nsome text"}"#;
+        std::fs::write(&corpus, format!("{line}\n").repeat(PROGRESS_EVERY as usize + 1)).unwrap();
+        let dir = tmp.0.join("index");
+        let err = build_index(&corpus, &dir, &BuildOptions::default(), &mut |_| false).err().unwrap();
+        assert!(matches!(err, IndexError::Cancelled(_)), "{err}");
+        assert!(SearchIndex::open(&dir).is_err());
     }
 
     #[test]
@@ -480,7 +522,7 @@ pub(crate) mod tests {
     fn a_non_empty_target_directory_is_refused() {
         let (tmp, _) = built("nonempty");
         let corpus = tmp.0.join("corpus.jsonl");
-        let err = build_index(&corpus, &tmp.0, &BuildOptions::default(), &mut |_| {}).err().unwrap();
+        let err = build_index(&corpus, &tmp.0, &BuildOptions::default(), &mut |_| true).err().unwrap();
         assert!(err.to_string().contains("not empty"), "{err}");
     }
 }
