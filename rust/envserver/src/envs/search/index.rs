@@ -17,8 +17,10 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
+use super::cache::QueryCache;
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
@@ -41,6 +43,8 @@ const MAX_TOKEN_BYTES: usize = 40;
 const REPORTED_SKIPS: usize = 10;
 /// Progress is reported every this many corpus lines.
 const PROGRESS_EVERY: u64 = 10_000;
+/// Results kept by the query cache (two generations of half as many).
+const CACHE_ENTRIES: usize = 4096;
 /// Extra hits fetched past `k` so that ties at the cut are ordered by row, not segment layout.
 const TIE_MARGIN: usize = 8;
 
@@ -299,6 +303,8 @@ pub struct SearchIndex {
     analyzer: TextAnalyzer,
     meta: IndexMeta,
     dir: PathBuf,
+    /// Recent results, so that sessions sending the same query search once.
+    pub cache: QueryCache,
 }
 
 impl SearchIndex {
@@ -327,6 +333,7 @@ impl SearchIndex {
             analyzer: analyzer(),
             meta,
             dir: dir.to_path_buf(),
+            cache: QueryCache::new(CACHE_ENTRIES),
         })
     }
 
@@ -357,12 +364,23 @@ impl SearchIndex {
     }
 
     /// The `k` best passages for `query` (fewer when fewer contain a query token), best first,
-    /// equal scores by row.
+    /// equal scores by row. Recent results come from the cache.
     pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>, IndexError> {
         let terms = self.query_terms(query);
         if terms.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
+        let key = (terms.join(" "), k);
+        if let Some(hits) = self.cache.get(&key) {
+            return Ok(hits.as_ref().clone());
+        }
+        let hits = Arc::new(self.rank(&terms, k)?);
+        self.cache.insert(&key, &hits);
+        Ok(hits.as_ref().clone())
+    }
+
+    /// BM25 over the index for `terms` (distinct tokens), then the top `k` passages' text.
+    fn rank(&self, terms: &[String], k: usize) -> Result<Vec<Hit>, IndexError> {
         let terms = terms.iter().map(|t| Term::from_field_text(self.contents, t)).collect();
         let query = BooleanQuery::new_multiterms_query(terms);
         let top = self.searcher.search(&query, &TopDocs::with_limit(k + TIE_MARGIN))?;
@@ -485,6 +503,12 @@ pub(crate) mod tests {
         for (q, got) in queries.iter().zip(batch) {
             assert_eq!(got.unwrap(), index.search(q, 2).unwrap());
         }
+        let uncached = SearchIndex::open(&tmp.0.join("index")).unwrap();
+        assert_eq!(
+            uncached.rank(&["capital".into(), "france".into()], 3).unwrap(),
+            index.search("France capital", 3).unwrap()
+        );
+        assert!(index.cache.hits.load(std::sync::atomic::Ordering::Relaxed) >= 3);
     }
 
     #[test]

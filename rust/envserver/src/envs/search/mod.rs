@@ -15,8 +15,10 @@
 //!
 //! The index is opened once per process and directory and shared by every pool and session
 //! (memory-mapped, read-only). Sessions of one batched step search concurrently on the pool's
-//! threads, through one shared searcher.
+//! threads, through one shared searcher; a query that another session sent recently (the
+//! episodes of a GRPO group often search alike) is answered from a shared cache of results.
 
+pub mod cache;
 pub mod grammar;
 pub mod index;
 pub mod qa;
