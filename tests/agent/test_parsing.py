@@ -104,3 +104,12 @@ def test_search_reply_without_a_tag_gets_agentgyms_corrective_observation() -> N
     parsed = parse_action("Thought: x\nAction: search France", "search")
     assert parsed == ParsedAction(None, SEARCH_INVALID_REPLY)
     assert parsed.error.startswith("My previous action is invalid.")
+
+
+@pytest.mark.parametrize("reply_format", ["action_line", "bare"])
+def test_the_actor_parses_search_replies_with_the_tags_in_either_format(reply_format: str) -> None:
+    from agentgym.actor.episodes import parse_reply
+
+    reply = "<think>" + "long reasoning " * 400 + "</think><search> who </search>"
+    assert parse_reply(reply, "search", reply_format) == ParsedAction("<search>who</search>")
+    assert parse_reply("no tag", "search", reply_format).error == SEARCH_INVALID_REPLY
