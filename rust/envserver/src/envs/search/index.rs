@@ -163,7 +163,8 @@ pub fn build_index(
     let index = Index::create_in_dir(dir, schema)?;
     index.tokenizers().register(TOKENIZER, analyzer());
     let threads = options.threads.max(1);
-    let memory = options.memory_bytes.max(threads * (16 << 20));
+    // tantivy takes 15 MB to 4 GB of buffers per writer thread.
+    let memory = options.memory_bytes.clamp(threads * (16 << 20), threads * (4000 << 20));
     let mut writer = index.writer_with_num_threads::<TantivyDocument>(threads, memory)?;
 
     let mut reader = BufReader::with_capacity(1 << 20, file);
