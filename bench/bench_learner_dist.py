@@ -34,9 +34,12 @@ def model(layers: int, hidden: int, vocab: int):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(0)
+    heads = max(2, hidden // 64)  # head size 64 where the width allows; 2 KV heads share them
+    if hidden % heads or heads % 2:
+        raise SystemExit(f"--hidden {hidden}: needs a width that {heads} heads divide evenly")
     cfg = Qwen2Config(
         vocab_size=vocab, hidden_size=hidden, intermediate_size=4 * hidden,
-        num_hidden_layers=layers, num_attention_heads=hidden // 64, num_key_value_heads=2,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=2,
         max_position_embeddings=4096, tie_word_embeddings=True,
     )  # fmt: skip
     return Qwen2ForCausalLM(cfg)

@@ -10,6 +10,14 @@ python3 -m pip install --quiet --upgrade "pip>=23" "maturin>=1.5,<2"
 # [train] pulls torch (large, CUDA wheels from PyPI): installed once per machine, then cached.
 python3 -m pip install --quiet ".[dev,train]"
 
+# The hub's browser tests drive Debian's chromium with selenium; install it where we can
+# (root with apt-get), else those tests skip and say why.
+if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== apt-get install chromium chromium-driver (hub browser tests)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null \
+        || echo "could not install chromium: the hub's browser tests will skip"
+fi
+
 echo "== cargo test"
 cargo test --quiet -p agentgym-envserver
 

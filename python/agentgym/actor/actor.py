@@ -393,8 +393,9 @@ class Actor:
 
 
 def trajectory_record(t: Trajectory, codec: ChatCodec) -> dict[str, Any]:
-    """A JSON record of one trajectory: the text as the model saw it, and its token ids and
-    loss mask (the form ``agentgym sft``, ``agentgym pairs`` and ``agentgym dpo`` read)."""
+    """A JSON record of one trajectory: the text as the model saw it, its token ids and loss
+    mask (the form ``agentgym sft``, ``agentgym pairs`` and ``agentgym dpo`` read) and the
+    behaviour log-probs (0 off the mask; ``agentgym hub`` colours replies by them)."""
     return {
         "episode_id": t.episode_id,
         "group_id": t.group_id,
@@ -415,4 +416,5 @@ def trajectory_record(t: Trajectory, codec: ChatCodec) -> dict[str, Any]:
         ][:64],
         "tokens": t.tokens.tolist(),
         "loss_mask": t.loss_mask.tolist(),
+        "logprobs": [round(x, 4) for x in t.logprobs.tolist()],
     }

@@ -51,7 +51,7 @@ def _import_ray() -> Any:
     try:
         import ray
     except ImportError as e:
-        raise SystemExit("agentgym train --ray needs Ray: pip install 'agentgym[ray]'") from e
+        raise SystemExit("agentgym train --ray needs Ray: pip install 'agentgym-rs[ray]'") from e
     return ray
 
 

@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="ADDRESS",
         help="place the learner ranks and actors on an existing Ray cluster (default address: "
-        "RAY_ADDRESS or the cluster started on this machine); needs agentgym[ray]",
+        "RAY_ADDRESS or the cluster started on this machine); needs agentgym-rs[ray]",
     )
     parser.add_argument("--quiet", action="store_true", help="no live progress line")
 

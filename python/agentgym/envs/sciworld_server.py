@@ -1,6 +1,6 @@
 """``agentgym-sciworld-server``: ScienceWorld over HTTP in AgentGym's SciWorld wire format.
 
-    pip install 'agentgym[sciworld]'      # scienceworld (needs Java 11+), fastapi, uvicorn
+    pip install 'agentgym-rs[sciworld]'      # scienceworld (needs Java 11+), fastapi, uvicorn
     agentgym-sciworld-server --port 36002 --max-sessions 16
 
 Drive it with ``EnvPool.remote("http://127.0.0.1:36002", "sciworld")``. Routes, as AgentGym's

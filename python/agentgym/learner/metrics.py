@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,9 @@ log = logging.getLogger(__name__)
 
 
 class MetricsWriter:
-    """Appends ``{"step": n, ...}`` lines to a JSONL file; mirrors scalars to TensorBoard.
+    """Appends ``{"step": n, "time": unix seconds, ...}`` lines to a JSONL file (the time a
+    step's metrics were written: time-to-first-update, curves over wall time); mirrors scalars to
+    TensorBoard.
 
     TensorBoard needs the ``tensorboard`` package; when it is missing the writer says so once
     in the log and goes on with JSONL only.
@@ -29,9 +32,8 @@ class MetricsWriter:
         """Record the metrics of update ``step``."""
         if self._file is not None:
             metrics = {k: _finite_or_none(v) for k, v in metrics.items()}
-            self._file.write(
-                json.dumps({"step": step, **metrics}, allow_nan=False, default=_jsonable) + "\n"
-            )
+            row = {"step": step, "time": round(time.time(), 3), **metrics}
+            self._file.write(json.dumps(row, allow_nan=False, default=_jsonable) + "\n")
         if self._tb is not None:
             for key, value in metrics.items():
                 if isinstance(value, int | float) and math.isfinite(value):

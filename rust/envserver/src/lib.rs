@@ -27,27 +27,32 @@ mod allocator {
     #[global_allocator]
     static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-    // Option numbers of mimalloc 3's `mi_option_e` (libmimalloc-sys 0.1.49 builds mimalloc 3).
+    // Option numbers of mimalloc 2's `mi_option_e` (the `v2` feature builds mimalloc 2).
+    const EAGER_COMMIT: libmimalloc_sys::mi_option_t = 3;
     const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
     const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
     /// Runs when the extension is loaded, before its first allocation: freed memory goes back
-    /// to the OS at once (`purge_delay` 0) and arenas are committed on use. With mimalloc's
-    /// defaults, RSS stayed at its peak after closing 10,000 sessions and the peak crept up
-    /// over create/close cycles (bench/bench_memory.py). `MIMALLOC_PURGE_DELAY` and
-    /// `MIMALLOC_ARENA_EAGER_COMMIT` in the environment still win.
+    /// to the OS at once (`purge_delay` 0), and segments and arenas are committed on use. With
+    /// mimalloc's defaults, RSS stayed at its peak after closing 10,000 sessions and the peak
+    /// crept up over create/close cycles (bench/bench_memory.py). The same options set in the
+    /// environment (`MIMALLOC_PURGE_DELAY`, ...) still win.
     extern "C" fn set_options() {
         extern "C" {
             fn getenv(name: *const std::ffi::c_char) -> *const std::ffi::c_char;
         }
-        // SAFETY: getenv reads a NUL-terminated name and allocates nothing; mi_option_set
-        // only stores the value.
-        unsafe {
-            if getenv(c"MIMALLOC_PURGE_DELAY".as_ptr()).is_null() {
-                libmimalloc_sys::mi_option_set(PURGE_DELAY, 0);
-            }
-            if getenv(c"MIMALLOC_ARENA_EAGER_COMMIT".as_ptr()).is_null() {
-                libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0);
+        let defaults = [
+            (c"MIMALLOC_PURGE_DELAY", PURGE_DELAY),
+            (c"MIMALLOC_ARENA_EAGER_COMMIT", ARENA_EAGER_COMMIT),
+            (c"MIMALLOC_EAGER_COMMIT", EAGER_COMMIT),
+        ];
+        for (name, option) in defaults {
+            // SAFETY: getenv reads a NUL-terminated name and allocates nothing; mi_option_set
+            // only stores the value.
+            unsafe {
+                if getenv(name.as_ptr()).is_null() {
+                    libmimalloc_sys::mi_option_set(option, 0);
+                }
             }
         }
     }

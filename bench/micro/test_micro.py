@@ -1,0 +1,115 @@
+"""Micro benchmarks of the hot functions, with pytest-benchmark.
+
+Not part of the test suite (`bash tests/run.sh` collects only `tests/`). Run, save and compare:
+
+    python -m pytest -c pyproject.toml --rootdir . bench/micro --benchmark-only --benchmark-autosave
+    python -m pytest -c pyproject.toml --rootdir . bench/micro --benchmark-only \
+        --benchmark-compare --benchmark-compare-fail=median:10%
+
+Saved runs go to `.benchmarks/<machine>/NNNN_*.json`; `--benchmark-compare` (no value) compares
+with the latest saved run, `--benchmark-compare=NNNN` with a given one. The side-by-side scripts
+in `bench/` stay the way to compare agentgym with a baseline end to end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agentgym.agent.parsing import parse_action
+from agentgym.envs import EnvPool
+from agentgym.transport.wire import Trajectory, decode_trajectories, encode_trajectories
+
+
+def _trajectories(n: int, tokens: int) -> list[Trajectory]:
+    """`n` trajectories of `tokens` tokens, turns of 64 tokens alternating masked/generated."""
+    rng = np.random.default_rng(0)
+    mask = (np.arange(tokens) // 64 % 2).astype(np.uint8)
+    return [
+        Trajectory(
+            episode_id=i,
+            group_id=i // 8,
+            group_size=8,
+            env="babyai",
+            task_id=i,
+            horizon_cap=20,
+            turn_versions=np.full(8, 3, np.int32),
+            tokens=rng.integers(0, 150_000, tokens, dtype=np.int32),
+            logprobs=(-rng.random(tokens) * mask).astype(np.float32),
+            loss_mask=mask,
+            prompt_len=128,
+            reward=1.0,
+            success=True,
+            truncated=False,
+            num_turns=8,
+            timings={"generate": 1.0, "env": 0.1},
+        )  # fmt: skip
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("batch", [1, 32])
+def test_wire_encode(benchmark, batch):
+    trajectories = _trajectories(batch, 1024)
+    frames = benchmark(encode_trajectories, trajectories)
+    assert len(decode_trajectories(frames)) == batch
+
+
+@pytest.mark.parametrize("batch", [1, 32])
+def test_wire_decode(benchmark, batch):
+    frames = [bytes(f) for f in encode_trajectories(_trajectories(batch, 1024))]
+    out = benchmark(decode_trajectories, frames)
+    assert len(out) == batch
+
+
+@pytest.mark.parametrize("sessions", [1, 256])
+def test_envpool_step_babyai(benchmark, sessions):
+    """One batched step of `sessions` BabyAI sessions; ended episodes restart on their task."""
+    pool = EnvPool("babyai", seed=0)
+    ids = pool.create(sessions)
+    tasks = list(range(sessions))
+    pool.reset(ids, tasks)
+    actions = ["turn left"] * sessions
+
+    def step() -> None:
+        batch = pool.step(ids, actions)
+        ended = np.flatnonzero(batch.dones | batch.truncated)
+        if len(ended):
+            pool.reset([ids[i] for i in ended], [tasks[i] for i in ended])
+
+    benchmark(step)
+    pool.close(ids)
+
+
+@pytest.mark.parametrize(
+    ("env", "reply"),
+    [
+        ("babyai", "Thought: the red ball is ahead.\nAction: go to red ball 1"),
+        ("textcraft", "Thought: I have 2 oak logs.\nAction: craft 4 oak planks using 1 oak log"),
+    ],
+    ids=["babyai", "textcraft"],
+)
+def test_parse_action(benchmark, env, reply):
+    parsed = benchmark(parse_action, reply, env)
+    assert parsed.ok
+
+
+@pytest.mark.parametrize("name", ["grpo", "rloo", "reinforce_pp", "gae"])
+def test_advantages(benchmark, name):
+    """An update's advantages: 64 episodes (16 groups of 4) of 1,024 tokens."""
+    torch = pytest.importorskip("torch")
+    from agentgym.learner import advantages as adv
+
+    gen = torch.Generator().manual_seed(0)
+    rewards = torch.rand(64, generator=gen)
+    groups = torch.arange(64) // 4
+    mask = ((torch.arange(1024) // 64) % 2).expand(64, -1).to(torch.float32)
+    if name == "gae":
+        token_rewards = adv.outcome_token_rewards(rewards, mask)
+        values = torch.randn(64, 1024, generator=gen)
+        out, _ = benchmark(adv.gae, token_rewards, values, mask)
+    elif name == "reinforce_pp":
+        out = benchmark(adv.reinforce_pp, rewards, mask)
+    else:
+        out = benchmark(getattr(adv, name), rewards, groups, mask)
+    assert out.shape == (64, 1024)

@@ -1,0 +1,424 @@
+"""The hub's view of run directories: discovery, status, metrics and sampled trajectories.
+
+Everything here reads the files a run writes (``config.yaml``, ``metrics.jsonl``,
+``trajectories.jsonl``, ``summary.json``, ``actors.json``) and never writes. Files may be
+appended to while they are read: only complete lines (ending in a newline) are read, and a
+reader remembers the byte offset it stopped at, so a live run is followed by reading what was
+appended since.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+RUNNING_WITHIN_S = 60.0
+"""A run without ``summary.json`` counts as running when one of its files changed this recently;
+after that it is ``stopped`` (interrupted, killed, or its launcher died)."""
+
+_ACTIVITY_FILES = ("metrics.jsonl", "trajectories.jsonl", "actors.json", "logs/learner.log")
+
+
+class UnknownRun(KeyError):
+    """A run id that is not one of the runs found under the hub's roots."""
+
+
+class UnknownTrajectory(KeyError):
+    """A trajectory index past the end of a run's samples."""
+
+
+@dataclass
+class LineFile:
+    """Complete JSON lines of an append-only file, read incrementally and indexed by offset.
+
+    ``offsets[i]`` is the byte offset where line ``i`` starts; lines that are not valid JSON
+    objects are counted in ``bad`` (their numbers, 1-based, in ``bad_lines``, the first 20).
+    """
+
+    path: Path
+    offsets: list[int] = field(default_factory=list)
+    end: int = 0
+    bad: int = 0
+    bad_lines: list[int] = field(default_factory=list)
+    lines_seen: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def refresh(self, on_record=None) -> None:
+        """Read the complete lines appended since the last call; ``on_record(i, record)`` sees
+        each new valid record with its index."""
+        with self.lock:
+            try:
+                f = open(self.path, "rb")
+            except FileNotFoundError:
+                return
+            with f:
+                size = f.seek(0, 2)
+                if size < self.end:  # the file was replaced: start over
+                    self.offsets, self.end, self.bad, self.bad_lines = [], 0, 0, []
+                    self.lines_seen = 0
+                f.seek(self.end)
+                for line in _complete_lines(f):
+                    self.lines_seen += 1
+                    record = _json_object(line)
+                    if record is None:
+                        self.bad += 1
+                        if len(self.bad_lines) < 20:
+                            self.bad_lines.append(self.lines_seen)
+                    else:
+                        if on_record is not None:
+                            on_record(len(self.offsets), record)
+                        self.offsets.append(self.end)
+                    self.end += len(line)
+
+    def read(self, index: int) -> dict[str, Any]:
+        """The record of valid line ``index``."""
+        with open(self.path, "rb") as f:
+            f.seek(self.offsets[index])
+            record = _json_object(f.readline())
+        if record is None:  # the file was rewritten under us
+            raise UnknownTrajectory(index)
+        return record
+
+
+def _complete_lines(f) -> Iterator[bytes]:
+    for line in f:
+        if not line.endswith(b"\n"):
+            return  # being written: read it next time
+        yield line
+
+
+def _json_object(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+TRAJECTORY_FIELDS = (
+    "episode_id", "group_id", "env", "task_id", "horizon_cap", "reward", "success",
+    "truncated", "num_turns", "num_tokens",
+)  # fmt: skip
+
+
+@dataclass
+class Run:
+    """One run directory and the incremental readers of its files."""
+
+    id: str
+    path: Path
+    metrics: LineFile
+    trajectories: LineFile
+    columns: dict[str, list[float | None]] = field(default_factory=dict)
+    """Numeric metrics by name, one entry per valid metrics line (None where a line lacks the
+    metric or holds something else); ``step`` is one of them."""
+    summaries: list[dict[str, Any]] = field(default_factory=list)
+    """One row per valid trajectory line: the filterable fields (no tokens)."""
+    tokenizer: Any = None
+    tokenizer_tried: bool = False
+
+    @classmethod
+    def open(cls, run_id: str, path: Path) -> Run:
+        """The run at ``path`` (a directory holding ``config.yaml``)."""
+        return cls(
+            run_id, path, LineFile(path / "metrics.jsonl"), LineFile(path / "trajectories.jsonl")
+        )
+
+    def config(self) -> dict[str, Any]:
+        """The run's resolved config (``config.yaml``), or {} when unreadable."""
+        try:
+            loaded = yaml.safe_load((self.path / "config.yaml").read_text())
+        except (OSError, yaml.YAMLError):
+            return {}
+        return loaded if isinstance(loaded, dict) else {}
+
+    def summary(self) -> dict[str, Any] | None:
+        """``summary.json`` (written when the launcher ends), or None."""
+        try:
+            loaded = json.loads((self.path / "summary.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return loaded if isinstance(loaded, dict) else None
+
+    def status(self, now: float | None = None) -> str:
+        """running | finished | failed | stopped (see ``RUNNING_WITHIN_S``)."""
+        summary = self.summary()
+        if summary is not None:
+            return "finished" if summary.get("exit_code") == 0 else "failed"
+        now = time.time() if now is None else now
+        last = max((_mtime(self.path / name) for name in _ACTIVITY_FILES), default=0.0)
+        return "running" if now - last <= RUNNING_WITHIN_S else "stopped"
+
+    def refresh_metrics(self) -> None:
+        """Add the metrics lines appended since the last call to ``columns``."""
+
+        def keep(index: int, record: dict[str, Any]) -> None:
+            for key, value in record.items():
+                column = self.columns.get(key)
+                if column is None:
+                    column = self.columns[key] = [None] * index
+                column.append(_number(value))
+            for column in self.columns.values():
+                if len(column) <= index:
+                    column.append(None)
+
+        self.metrics.refresh(keep)
+
+    def overview(self) -> dict[str, Any]:
+        """What the runs list shows of this run."""
+        self.refresh_metrics()
+        config = self.config()
+        return {
+            "id": self.id,
+            "path": str(self.path),
+            "status": self.status(),
+            "steps": len(self.metrics.offsets),
+            "max_steps": (config.get("learner") or {}).get("max_steps"),
+            "env": (config.get("env") or {}).get("name"),
+            "algorithm": ((config.get("learner") or {}).get("advantage") or {}).get("estimator"),
+            "updated": max((_mtime(self.path / n) for n in _ACTIVITY_FILES), default=None),
+        }
+
+    def metrics_since(self, start: int, keys: list[str] | None) -> dict[str, Any]:
+        """The metrics ``keys`` (all when None) from valid line ``start`` on, as columns, with
+        every metric name the run has and the index to ask from next time."""
+        self.refresh_metrics()
+        stop = len(self.metrics.offsets)
+        wanted = self.columns if keys is None else {k: self.columns.get(k) for k in keys}
+        missing = [None] * max(0, stop - start)
+        columns = {k: missing if v is None else v[start:stop] for k, v in wanted.items()}
+        return {
+            "keys": sorted(self.columns),
+            "columns": columns,
+            "start": start,
+            "next": stop,
+            "bad_lines": self.metrics.bad,
+            "first_bad_lines": list(self.metrics.bad_lines),
+        }
+
+    def evals(self) -> list[dict[str, Any]]:
+        """The run's ``agentgym eval`` results (``eval/*.json``), ordered by step, without
+        their per-episode lists; unreadable files are listed with an error."""
+        out = []
+        for path in sorted((self.path / "eval").glob("*.json")):
+            try:
+                result = json.loads(path.read_text())
+                rows = result["rows"]
+                if not isinstance(rows, dict):
+                    raise TypeError("rows is not an object")
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                out.append({"name": path.stem, "error": f"{type(e).__name__}: {e}"})
+                continue
+            out.append({"name": path.stem, "step": result.get("step"), "env": result.get("env"),
+                        "k": result.get("k"), "rows": rows})  # fmt: skip
+        return sorted(out, key=lambda e: (e.get("step") is None, e.get("step") or 0, e["name"]))
+
+    def refresh_trajectories(self) -> None:
+        """Index the trajectory samples appended since the last call."""
+
+        def keep(index: int, record: dict[str, Any]) -> None:
+            row = {k: record.get(k) for k in TRAJECTORY_FIELDS}
+            versions = record.get("versions") or []
+            row["index"] = index
+            row["version_min"] = min(versions) if versions else None
+            row["version_max"] = max(versions) if versions else None
+            row["group"] = eval_group(record.get("env"), record.get("task_id"))
+            self.summaries.append(row)
+
+        self.trajectories.refresh(keep)
+
+    def trajectory(self, index: int) -> dict[str, Any]:
+        """One sampled episode, split into turns for replay (see ``turns``)."""
+        self.refresh_trajectories()
+        if not 0 <= index < len(self.trajectories.offsets):
+            raise UnknownTrajectory(index)
+        record = self.trajectories.read(index)
+        config = self.config()
+        reply_format = (config.get("actor") or {}).get("reply_format", "action_line")
+        out = {k: v for k, v in record.items() if k not in ("tokens", "loss_mask", "logprobs")}
+        out["index"] = index
+        out["turns"] = turns(record, self._tokenizer(config), reply_format)
+        if out["turns"]:
+            out.pop("text", None)  # the turns hold it
+        return out
+
+    def _tokenizer(self, config: dict[str, Any]) -> Any:
+        if not self.tokenizer_tried:
+            self.tokenizer_tried = True
+            self.tokenizer = load_tokenizer(self.path, config)
+        return self.tokenizer
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _number(value: Any) -> float | None:
+    """A metric value as a finite float, or None (strings, lists, NaN, infinities)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def eval_group(env: Any, task_id: Any) -> str | None:
+    """The eval row (level, depth...) of a task when it follows from the id alone."""
+    from agentgym.envs.families import FAMILIES
+
+    entry = FAMILIES.get(str(env).lower()) if env is not None else None
+    if entry is None or entry.eval_group is None or entry.group_needs_info:
+        return None
+    if not isinstance(task_id, int):
+        return None
+    return entry.eval_group(task_id, {})
+
+
+def load_tokenizer(run_dir: Path, config: dict[str, Any]) -> Any:
+    """The run's tokenizer (``tokenizers``), from the model it built or its ``model.path``."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        return None
+    model_path = (config.get("model") or {}).get("path")
+    candidates = [run_dir / "model" / "tokenizer.json"]
+    if model_path:
+        candidates.append(Path(model_path) / "tokenizer.json")
+    for candidate in candidates:
+        if candidate.is_file():
+            try:
+                return Tokenizer.from_file(str(candidate))
+            except Exception:  # noqa: BLE001 - a damaged file is shown as "no tokenizer"
+                continue
+    return None
+
+
+def turns(record: dict[str, Any], tokenizer: Any, reply_format: str) -> list[dict[str, Any]]:
+    """The episode as alternating context and reply turns.
+
+    Replies are the runs of loss-masked tokens (what the model generated); the text between
+    them is what the model was shown (observations inside the chat template). Each reply carries
+    its tokens as strings with their behaviour log-probs (when the sample recorded them) and the
+    action the actor's parser reads from it, or the parser's corrective message.
+    """
+    tokens, mask = record.get("tokens"), record.get("loss_mask")
+    if tokenizer is None or not tokens or not mask or len(tokens) != len(mask):
+        return []
+    from agentgym.actor.episodes import parse_reply
+
+    logprobs = record.get("logprobs") or []
+    out: list[dict[str, Any]] = []
+    for start, stop, generated in _spans(mask):
+        text = tokenizer.decode(tokens[start:stop], skip_special_tokens=False)
+        if not generated:
+            out.append({"kind": "context", "text": text})
+            continue
+        pieces = [tokenizer.decode([t], skip_special_tokens=False) for t in tokens[start:stop]]
+        reply = tokenizer.decode(tokens[start:stop], skip_special_tokens=True)
+        parsed = parse_reply(reply, str(record.get("env", "")), reply_format)
+        out.append({
+            "kind": "reply", "text": text, "pieces": pieces,
+            "logprobs": logprobs[start:stop] if len(logprobs) == len(tokens) else None,
+            "action": parsed.action, "error": parsed.error,
+        })  # fmt: skip
+    return out
+
+
+def _spans(mask: list[int]) -> Iterator[tuple[int, int, bool]]:
+    start = 0
+    for i in range(1, len(mask) + 1):
+        if i == len(mask) or bool(mask[i]) != bool(mask[start]):
+            yield start, i, bool(mask[start])
+            start = i
+
+
+def matches(row: dict[str, Any], filters: dict[str, str]) -> bool:
+    """Whether a trajectory row passes the filters (exact values; version is a range test)."""
+    for key, want in filters.items():
+        if key == "version":
+            lo, hi = row.get("version_min"), row.get("version_max")
+            if lo is None or not lo <= int(want) <= hi:
+                return False
+        elif key in ("success", "truncated"):
+            if bool(row.get(key)) != (want.lower() in ("1", "true", "yes")):
+                return False
+        elif str(row.get(key)) != want:
+            return False
+    return True
+
+
+FILTERS = ("env", "task_id", "success", "truncated", "horizon_cap", "version", "group")
+
+
+class RunIndex:
+    """The runs found under a set of root directories, by id (their path under the root).
+
+    Ids come from the hub's own discovery: a request names a run by id and never by path, so
+    nothing outside the roots can be reached.
+    """
+
+    def __init__(self, roots: Iterable[Path]):
+        self.roots = [Path(r).resolve() for r in roots]
+        self._runs: dict[str, Run] = {}
+        self._lock = threading.Lock()
+
+    def scan(self) -> list[Run]:
+        """Find run directories (holding ``config.yaml`` and ``metrics.jsonl`` or
+        ``summary.json``) under the roots, in a stable order."""
+        found: dict[str, Path] = {}
+        for k, root in enumerate(self.roots):
+            for path in _run_dirs(root):
+                rel = path.relative_to(root).as_posix() if path != root else root.name
+                run_id = f"{k}/{rel}" if len(self.roots) > 1 else rel
+                found[run_id] = path
+        with self._lock:
+            for run_id, path in found.items():
+                if run_id not in self._runs:
+                    self._runs[run_id] = Run.open(run_id, path)
+            for gone in set(self._runs) - set(found):
+                del self._runs[gone]
+            return [self._runs[k] for k in sorted(self._runs)]
+
+    def get(self, run_id: str) -> Run:
+        """The run with this id (rescanning once for a run that appeared since)."""
+        with self._lock:
+            run = self._runs.get(run_id)
+        if run is None:
+            self.scan()
+            with self._lock:
+                run = self._runs.get(run_id)
+        if run is None:
+            raise UnknownRun(run_id)
+        return run
+
+
+def _run_dirs(root: Path, depth: int = 4) -> Iterator[Path]:
+    """Run directories at most ``depth`` levels below ``root`` (symlinks are not followed)."""
+    if not root.is_dir():
+        return
+    if _is_run(root):
+        yield root
+        return
+    if depth == 0:
+        return
+    try:
+        children = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return
+    for child in children:
+        yield from _run_dirs(child, depth - 1)
+
+
+def _is_run(path: Path) -> bool:
+    has_config = (path / "config.yaml").is_file()
+    return has_config and ((path / "metrics.jsonl").exists() or (path / "summary.json").exists())

@@ -1,0 +1,520 @@
+// agentgym hub: runs, live curves and trajectory replay over the hub's JSON API.
+"use strict";
+
+const TOKEN = new URLSearchParams(location.search).get("token");
+const DEFAULT_METRICS = ["reward/all", "success/all", "horizon_cap", "loss/total",
+  "tokens_per_s", "approx_kl_prox", "loss/entropy", "clip_fraction"];
+const PAGE = 50;
+
+const state = {
+  runs: [],
+  selected: new Set(),          // run ids whose curves are overlaid
+  metrics: new Map(),           // run id -> {rows: [], next: 0, bad: 0}
+  shownMetrics: null,           // null until the user picks; then a Set
+  traj: {run: null, offset: 0, matched: 0, episode: null, turn: 0},
+};
+
+const $ = (id) => document.getElementById(id);
+
+async function api(route, params = {}, body = undefined) {
+  const query = new URLSearchParams(params).toString();
+  const headers = TOKEN ? {Authorization: `Bearer ${TOKEN}`} : {};
+  const init = {headers};
+  if (body !== undefined) {
+    init.method = "POST";
+    init.body = JSON.stringify(body);
+    headers["Content-Type"] = "application/json";
+  }
+  const reply = await fetch(`/api/${route}${query ? "?" + query : ""}`, init);
+  const answer = await reply.json();
+  if (!reply.ok) throw new Error(answer.error || reply.statusText);
+  return answer;
+}
+
+function setStatus(text, isError = false) {
+  const el = $("status");
+  el.textContent = text;
+  el.className = isError ? "error" : "";
+}
+
+function cell(row, text, className) {
+  const td = document.createElement("td");
+  td.textContent = text === null || text === undefined ? "" : String(text);
+  if (className) td.className = className;
+  row.appendChild(td);
+  return td;
+}
+
+function fmt(x) {
+  return typeof x === "number" && !Number.isInteger(x) ? x.toFixed(3) : x;
+}
+
+// --- views ----------------------------------------------------------------------------------
+
+function show(view) {
+  for (const b of document.querySelectorAll("nav button")) {
+    b.classList.toggle("active", b.dataset.view === view);
+  }
+  for (const name of ["runs", "curves", "trajectories", "eval", "play"]) {
+    $(`view-${name}`).hidden = name !== view;
+  }
+  if (view === "curves") refreshCurves().catch(fail);
+  if (view === "trajectories") openTrajectories().catch(fail);
+  if (view === "play") openPlay().catch(fail);
+  if (view === "eval") openEval().catch(fail);
+}
+
+function fail(err) {
+  setStatus(String(err.message || err), true);
+}
+
+// --- runs -----------------------------------------------------------------------------------
+
+async function loadRuns() {
+  const {runs} = await api("runs");
+  state.runs = runs;
+  if (state.selected.size === 0 && runs.length) state.selected.add(runs[runs.length - 1].id);
+  const body = $("runs-table").querySelector("tbody");
+  body.replaceChildren();
+  for (const run of runs) {
+    const tr = document.createElement("tr");
+    const tick = document.createElement("input");
+    tick.type = "checkbox";
+    tick.checked = state.selected.has(run.id);
+    tick.addEventListener("click", (e) => {
+      e.stopPropagation();
+      if (tick.checked) state.selected.add(run.id); else state.selected.delete(run.id);
+    });
+    const td = document.createElement("td");
+    td.appendChild(tick);
+    tr.appendChild(td);
+    cell(tr, run.id);
+    cell(tr, run.status, `status-${run.status}`);
+    cell(tr, run.env);
+    cell(tr, run.algorithm);
+    cell(tr, run.max_steps ? `${run.steps} / ${run.max_steps}` : run.steps);
+    cell(tr, run.updated ? new Date(run.updated * 1000).toLocaleString() : "");
+    tr.addEventListener("click", () => showRun(run.id).catch(fail));
+    body.appendChild(tr);
+  }
+  setStatus(`${runs.length} run(s)`);
+}
+
+async function showRun(id) {
+  const detail = await api("run", {run: id});
+  $("run-detail").hidden = false;
+  $("run-detail-title").textContent = `${id} (${detail.overview.status})`;
+  $("run-config").textContent = JSON.stringify(detail.config, null, 1);
+  $("run-summary").textContent = JSON.stringify({summary: detail.summary,
+    actors: detail.actors}, null, 1);
+}
+
+// --- curves ---------------------------------------------------------------------------------
+
+async function pullMetrics(id, wanted) {
+  // Columns of the wanted metrics: all of them from line 0 when one is new to this run,
+  // else only the lines appended since the last poll.
+  const have = state.metrics.get(id) || {columns: {}, keys: [], next: 0, bad: 0};
+  const keys = ["step", ...wanted];
+  const fresh = keys.some((k) => !(k in have.columns));
+  const page = await api("metrics", {run: id, start: fresh ? 0 : have.next, keys: keys.join(",")});
+  for (const k of keys) {
+    const got = page.columns[k] || [];
+    have.columns[k] = fresh ? got : have.columns[k].concat(got);
+  }
+  have.keys = page.keys;
+  have.next = page.next;
+  have.bad = page.bad_lines;
+  state.metrics.set(id, have);
+  return have;
+}
+
+function metricNames() {
+  const names = new Set();
+  for (const id of state.selected) {
+    for (const k of (state.metrics.get(id) || {keys: []}).keys) if (k !== "step") names.add(k);
+  }
+  return [...names].sort();
+}
+
+function fillMetricSelect(names) {
+  const select = $("metric-select");
+  const shown = state.shownMetrics || new Set(DEFAULT_METRICS.filter((m) => names.includes(m)));
+  const current = [...select.options].map((o) => o.value).join("\n");
+  if (current !== names.join("\n")) {
+    select.replaceChildren(...names.map((n) => new Option(n, n, false, shown.has(n))));
+  }
+  return shown;
+}
+
+async function refreshCurves() {
+  const ids = [...state.selected];
+  if (!ids.length) {
+    $("metric-note").textContent = "tick a run on the Runs page";
+    return;
+  }
+  const wanted = () => [...(state.shownMetrics || new Set(DEFAULT_METRICS))];
+  await Promise.all(ids.map((id) => pullMetrics(id, wanted())));
+  const shown = fillMetricSelect(metricNames());
+  const bad = ids.map((id) => state.metrics.get(id).bad).reduce((a, b) => a + b, 0);
+  $("metric-note").textContent = bad ? `${bad} malformed metrics line(s) skipped` : "";
+  const plots = $("plots");
+  const drawn = [...shown];
+  for (const div of [...plots.children]) if (!shown.has(div.dataset.metric)) div.remove();
+  for (const metric of drawn) {
+    let div = [...plots.children].find((d) => d.dataset.metric === metric);
+    if (!div) {
+      div = document.createElement("div");
+      div.className = "plot";
+      div.dataset.metric = metric;
+      plots.appendChild(div);
+    }
+    const traces = ids.map((id) => {
+      const cols = state.metrics.get(id).columns;
+      const y = cols[metric] || [];
+      // WebGL past a few thousand points keeps long runs responsive
+      return {x: cols.step, y, name: id, mode: "lines",
+        type: y.length > 5000 ? "scattergl" : "scatter"};
+    });
+    Plotly.react(div, traces, {title: {text: metric}, margin: {t: 40, r: 10, b: 40, l: 50},
+      xaxis: {title: {text: "step"}}, showlegend: ids.length > 1,
+      legend: {orientation: "h"}}, {responsive: true, displaylogo: false});
+  }
+  setStatus(`curves of ${ids.length} run(s), ${drawn.length} metric(s)`);
+}
+
+// --- run pickers ---------------------------------------------------------------------------
+
+function fillRunSelect(select) {
+  const ids = state.runs.map((r) => r.id);
+  if ([...select.options].map((o) => o.value).join() !== ids.join()) {
+    select.replaceChildren(...ids.map((id) => new Option(id, id)));
+    const pick = [...state.selected].pop() || ids[ids.length - 1];
+    if (pick) select.value = pick;
+  }
+}
+
+// --- trajectories ---------------------------------------------------------------------------
+
+const FILTER_IDS = ["env", "group", "task_id", "success", "horizon_cap", "version"];
+
+async function openTrajectories() {
+  const select = $("traj-run");
+  fillRunSelect(select);
+  if (select.value && select.value !== state.traj.run) {
+    state.traj.run = select.value;
+    state.traj.offset = 0;
+    await loadTrajectories();
+  }
+}
+
+async function loadTrajectories() {
+  const params = {run: state.traj.run, offset: state.traj.offset, limit: PAGE};
+  for (const f of FILTER_IDS) {
+    const v = $(`f-${f}`).value.trim();
+    if (v) params[f] = v;
+  }
+  const page = await api("trajectories", params);
+  state.traj.matched = page.matched;
+  for (const key of ["env", "group"]) {
+    const select = $(`f-${key}`);
+    const keep = select.value;
+    select.replaceChildren(new Option("any", ""),
+      ...page.values[key].filter((v) => v !== "null").map((v) => new Option(v, v)));
+    select.value = keep;
+  }
+  const body = $("traj-table").querySelector("tbody");
+  body.replaceChildren();
+  for (const row of page.rows) {
+    const tr = document.createElement("tr");
+    for (const v of [row.index, row.env, row.task_id, row.group, fmt(row.reward),
+      row.success ? "yes" : "no", row.num_turns, row.horizon_cap,
+      row.version_min === row.version_max ? row.version_min
+        : `${row.version_min}-${row.version_max}`]) cell(tr, v);
+    tr.addEventListener("click", () => replay(row.index).catch(fail));
+    body.appendChild(tr);
+  }
+  const last = Math.min(state.traj.offset + PAGE, page.matched);
+  $("traj-page").textContent = page.matched
+    ? `${state.traj.offset + 1}-${last} of ${page.matched}` : "none";
+  $("traj-count").textContent = `${page.matched} of ${page.total} sampled episodes` +
+    (page.bad_lines ? `, ${page.bad_lines} malformed line(s) skipped` : "");
+}
+
+function logprobColour(lp) {
+  // exp(lp) in [0, 1] -> red (unlikely) .. green (likely)
+  const p = Math.exp(Math.max(-20, Math.min(0, lp)));
+  return `hsla(${Math.round(120 * p)}, 70%, 50%, 0.35)`;
+}
+
+function renderTurn(turn, k) {
+  const div = document.createElement("div");
+  div.className = `turn ${turn.kind}`;
+  div.dataset.turn = String(k);
+  const label = document.createElement("span");
+  label.className = "label";
+  label.textContent = turn.kind === "reply" ? "model" : "shown to the model";
+  div.appendChild(label);
+  if (turn.kind === "reply" && turn.pieces) {
+    turn.pieces.forEach((piece, i) => {
+      const span = document.createElement("span");
+      span.className = "tok";
+      span.textContent = piece;
+      if (turn.logprobs) {
+        span.style.background = logprobColour(turn.logprobs[i]);
+        span.title = `log-prob ${turn.logprobs[i].toFixed(3)}`;
+      }
+      div.appendChild(span);
+    });
+    const parsed = document.createElement("div");
+    parsed.className = turn.action !== null ? "action" : "error";
+    parsed.textContent = turn.action !== null ? `action: ${turn.action}`
+      : `parse error: ${turn.error}`;
+    div.appendChild(parsed);
+  } else {
+    div.appendChild(document.createTextNode(turn.text));
+  }
+  return div;
+}
+
+async function replay(index) {
+  const ep = await api("trajectory", {run: state.traj.run, index});
+  state.traj.episode = ep;
+  $("replay").hidden = false;
+  $("replay-title").textContent = `episode ${ep.episode_id}: ${ep.env} task ${ep.task_id}, ` +
+    `reward ${fmt(ep.reward)}, ${ep.success ? "success" : ep.truncated ? "truncated" : "failed"}`;
+  const turns = $("turns");
+  turns.replaceChildren();
+  if (!ep.turns.length) {
+    const pre = document.createElement("pre");
+    pre.textContent = ep.text || "(this sample has no tokens and no text)";
+    turns.appendChild(pre);
+  }
+  ep.turns.forEach((t, k) => turns.appendChild(renderTurn(t, k)));
+  const replies = ep.turns.filter((t) => t.kind === "reply").length;
+  state.traj.turn = Math.min(1, replies);
+  stepTo(state.traj.turn);
+}
+
+function stepTo(reply) {
+  const ep = state.traj.episode;
+  if (!ep) return;
+  const replies = ep.turns.filter((t) => t.kind === "reply").length;
+  const n = Math.max(0, Math.min(reply, replies));
+  state.traj.turn = n;
+  // After n replies: the first n replies, and each context turn that precedes reply n + 1
+  // (what the model was shown, up to the observation the n-th action produced).
+  let before = 0;
+  ep.turns.forEach((t, k) => {
+    const visible = t.kind === "reply" ? before < n : before <= n;
+    $("turns").children[k].classList.toggle("future", !visible);
+    if (t.kind === "reply") before += 1;
+  });
+  $("turn-pos").textContent = `turn ${n} of ${replies}`;
+}
+
+// --- eval ---------------------------------------------------------------------------------
+
+const evals = {run: null, list: []};
+
+async function openEval() {
+  fillRunSelect($("eval-run"));
+  if (!$("eval-run").value) return;
+  evals.run = $("eval-run").value;
+  evals.list = (await api("evals", {run: evals.run})).evals.filter((e) => !e.error);
+  const names = evals.list.map((e) => e.name);
+  const measures = new Set();
+  for (const e of evals.list) {
+    for (const row of Object.values(e.rows)) Object.keys(row).forEach((m) => measures.add(m));
+  }
+  const keepMeasure = $("eval-measure").value;
+  $("eval-measure").replaceChildren(...[...measures].map((m) => new Option(m, m)));
+  const avg = [...measures].find((m) => m.startsWith("avg@"));
+  $("eval-measure").value = measures.has(keepMeasure) ? keepMeasure : (avg || [...measures][0]);
+  for (const [id, fallback] of [["eval-a", names[0]], ["eval-b", names[names.length - 1]]]) {
+    const keep = $(id).value;
+    $(id).replaceChildren(...names.map((n) => new Option(n, n)));
+    $(id).value = names.includes(keep) ? keep : fallback;
+  }
+  renderEval();
+}
+
+function renderEval() {
+  const measure = $("eval-measure").value;
+  const head = $("eval-table").querySelector("thead");
+  const body = $("eval-table").querySelector("tbody");
+  body.replaceChildren();
+  if (!evals.list.length) {
+    head.replaceChildren();
+    $("eval-note").textContent = "no eval results in this run (agentgym eval writes RUN_DIR/eval/)";
+    return;
+  }
+  const a = evals.list.find((e) => e.name === $("eval-a").value);
+  const b = evals.list.find((e) => e.name === $("eval-b").value);
+  const tr = document.createElement("tr");
+  for (const name of ["", ...evals.list.map((e) => e.step !== null && e.step !== undefined
+    ? `${e.name} (step ${e.step})` : e.name), `${b.name} - ${a.name}`]) {
+    const th = document.createElement("th");
+    th.textContent = name;
+    tr.appendChild(th);
+  }
+  head.replaceChildren(tr);
+  const levels = [];
+  for (const e of evals.list) for (const l of Object.keys(e.rows)) if (!levels.includes(l)) levels.push(l);
+  for (const level of levels) {
+    const row = document.createElement("tr");
+    cell(row, level);
+    for (const e of evals.list) cell(row, e.rows[level] ? fmt(e.rows[level][measure]) : "");
+    const va = a.rows[level]?.[measure], vb = b.rows[level]?.[measure];
+    const diff = typeof va === "number" && typeof vb === "number" ? vb - va : null;
+    const td = cell(row, diff === null ? "" : (diff > 0 ? "+" : "") + diff.toFixed(3));
+    if (diff) td.className = diff > 0 ? "better" : "worse";
+    body.appendChild(row);
+  }
+  $("eval-note").textContent = `${measure} per level; last column: the second chosen result ` +
+    "minus the first";
+}
+
+// --- play -----------------------------------------------------------------------------------
+
+const play = {envs: [], session: null};
+
+async function openPlay() {
+  if (play.envs.length) return;
+  play.envs = (await api("envs")).envs;
+  $("play-env").replaceChildren(...play.envs.map((e) => new Option(e.name, e.name)));
+  showTaskRange();
+}
+
+function showTaskRange() {
+  const env = play.envs.find((e) => e.name === $("play-env").value);
+  $("play-range").textContent = env ? `0 .. ${env.num_tasks - 1}` : "";
+}
+
+function showPlay(view, sent) {
+  $("play-area").hidden = false;
+  const outcome = view.ended ? (view.success ? "success" : "failed") : "";
+  const title = $("play-title");
+  title.textContent = `${view.env} task ${view.task_id}: step ${view.steps}, ` +
+    `reward ${fmt(view.total_reward)}${outcome ? ` (${outcome})` : ""}`;
+  title.className = outcome;
+  $("play-observation").textContent = view.observation;
+  $("play-info").textContent = JSON.stringify(view.info, null, 1);
+  drawPicture(view.picture);
+  const buttons = view.ended ? [] : view.actions.map((a) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = a;
+    b.addEventListener("click", () => act(a).catch(fail));
+    return b;
+  });
+  $("play-actions").replaceChildren(...buttons);
+  $("play-input").disabled = view.ended;
+  if (sent !== undefined) {
+    const li = document.createElement("li");
+    li.textContent = `${sent} -> reward ${fmt(view.reward)}` +
+      (view.done ? ", done" : view.truncated ? ", truncated" : "");
+    $("play-history").appendChild(li);
+  }
+}
+
+function drawPicture(picture) {
+  const box = $("play-picture");
+  box.replaceChildren();
+  box.hidden = !picture;
+  if (!picture || picture.kind !== "textcraft-tree") return;
+  const title = document.createElement("h3");
+  title.textContent = "goal tree (from the listed crafting commands)";
+  const list = document.createElement("ul");
+  list.className = "tree";
+  list.appendChild(treeNode(picture.tree, null));
+  box.append(title, list);
+}
+
+function treeNode(node, need) {
+  const li = document.createElement("li");
+  const label = document.createElement("span");
+  const enough = need !== null && node.have >= need;
+  label.className = enough ? "have" : "";
+  label.textContent = `${need !== null ? need + " x " : ""}${node.item} (have ${node.have})` +
+    (node.recipes.length ? "" : ": get it");
+  li.appendChild(label);
+  for (const recipe of node.recipes) {
+    const ul = document.createElement("ul");
+    const head = document.createElement("li");
+    head.className = "recipe";
+    head.textContent = `craft ${recipe.count} from:`;
+    const parts = document.createElement("ul");
+    for (const ing of recipe.ingredients) parts.appendChild(treeNode(ing, ing.need));
+    head.appendChild(parts);
+    ul.appendChild(head);
+    li.appendChild(ul);
+  }
+  return li;
+}
+
+async function startPlay() {
+  const task = Number($("play-task").value);
+  const view = await api("play", {}, {env: $("play-env").value, task_id: task});
+  play.session = view.session;
+  $("play-history").replaceChildren();
+  showPlay(view);
+  setStatus(`playing ${view.env} task ${view.task_id}`);
+}
+
+async function act(action) {
+  const view = await api("play/step", {}, {session: play.session, action});
+  showPlay(view, view.sent);
+}
+
+// --- wiring ---------------------------------------------------------------------------------
+
+function wire() {
+  for (const b of document.querySelectorAll("nav button")) {
+    b.addEventListener("click", () => show(b.dataset.view));
+  }
+  $("metric-select").addEventListener("change", () => {
+    state.shownMetrics = new Set([...$("metric-select").selectedOptions].map((o) => o.value));
+    refreshCurves().catch(fail);
+  });
+  $("traj-run").addEventListener("change", () => {
+    state.traj.run = $("traj-run").value;
+    state.traj.offset = 0;
+    loadTrajectories().catch(fail);
+  });
+  $("traj-apply").addEventListener("click", () => {
+    state.traj.offset = 0;
+    loadTrajectories().catch(fail);
+  });
+  $("traj-prev").addEventListener("click", () => {
+    state.traj.offset = Math.max(0, state.traj.offset - PAGE);
+    loadTrajectories().catch(fail);
+  });
+  $("traj-next").addEventListener("click", () => {
+    if (state.traj.offset + PAGE < state.traj.matched) state.traj.offset += PAGE;
+    loadTrajectories().catch(fail);
+  });
+  $("eval-run").addEventListener("change", () => openEval().catch(fail));
+  for (const id of ["eval-measure", "eval-a", "eval-b"]) {
+    $(id).addEventListener("change", renderEval);
+  }
+  $("play-env").addEventListener("change", showTaskRange);
+  $("play-start").addEventListener("click", () => startPlay().catch(fail));
+  $("play-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = $("play-input").value;
+    $("play-input").value = "";
+    if (text.trim()) act(text).catch(fail);
+  });
+  $("turn-first").addEventListener("click", () => stepTo(0));
+  $("turn-prev").addEventListener("click", () => stepTo(state.traj.turn - 1));
+  $("turn-next").addEventListener("click", () => stepTo(state.traj.turn + 1));
+  $("turn-last").addEventListener("click", () => stepTo(Infinity));
+  setInterval(() => {
+    if (!$("view-curves").hidden && $("live").checked) refreshCurves().catch(fail);
+    if (!$("view-runs").hidden) loadRuns().catch(fail);
+  }, 2000);
+}
+
+wire();
+loadRuns().catch(fail);

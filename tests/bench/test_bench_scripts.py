@@ -1,0 +1,136 @@
+"""Every benchmark script runs to the end with minimal settings.
+
+A benchmark is not a test: nothing here checks a figure. What is checked is that each script
+accepts small flag values, finishes with exit status 0 and prints its table, so a script that
+only works at its default sizes is caught before someone needs its numbers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+
+
+def _free_port() -> int:
+    """A base port with the two following ports free too (bench_weights uses three per case)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base > 65000:
+            continue
+        try:
+            for k in range(1, 9):
+                with socket.socket() as t:
+                    t.bind(("127.0.0.1", base + k))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no run of free ports found")
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+# (script, arguments, what its output must contain, modules it needs)
+CASES = [
+    ("bench_babyai.py", ["--sessions", "1", "4", "--seconds", "0.05", "--repeats", "1"], "|", []),
+    (
+        "bench_textcraft.py",
+        ["--sessions", "8", "--decay-resets", "2", "--decay-budget", "5", "--seconds", "0.05"],
+        "|",
+        ["textcraft"],
+    ),
+    ("bench_memory.py", ["--sessions", "50", "--cycles", "1"], "KiB/session", []),
+    (
+        "bench_http.py",
+        "--seconds 0.2 --repeats 1 --concurrency 4 --batch-sessions 16 --fanout-sessions 16 "
+        "--fanout-threads 4 --fanout-latency-ms 1".split(),
+        "requests/s",
+        ["fastapi", "uvicorn", "requests", "minigrid"],
+    ),
+    (
+        "bench_transport.py",
+        ["--tokens", "16", "--trajectories", "200", "--batches", "1", "4"],
+        "|",
+        ["torch"],
+    ),
+    (
+        "bench_learner.py",
+        ["--steps", "1", "--tokens", "64", "--groups", "1", "--group-size", "2", "--threads", "1"],
+        "tokens/s",
+        ["torch", "transformers"],
+    ),
+    (
+        "bench_learner_dist.py",
+        "--ranks 2 --steps 1 --layers 1 --hidden 32 --vocab 128 --tokens 32 --groups 1 "
+        "--group-size 2".split(),
+        "|",
+        ["torch", "transformers"],
+    ),
+    ("bench_weights.py", ["--sizes-mb", "2"], "| 2 MB |", ["torch", "safetensors"]),
+    (
+        "bench_hub.py",
+        "--metrics 200 --trajectories 20 --tokens 64 --repeats 1".split(),
+        "| call |",
+        ["plotly", "transformers", "requests"],
+    ),
+    ("bench_e2e.py", ["--steps", "2"], "async / sync", ["torch", "transformers"]),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("script", "args", "expect", "needs"), CASES, ids=[c[0].removesuffix(".py") for c in CASES]
+)
+def test_script_runs_with_minimal_settings(script, args, expect, needs, tmp_path):
+    missing = [m for m in needs if not _has(m)]
+    if missing:
+        pytest.skip(f"{script} needs {', '.join(missing)}")
+    if script == "bench_weights.py":
+        args = [*args, "--dir", str(tmp_path), "--port", str(_free_port())]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert expect in done.stdout, output[-3000:]
+
+
+def test_every_script_has_a_case():
+    """A new bench script gets a minimal-settings case here (bench_sciworld_reset needs Java and
+    the scienceworld package; it is listed apart)."""
+    scripts = {p.name for p in BENCH.glob("bench_*.py")}
+    covered = {c[0] for c in CASES} | {"bench_sciworld_reset.py"}
+    assert scripts == covered, scripts ^ covered
+
+
+@pytest.mark.slow
+def test_sciworld_reset_bench_runs(tmp_path):
+    if not _has("scienceworld") or shutil.which("java") is None:
+        pytest.skip("needs the scienceworld package and Java")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_sciworld_reset.py"), "--resets", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]

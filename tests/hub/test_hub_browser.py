@@ -1,0 +1,165 @@
+"""agentgym hub in headless Chromium (Debian's chromium + chromium-driver, driven by selenium).
+
+Skipped, with the reason, where selenium or the browser is missing; `bash tests/run.sh` installs
+them where it can (apt-get as root).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+
+import pytest
+
+pytest.importorskip("plotly")
+pytest.importorskip("transformers")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+
+from hub_helpers import CORPUS, episode, make_run  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from agentgym.hub.server import Hub, make_server  # noqa: E402
+
+
+def _chromium() -> tuple[str, str]:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver") or "/usr/lib/chromium/chromedriver"
+    if browser is None or not shutil.which(driver):
+        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install them)")
+    return browser, driver
+
+
+@pytest.fixture(scope="module")
+def browser():
+    binary, driver_path = _chromium()
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1400,1000"):  # fmt: skip
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def hub_url(tmp_path):
+    from agentgym.models import train_tokenizer
+
+    tok = train_tokenizer(CORPUS, vocab_size=300)
+    episodes = [
+        episode(tok, 0, ["no action here", "Action: turn left", "Action: go to red ball 1"]),
+        episode(tok, 1, ["Action: turn right"], success=False),
+    ]
+    root = tmp_path / "runs"
+    make_run(root / "run-a", tok, steps=5, summary_code=None, episodes=episodes)
+    server = make_server(Hub([root]), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", root / "run-a"
+    server.shutdown()
+    server.server_close()
+
+
+def _severe(driver) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def _wait(driver, condition, timeout=15):
+    return WebDriverWait(driver, timeout).until(lambda d: condition(d))
+
+
+def test_pages_curves_live_and_replay(browser, hub_url):
+    url, run_dir = hub_url
+    browser.get(url)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr"))
+    row = browser.find_element(By.CSS_SELECTOR, "#runs-table tbody tr")
+    assert "run-a" in row.text and "running" in row.text
+
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="curves"]').click()
+    plot = '.plot[data-metric="reward/all"]'
+    _wait(browser, lambda d: d.execute_script(f"return document.querySelector('{plot}')?.data"))
+    ys = browser.execute_script(f"return document.querySelector('{plot}').data[0].y")
+    assert ys == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+
+    with open(run_dir / "metrics.jsonl", "a") as f:  # live: a new step shows up by polling
+        f.write(json.dumps({"step": 6, "reward/all": 0.9}) + "\n")
+    _wait(browser, lambda d: len(d.execute_script(
+        f"return document.querySelector('{plot}').data[0].y")) == 6)  # fmt: skip
+
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="trajectories"]').click()
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#traj-table tbody tr")) == 2)
+    browser.find_element(By.CSS_SELECTOR, "#traj-table tbody tr").click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#turns .turn"))
+    assert browser.find_element(By.ID, "turn-pos").text == "turn 1 of 3"
+    browser.find_element(By.ID, "turn-last").click()
+    assert browser.find_element(By.ID, "turn-pos").text == "turn 3 of 3"
+    hidden = browser.find_elements(By.CSS_SELECTOR, "#turns .turn.future")
+    assert hidden == []
+    replies = browser.find_elements(By.CSS_SELECTOR, "#turns .turn.reply")
+    assert "parse error" in replies[0].text and "action: turn left" in replies[1].text
+    assert "action: go to red ball 1" in replies[2].text
+    browser.find_element(By.ID, "turn-first").click()
+    assert browser.find_element(By.ID, "turn-pos").text == "turn 0 of 3"
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#turns .turn:not(.future)")) == 1
+    assert _severe(browser) == []
+
+
+def test_play_babyai_to_success_by_clicking(browser, hub_url):
+    from selenium.webdriver.support.ui import Select
+
+    url, _ = hub_url
+    browser.get(url)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="play"]').click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#play-env option"))
+    Select(browser.find_element(By.ID, "play-env")).select_by_value("babyai")
+    task = browser.find_element(By.ID, "play-task")
+    task.clear()
+    task.send_keys("3")  # GoToObjS6: "go to the green key", the key in view
+    browser.find_element(By.ID, "play-start").click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#play-actions button"))
+    assert "go to the green key" in browser.find_element(By.ID, "play-observation").text
+    buttons = browser.find_elements(By.CSS_SELECTOR, "#play-actions button")
+    [go] = [b for b in buttons if b.text == "go to green key 1"]
+    go.click()
+    _wait(
+        browser, lambda d: d.find_element(By.ID, "play-title").get_attribute("class") == "success"
+    )
+    assert "(success)" in browser.find_element(By.ID, "play-title").text
+    assert browser.find_elements(By.CSS_SELECTOR, "#play-actions button") == []
+    assert "go to green key 1" in browser.find_element(By.ID, "play-history").text
+
+    Select(browser.find_element(By.ID, "play-env")).select_by_value("textcraft")
+    task.clear()
+    task.send_keys("3")
+    browser.find_element(By.ID, "play-start").click()
+    _wait(browser, lambda d: "birch planks (have 0)" in d.find_element(By.ID, "play-picture").text)
+    browser.find_element(By.ID, "play-input").send_keys("get 1 birch logs\n")
+    _wait(
+        browser, lambda d: "1 x birch logs (have 1)" in d.find_element(By.ID, "play-picture").text
+    )
+    assert _severe(browser) == []
+
+
+def test_eval_table_compares_two_results(browser, hub_url):
+    from selenium.webdriver.support.ui import Select
+
+    url, run_dir = hub_url
+    (run_dir / "eval").mkdir()
+    for name, step, avg in (("model", None, 0.25), ("step_5", 5, 0.75)):
+        rows = {"babyai": {"avg@4": avg, "pass@4": 1.0}, "level 0": {"avg@4": avg, "pass@4": 1.0}}
+        result = {"env": "babyai", "k": 4, "rows": rows, "step": step}
+        (run_dir / "eval" / f"{name}.json").write_text(json.dumps(result))
+    browser.get(url)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr"))
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="eval"]').click()
+    _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#eval-table tbody tr")) == 2)
+    Select(browser.find_element(By.ID, "eval-a")).select_by_value("model")
+    Select(browser.find_element(By.ID, "eval-b")).select_by_value("step_5")
+    rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#eval-table tbody tr")]
+    assert rows[1] == "level 0 0.750 0.250 +0.500"
+    assert _severe(browser) == []
