@@ -1,6 +1,8 @@
 """Typed surface of the native module. Users import ``agentgym.envs``; this stub keeps the
 private module honest (``tests/envs/test_stub.py`` checks it against the built module)."""
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -131,3 +133,23 @@ class RemotePool:
     def available_actions(self, ids: list[int]) -> list[list[str] | None]: ...
     def info(self, ids: list[int]) -> list[str]: ...
     def stats(self) -> dict[str, int]: ...
+
+# ---- search env: building and querying an index (issue 15) ----
+
+def build_search_index(
+    corpus: str,
+    index_dir: str,
+    *,
+    threads: int | None = None,
+    memory_mb: int | None = None,
+    progress: Callable[[int, int, int, int], object] | None = None,
+) -> tuple[int, int, list[tuple[int, str]], float, int]: ...
+
+class SearchIndex:
+    def __init__(self, index_dir: str) -> None: ...
+    @property
+    def num_passages(self) -> int: ...
+    def query_terms(self, query: str) -> list[str]: ...
+    def search(
+        self, queries: list[str], k: int, threads: int | None = None
+    ) -> list[list[tuple[str, float]]]: ...

@@ -7,9 +7,11 @@ from agentgym.agent.parsing import (
     EMPTY_ACTION_MESSAGE,
     MANY_ACTIONS_MESSAGE,
     NO_ACTION_MESSAGE,
+    ParsedAction,
     parse_action,
     sanitize_action,
 )
+from agentgym.envs.families import SEARCH_INVALID_REPLY
 
 
 @pytest.mark.parametrize(
@@ -80,3 +82,34 @@ def test_sanitize_keeps_textcraft_commas_and_digits() -> None:
 
 def test_generic_env_keeps_symbols_but_collapses_whitespace() -> None:
     assert sanitize_action("  click[Buy  Now] ", "webshop") == "click[Buy Now]"
+
+
+@pytest.mark.parametrize(
+    ("reply", "action"),
+    [
+        (
+            "<think>need the capital</think>\n<search> capital of\nFrance </search>",
+            "<search>capital of France</search>",
+        ),
+        ("<answer>Paris</answer> <search>x</search>", "<answer>Paris</answer>"),
+        ("<search>oops <answer> Paris </answer>", "<answer>Paris</answer>"),
+        ("Action: search it\n<search>q</search>", "<search>q</search>"),
+    ],
+)
+def test_search_replies_use_the_first_complete_tag(reply: str, action: str) -> None:
+    assert parse_action(reply, "search") == ParsedAction(action)
+
+
+def test_search_reply_without_a_tag_gets_agentgyms_corrective_observation() -> None:
+    parsed = parse_action("Thought: x\nAction: search France", "search")
+    assert parsed == ParsedAction(None, SEARCH_INVALID_REPLY)
+    assert parsed.error.startswith("My previous action is invalid.")
+
+
+@pytest.mark.parametrize("reply_format", ["action_line", "bare"])
+def test_the_actor_parses_search_replies_with_the_tags_in_either_format(reply_format: str) -> None:
+    from agentgym.actor.episodes import parse_reply
+
+    reply = "<think>" + "long reasoning " * 400 + "</think><search> who </search>"
+    assert parse_reply(reply, "search", reply_format) == ParsedAction("<search>who</search>")
+    assert parse_reply("no tag", "search", reply_format).error == SEARCH_INVALID_REPLY

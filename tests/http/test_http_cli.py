@@ -119,3 +119,24 @@ def test_closed_ids_stay_closed_when_steps_race_closes():
         assert requests.get(url + "/health", timeout=10).json()["sessions"] == 0
     finally:
         server.stop()
+
+
+def test_cli_serves_the_search_env(procs, tmp_path):
+    from agentgym.envs.search import build_index
+    from agentgym.envs.search_data import write_dataset
+
+    data = write_dataset(tmp_path, seed=1, num_questions=10)
+    build_index(tmp_path / "corpus.jsonl", tmp_path / "index", threads=1)
+    index, qa = f"index={tmp_path / 'index'}", f"qa={tmp_path / 'qa.jsonl'}"
+    p = envserver_process("search", "-o", index, "-o", qa, "-o", "topk=2")
+    procs.append(p)
+    ids = requests.post(p.url + "/batch/create", json={"n": 2}, timeout=10).json()["ids"]
+    reset = requests.post(p.url + "/batch/reset", json={"ids": ids, "data_idxs": [0, 1]}).json()
+    questions = [q["question"] for q in data.questions[:2]]
+    assert reset["observations"] == [f"Question: {q}" for q in questions]
+    actions = ["<search>firm founded novel</search>", "no tags here"]
+    step = requests.post(p.url + "/batch/step", json={"ids": ids, "actions": actions}).json()
+    first, second = step["observations"]
+    assert first.startswith("<information>Doc 1(Title: ") and "Doc 3(" not in first
+    assert second.startswith("My previous action is invalid.")
+    assert p.interrupt() == 0

@@ -17,7 +17,8 @@ if shutil.which("java") is None:
     pytest.skip("ScienceWorld needs Java, which is not installed", allow_module_level=True)
 if importlib.util.find_spec("scienceworld") is None:
     pytest.skip(
-        "scienceworld is not installed (pip install 'agentgym-rs[sciworld]')", allow_module_level=True
+        "scienceworld is not installed (pip install 'agentgym-rs[sciworld]')",
+        allow_module_level=True,
     )
 
 

@@ -24,8 +24,9 @@ from agentgym.transport.wire import Trajectory
 
 
 def parse_reply(reply: str, env: str, reply_format: Literal["action_line", "bare"]) -> ParsedAction:
-    """The action in ``reply``: AgentGym's ``Action:`` line rules, or the bare reply text."""
-    if reply_format == "action_line":
+    """The action in ``reply``: AgentGym's ``Action:`` line rules, or the bare reply text; a
+    family with its own reply grammar (search's tags) always parses with it."""
+    if reply_format == "action_line" or family(env).parse_reply is not None:
         return parse_action(reply, env)
     action = sanitize_action(reply, env)
     return ParsedAction(action) if action else ParsedAction(None, EMPTY_ACTION_MESSAGE)

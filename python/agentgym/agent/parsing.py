@@ -6,6 +6,9 @@ stands alone (AgentGym's ``Action:\\n<action>`` layout). Zero or several such li
 that is empty once sanitised, give a corrective observation instead, and the environment is not
 called for that turn.
 
+An env family with its own reply grammar (the search env's ``<search>``/``<answer>`` tags) parses
+replies with it instead (``EnvFamily.parse_reply``).
+
 Sanitising follows the env family's registry entry (``agentgym.envs.families``): BabyAI and
 TextCraft actions keep only letters, digits, commas and spaces, are lower-cased and have their
 whitespace collapsed (AgentGym's TextCraft client strips the same characters; its "look" becomes
@@ -56,7 +59,12 @@ class ParsedAction:
 
 
 def parse_action(reply: str, env: str) -> ParsedAction:
-    """Extract the single action of `reply` for environment `env` (see the module docstring)."""
+    """Extract the single action of `reply` for environment `env` (see the module docstring;
+    a family with its own grammar, such as search's tags, parses the reply itself)."""
+    own_grammar = family(env).parse_reply
+    if own_grammar is not None:
+        action, error = own_grammar(reply)
+        return ParsedAction(action, error)
     matches = list(_ACTION_LINE.finditer(reply))
     if not matches:
         return ParsedAction(None, NO_ACTION_MESSAGE)

@@ -1,4 +1,5 @@
-"""Per-environment instructions in the AgentGym "Thought: ... Action: ..." format.
+"""Per-environment instructions in the AgentGym "Thought: ... Action: ..." format (search: the
+Search-R1 tags).
 
 The instruction is the system message of every episode; the environment's first observation is the
 first user message. The texts live in each env family's registry entry (``agentgym.envs.families``);
@@ -11,6 +12,7 @@ from agentgym.envs.families import (
     BABYAI_INSTRUCTION,
     GENERIC_INSTRUCTION,
     SCIWORLD_INSTRUCTION,
+    SEARCH_INSTRUCTION,
     TEXTCRAFT_INSTRUCTION,
     family,
 )
@@ -19,6 +21,7 @@ __all__ = [
     "BABYAI_INSTRUCTION",
     "GENERIC_INSTRUCTION",
     "SCIWORLD_INSTRUCTION",
+    "SEARCH_INSTRUCTION",
     "TEXTCRAFT_INSTRUCTION",
     "initial_messages",
     "instruction_for",

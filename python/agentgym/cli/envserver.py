@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agentgym-envserver",
         description="Serve a native agentgym env over HTTP, wire-compatible with AgentGym.",
     )
-    p.add_argument("--env", required=True, help="native env name (babyai, textcraft)")
+    p.add_argument("--env", required=True, help="native env name (babyai, search, textcraft)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=36001, help="port (0: pick a free one)")
     p.add_argument(
@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="env option, repeatable (e.g. -o recipes_dir=/path for textcraft)",
+        help="env option, repeatable (e.g. -o recipes_dir=/path for textcraft; "
+        "-o index=DIR -o qa=FILE for search)",
     )
     p.add_argument("--max-sessions", type=int, default=65536, help="open sessions allowed")
     p.add_argument("--max-body-bytes", type=int, default=8 << 20, help="request body limit")

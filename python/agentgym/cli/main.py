@@ -2,7 +2,8 @@
 ``sft`` (supervised fine-tuning on trajectory datasets), ``demos`` (expert demonstrations),
 ``pairs`` and ``dpo`` (preference pairs and offline preference optimisation), ``export`` (a
 checkpoint as a Hugging Face model directory), ``textcraft-goals`` (record a TextCraft server's
-goal order), ``hub`` (a local web app: runs, live curves, trajectory replay)."""
+goal order), ``hub`` (a local web app: runs, live curves, trajectory replay), ``index`` (build a
+search index; generate the multi-hop search world)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    from agentgym.cli import demos, export, hub, offline, textcraft_goals, train
+    from agentgym.cli import demos, export, hub, index, offline, textcraft_goals, train
     from agentgym.cli import eval as eval_cmd
 
     train.add_arguments(sub.add_parser("train", help="train: learner and actors, live progress"))
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser("textcraft-goals", help="record a TextCraft server's goal order")
     )
     hub.add_arguments(sub.add_parser("hub", help="web app: runs, live curves, replays"))
+    index.add_arguments(sub.add_parser("index", help="search env data: build an index, generate"))
     return parser
 
 
@@ -65,6 +67,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from agentgym.cli import hub
 
         return hub.run(args)
+    if args.command == "index":
+        from agentgym.cli import index
+
+        return index.run(args)
     if args.command == "textcraft-goals":
         from agentgym.cli import textcraft_goals
 

@@ -9,11 +9,17 @@ entry gets ``GENERIC``.
 The success rule is the env's own completion signal, the same for training metrics and eval:
 BabyAI and TextCraft reward only a reached goal (reward > 0 at the end); ScienceWorld completes a
 task at score 100 (its ``completed`` flag), fails it at a negative score, and otherwise ends an
-episode at its move limit, which is truncation.
+episode at its move limit, which is truncation; a search episode succeeds when its answer scores 1
+(exact match by default).
+
+The search family has its own reply grammar (Search-R1's ``<search>``/``<answer>`` tags) instead
+of the "Thought: ... Action: ..." lines; its horizon schedule is AgentGym-RL's SearchQA one
+(``configs/horizon/searchqa.yaml``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +74,26 @@ SCIWORLD_INSTRUCTION = (
     "- wait (10 time steps), wait1 (1 time step)\n" + _FORMAT
 )
 
+SEARCH_INSTRUCTION = (
+    "Answer the question the user gives you. Think step by step inside <think> and </think> "
+    "whenever you get new information. When you lack a fact, search for it by writing "
+    "<search> query </search>; the best matching passages come back between <information> and "
+    "</information>. Search as often as you need, one query per turn. When you know the answer, "
+    "give it inside <answer> and </answer> with no explanation, for example <answer> Beijing "
+    "</answer>."
+)
+
+SEARCH_INVALID_REPLY = (
+    "My previous action is invalid. If I want to search, I should put the query between <search> "
+    "and </search>. If I want to give the final answer, I should put the answer between <answer> "
+    "and </answer>. Let me try again."
+)
+"""AgentGym-RL's and Search-R1's observation for a reply with neither tag (the native env's
+``grammar::INVALID_ACTION``; a test keeps them equal)."""
+
+_SEARCH_TAG = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
+_SPACES = re.compile(r"\s+")
+
 GENERIC_INSTRUCTION = (
     "You are an agent acting in a text environment. Each turn you receive an observation; act to "
     "complete the task it describes.\n" + _FORMAT
@@ -80,6 +106,23 @@ class Outcome:
 
     success: bool
     truncated: bool
+
+
+def parse_search_reply(reply: str) -> tuple[str | None, str | None]:
+    """The search env's action in ``reply``: its first complete ``<search>...</search>`` or
+    ``<answer>...</answer>`` (Search-R1's rule), with the content's whitespace collapsed, or the
+    corrective observation when it has neither. Only the tag is sent, so a long chain of thought
+    never meets the action length cap."""
+    match = _SEARCH_TAG.search(reply)
+    if match is None:
+        return None, SEARCH_INVALID_REPLY
+    tag, content = match.group(1), _SPACES.sub(" ", match.group(2)).strip()
+    return f"<{tag}>{content}</{tag}>", None
+
+
+def _answer_correct(reward: float, done: bool, truncated: bool) -> Outcome:
+    # The reward is the answer's score; success is a full score (EM or subEM of 1, F1 of 1).
+    return Outcome(success=done and reward >= 1.0, truncated=truncated and not done)
 
 
 def _goal_reached(reward: float, done: bool, truncated: bool) -> Outcome:
@@ -118,6 +161,9 @@ class EnvFamily:
     """Defaults for ``EnvPool.remote`` so its replies read as AgentGym's client reads them."""
     reward_scale: str = "0..1"
     """The range of an episode's reward and how it is made (documentation; README states it)."""
+    parse_reply: Callable[[str], tuple[str | None, str | None]] | None = None
+    """The family's own reply grammar: reply -> (action, None) or (None, corrective observation).
+    None: AgentGym's "Action:" line rules (``agentgym.agent.parsing``)."""
 
     def group(self, env: str, task_id: int, info: Mapping[str, Any]) -> str:
         """The eval row of ``task_id`` (the env's name when the family has no grouping)."""
@@ -142,6 +188,14 @@ FAMILIES: dict[str, EnvFamily] = {
             aliases={"look": "inventory"},
             eval_group=lambda task_id, info: f"depth {info['depth']}",
             reward_scale="0..1 (1 when the goal item is crafted)",
+        ),
+        EnvFamily(
+            "search",
+            SEARCH_INSTRUCTION,
+            outcome=_answer_correct,
+            eval_group=lambda task_id, info: str(info.get("data_source") or "search"),
+            reward_scale="0..1 (exact match of the normalised answer; subem or token F1 by option)",
+            parse_reply=parse_search_reply,
         ),
         EnvFamily(
             "sciworld",

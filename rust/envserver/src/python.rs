@@ -211,6 +211,8 @@ fn envserver_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEnvPool>()?;
     m.add_class::<PyServer>()?;
     m.add_class::<PyRemotePool>()?;
+    m.add_class::<PySearchIndex>()?;
+    m.add_function(wrap_pyfunction!(build_search_index, m)?)?;
     m.add("ENV_NAMES", crate::envs::ENV_NAMES.to_vec())?;
     m.add("MAX_ACTION_BYTES", crate::pool::DEFAULT_MAX_ACTION_BYTES)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -431,5 +433,107 @@ pool_pymethods! { PyRemotePool, remote_to_py, step,
             ("transport_errors", s.transport_errors.load(Relaxed)),
             ("close_errors", s.close_errors.load(Relaxed)),
         ])
+    }
+}
+
+// ---- search env: building and querying an index (issue 15) ----
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::envs::search::index::{build_index, BuildOptions, IndexError, SearchIndex};
+
+fn index_to_py(err: IndexError) -> PyErr {
+    let msg = err.to_string();
+    match err {
+        IndexError::Io { .. } => PyOSError::new_err(msg),
+        IndexError::Incompatible(_) => PyValueError::new_err(msg),
+        IndexError::Tantivy(_) | IndexError::Cancelled(_) => PyRuntimeError::new_err(msg),
+    }
+}
+
+/// Builds a search index of `corpus` into `index_dir`; returns (passages, skipped,
+/// first_skipped [(line, why)], seconds, index_bytes). `progress(bytes_read, bytes_total,
+/// passages, skipped)` is called every few thousand lines; an exception in it (or Ctrl-C)
+/// cancels the build.
+#[pyfunction]
+#[pyo3(signature = (corpus, index_dir, *, threads=None, memory_mb=None, progress=None))]
+#[allow(clippy::type_complexity)]
+fn build_search_index(
+    py: Python<'_>,
+    corpus: PathBuf,
+    index_dir: PathBuf,
+    threads: Option<usize>,
+    memory_mb: Option<usize>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(u64, u64, Vec<(u64, String)>, f64, u64)> {
+    let mut options = BuildOptions::default();
+    options.threads = threads.unwrap_or(options.threads);
+    options.memory_bytes = memory_mb.map_or(options.memory_bytes, |mb| mb << 20);
+    let mut raised: Option<PyErr> = None;
+    let result = py.detach(|| {
+        build_index(&corpus, &index_dir, &options, &mut |p| {
+            Python::attach(|py| {
+                let called = match &progress {
+                    Some(f) => f.call1(py, (p.bytes_read, p.bytes_total, p.passages, p.skipped)).map(drop),
+                    None => Ok(()),
+                };
+                match called.and_then(|()| py.check_signals()) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        raised = Some(e);
+                        false
+                    }
+                }
+            })
+        })
+    });
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    let r = result.map_err(index_to_py)?;
+    Ok((r.passages, r.skipped, r.first_skipped, r.seconds, r.index_bytes))
+}
+
+/// An opened search index (shared with every search pool of this process over the same
+/// directory), for direct batched queries: benchmarks and ranking checks.
+#[pyclass(name = "SearchIndex", module = "agentgym._envserver", frozen)]
+struct PySearchIndex {
+    inner: Arc<SearchIndex>,
+}
+
+#[pymethods]
+impl PySearchIndex {
+    #[new]
+    fn new(py: Python<'_>, index_dir: PathBuf) -> PyResult<Self> {
+        let inner = py.detach(|| crate::envs::search::open_shared(&index_dir)).map_err(|e| to_py(e.into()))?;
+        Ok(Self { inner })
+    }
+
+    #[getter]
+    fn num_passages(&self) -> u64 {
+        self.inner.num_passages()
+    }
+
+    /// The distinct tokens of `query`, sorted: what is searched for.
+    fn query_terms(&self, query: &str) -> Vec<String> {
+        self.inner.query_terms(query)
+    }
+
+    /// The top-`k` (id, score) of each query, spread over `threads` threads (default: one per core).
+    #[pyo3(signature = (queries, k, threads=None))]
+    fn search(
+        &self,
+        py: Python<'_>,
+        queries: Vec<String>,
+        k: usize,
+        threads: Option<usize>,
+    ) -> PyResult<Vec<Vec<(String, f32)>>> {
+        let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let results = py.detach(|| self.inner.search_batch(&queries, k, threads));
+        results
+            .into_iter()
+            .map(|r| r.map(|hits| hits.into_iter().map(|h| (h.id, h.score)).collect()).map_err(index_to_py))
+            .collect()
     }
 }

@@ -1,0 +1,99 @@
+"""``agentgym index``: the search env's data.
+
+- ``agentgym index build CORPUS.jsonl INDEX_DIR``: build the BM25 index of a Search-R1/FlashRAG
+  corpus (multi-threaded, with a progress line; skipped lines are counted and the first are named).
+- ``agentgym index generate OUT_DIR``: write the generated multi-hop world (``corpus.jsonl`` and
+  ``qa.jsonl``, training questions first; see ``agentgym.envs.search_data``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="index_command", required=True)
+    build = sub.add_parser("build", help="build a BM25 index of a JSONL corpus")
+    build.add_argument("corpus", help='JSONL corpus: {"id": ..., "contents": "\\"Title\\"\\ntext"}')
+    build.add_argument("index_dir", help="directory to create (absent or empty)")
+    build.add_argument("--threads", type=int, default=None, help="indexing threads")
+    build.add_argument("--memory-mb", type=int, default=None, help="writer buffers (MB)")
+    build.add_argument("--quiet", action="store_true", help="no progress line")
+    gen = sub.add_parser("generate", help="write the generated multi-hop corpus and QA sets")
+    gen.add_argument("out_dir")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--questions", type=int, default=200, help="questions, 80%% of them train")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs ``agentgym index build`` or ``generate``; returns the exit code."""
+    if args.index_command == "generate":
+        return _generate(args)
+    return _build(args)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from agentgym.envs.search_data import write_dataset
+
+    data = write_dataset(args.out_dir, seed=args.seed, num_questions=args.questions)
+    n, cut = len(data.questions), data.num_train
+    print(
+        f"{len(data.corpus)} passages -> {args.out_dir}/corpus.jsonl; {n} questions -> "
+        f"{args.out_dir}/qa.jsonl (train task ids 0..{cut}, held out {cut}..{n})"
+    )
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from agentgym.envs.search import build_index
+
+    progress = None if args.quiet else _ProgressLine()
+    try:
+        report = build_index(
+            args.corpus,
+            args.index_dir,
+            threads=args.threads,
+            memory_mb=args.memory_mb,
+            progress=progress,
+        )
+    except (OSError, ValueError, RuntimeError) as e:
+        raise SystemExit(f"agentgym index build: {e}") from None
+    if progress is not None:
+        progress.finish()
+    print(
+        f"{report.passages} passages indexed into {args.index_dir} in {report.seconds:.1f} s "
+        f"({report.index_bytes / 2**20:.1f} MiB); {report.skipped} lines skipped"
+    )
+    for line, why in report.first_skipped:
+        print(f"  skipped line {line}: {why}")
+    if report.skipped > len(report.first_skipped):
+        print(f"  ... and {report.skipped - len(report.first_skipped)} more")
+    return 0
+
+
+class _ProgressLine:
+    """A one-line progress bar on stderr, redrawn at most a few times a second."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, read: int, total: int, passages: int, skipped: int) -> None:
+        now = time.monotonic()
+        if now - self.last < 0.2 and read < total:
+            return
+        self.last = now
+        frac = read / total if total else 1.0
+        bar = "#" * int(30 * frac)
+        rate = passages / max(now - self.start, 1e-9)
+        sys.stderr.write(
+            f"\r[{bar:<30}] {100 * frac:5.1f}%  {passages} passages ({rate:,.0f}/s), "
+            f"{skipped} skipped"
+        )
+        sys.stderr.flush()
+
+    def finish(self) -> None:
+        sys.stderr.write("\n")
+        sys.stderr.flush()

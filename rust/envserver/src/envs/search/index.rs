@@ -1,0 +1,553 @@
+//! The search env's BM25 index: built once from a JSONL corpus into a directory (tantivy), then
+//! opened read-only and memory-mapped by every session and process that searches it.
+//!
+//! Corpus lines follow Search-R1/FlashRAG: `{"id": "...", "contents": "\"Title\"\ntext"}`. A line
+//! that is not a JSON object with a string `contents` is skipped and counted (the first line
+//! numbers are kept for the report). `id` may be a string or a number; without one, the
+//! passage's row (0-based among kept lines) is its id.
+//!
+//! Ranking is tantivy's BM25 (k1 = 1.2, b = 0.75) over the `contents` field, tokenised into runs
+//! of alphanumeric characters, lower-cased, tokens of 40 bytes or more dropped. A query is the
+//! set of its distinct tokens, each an optional clause. Equal scores are ordered by corpus row so
+//! that results do not depend on how the multi-threaded build cut the index into segments.
+//!
+//! `agentgym-index.json` beside tantivy's files records the format version and the tokenizer; an
+//! index without it, or from another version or tokenizer, is refused with a message saying so.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::cache::QueryCache;
+use serde::{Deserialize, Serialize};
+use tantivy::collector::TopDocs;
+use tantivy::columnar::Column;
+use tantivy::query::BooleanQuery;
+use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, STORED, STRING};
+use tantivy::tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnalyzer};
+use tantivy::{doc, DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument, Term};
+
+/// What `agentgym-index.json` says an index directory is.
+pub const INDEX_FORMAT: &str = "agentgym-search-index";
+/// Bumped whenever the schema or the meaning of a stored field changes.
+pub const INDEX_VERSION: u32 = 1;
+/// The analyzer's name, recorded in the index: alphanumeric runs, < 40 bytes, lower-cased.
+pub const TOKENIZER: &str = "agentgym-simple-lower-v1";
+/// The file that marks a directory as an agentgym search index.
+pub const META_FILE: &str = "agentgym-index.json";
+/// Tokens of this many bytes or more are not indexed (tantivy's default text analyzer does the same).
+const MAX_TOKEN_BYTES: usize = 40;
+/// How many skipped corpus lines are reported by number.
+const REPORTED_SKIPS: usize = 10;
+/// Progress is reported every this many corpus lines.
+const PROGRESS_EVERY: u64 = 10_000;
+/// Results kept by the query cache (two generations of half as many).
+const CACHE_ENTRIES: usize = 4096;
+/// Extra hits fetched past `k` so that ties at the cut are ordered by row, not segment layout.
+const TIE_MARGIN: usize = 8;
+
+/// Problems building or opening an index; messages are shown to users as they are.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("{path}: {message}")]
+    Io { path: PathBuf, message: String },
+    #[error("{0}")]
+    Incompatible(String),
+    #[error("search index: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
+    #[error("the index build was cancelled; {0} is left incomplete (no agentgym-index.json)")]
+    Cancelled(PathBuf),
+}
+
+fn io_error(path: &Path, e: impl std::fmt::Display) -> IndexError {
+    IndexError::Io { path: path.to_path_buf(), message: e.to_string() }
+}
+
+/// The contents of `agentgym-index.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexMeta {
+    pub format: String,
+    pub version: u32,
+    pub tokenizer: String,
+    pub passages: u64,
+    pub skipped: u64,
+    /// The corpus file the index was built from, as given.
+    pub corpus: String,
+}
+
+/// How an index is built.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// Indexing threads (tantivy's writer threads); at least 1.
+    pub threads: usize,
+    /// Memory for the writer's buffers, all threads together (at least 15 MB per thread).
+    pub memory_bytes: usize,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        Self { threads, memory_bytes: 256 << 20 }
+    }
+}
+
+/// Where a build stands, reported every few thousand lines and once at the end.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BuildProgress {
+    pub bytes_read: u64,
+    pub bytes_total: u64,
+    pub passages: u64,
+    pub skipped: u64,
+}
+
+/// What a finished build did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuildReport {
+    pub passages: u64,
+    pub skipped: u64,
+    /// `(line number, 1-based; why)` of the first skipped lines.
+    pub first_skipped: Vec<(u64, String)>,
+    pub seconds: f64,
+    /// Bytes of the index directory.
+    pub index_bytes: u64,
+}
+
+#[derive(Deserialize)]
+struct CorpusLine {
+    id: Option<serde_json::Value>,
+    contents: Option<serde_json::Value>,
+}
+
+/// The analyzer used for passages and queries alike.
+fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
+        .filter(LowerCaser)
+        .build()
+}
+
+struct Fields {
+    id: Field,
+    contents: Field,
+    row: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let indexing = TextFieldIndexing::default().set_tokenizer(TOKENIZER).set_index_option(IndexRecordOption::WithFreqs);
+    let text = TextOptions::default().set_indexing_options(indexing).set_stored();
+    let fields = Fields {
+        id: builder.add_text_field("id", STRING | STORED),
+        contents: builder.add_text_field("contents", text),
+        row: builder.add_u64_field("row", FAST),
+    };
+    (builder.build(), fields)
+}
+
+/// Builds an index of `corpus` (JSONL) into `dir`, which must be absent or empty. `progress`
+/// is called every few thousand lines and once at the end; when it returns `false` the build
+/// stops with [`IndexError::Cancelled`].
+pub fn build_index(
+    corpus: &Path,
+    dir: &Path,
+    options: &BuildOptions,
+    progress: &mut dyn FnMut(&BuildProgress) -> bool,
+) -> Result<BuildReport, IndexError> {
+    let start = Instant::now();
+    let file = File::open(corpus).map_err(|e| io_error(corpus, e))?;
+    let bytes_total = file.metadata().map_err(|e| io_error(corpus, e))?.len();
+    prepare_dir(dir)?;
+    let (schema, fields) = schema();
+    let index = Index::create_in_dir(dir, schema)?;
+    index.tokenizers().register(TOKENIZER, analyzer());
+    let threads = options.threads.max(1);
+    // tantivy takes 15 MB to 4 GB of buffers per writer thread.
+    let memory = options.memory_bytes.clamp(threads * (16 << 20), threads * (4000 << 20));
+    let mut writer = index.writer_with_num_threads::<TantivyDocument>(threads, memory)?;
+
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut line = Vec::new();
+    let mut state = BuildProgress { bytes_total, ..Default::default() };
+    let mut first_skipped = Vec::new();
+    let mut line_no = 0u64;
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line).map_err(|e| io_error(corpus, e))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        state.bytes_read += n as u64;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match parse_line(&line, state.passages) {
+            Ok((id, contents)) => {
+                writer
+                    .add_document(doc!(fields.id => id, fields.contents => contents, fields.row => state.passages))?;
+                state.passages += 1;
+            }
+            Err(why) => {
+                state.skipped += 1;
+                if first_skipped.len() < REPORTED_SKIPS {
+                    first_skipped.push((line_no, why));
+                }
+            }
+        }
+        if line_no.is_multiple_of(PROGRESS_EVERY) && !progress(&state) {
+            return Err(IndexError::Cancelled(dir.to_path_buf()));
+        }
+    }
+    writer.commit()?;
+    writer.wait_merging_threads()?;
+    let meta = IndexMeta {
+        format: INDEX_FORMAT.into(),
+        version: INDEX_VERSION,
+        tokenizer: TOKENIZER.into(),
+        passages: state.passages,
+        skipped: state.skipped,
+        corpus: corpus.display().to_string(),
+    };
+    let meta_path = dir.join(META_FILE);
+    let text = serde_json::to_string_pretty(&meta).map_err(|e| io_error(&meta_path, e))?;
+    std::fs::write(&meta_path, text).map_err(|e| io_error(&meta_path, e))?;
+    progress(&state);
+    Ok(BuildReport {
+        passages: state.passages,
+        skipped: state.skipped,
+        first_skipped,
+        seconds: start.elapsed().as_secs_f64(),
+        index_bytes: dir_bytes(dir),
+    })
+}
+
+/// `(id, contents)` of one corpus line, or why it is skipped.
+fn parse_line(line: &[u8], row: u64) -> Result<(String, String), String> {
+    let parsed: CorpusLine = serde_json::from_slice(line).map_err(|e| format!("not a JSON object: {e}"))?;
+    let contents = match parsed.contents {
+        Some(serde_json::Value::String(s)) => s,
+        Some(_) => return Err("`contents` is not a string".into()),
+        None => return Err("no `contents` field".into()),
+    };
+    let id = match parsed.id {
+        None | Some(serde_json::Value::Null) => row.to_string(),
+        Some(serde_json::Value::String(s)) => s,
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        Some(_) => return Err("`id` is neither a string nor a number".into()),
+    };
+    Ok((id, contents))
+}
+
+fn prepare_dir(dir: &Path) -> Result<(), IndexError> {
+    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+    let mut entries = std::fs::read_dir(dir).map_err(|e| io_error(dir, e))?;
+    if entries.next().is_some() {
+        return Err(io_error(dir, "the index directory is not empty; remove it or choose another"));
+    }
+    Ok(())
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries.filter_map(Result::ok).filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+}
+
+/// Reads and checks `agentgym-index.json` of `dir`.
+pub fn read_meta(dir: &Path) -> Result<IndexMeta, IndexError> {
+    let path = dir.join(META_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        io_error(&path, format!("{e}; not an agentgym search index (build one with `agentgym index build`)"))
+    })?;
+    let meta: IndexMeta = serde_json::from_str(&text).map_err(|e| io_error(&path, format!("unreadable: {e}")))?;
+    if meta.format != INDEX_FORMAT || meta.version != INDEX_VERSION {
+        return Err(IndexError::Incompatible(format!(
+            "{}: index format {:?} version {}, but this agentgym reads {INDEX_FORMAT:?} version {INDEX_VERSION}; \
+             rebuild the index with `agentgym index build`",
+            dir.display(),
+            meta.format,
+            meta.version
+        )));
+    }
+    if meta.tokenizer != TOKENIZER {
+        return Err(IndexError::Incompatible(format!(
+            "{}: index built with tokenizer {:?}, but this agentgym tokenizes queries with {TOKENIZER:?}; \
+             rebuild the index with `agentgym index build`",
+            dir.display(),
+            meta.tokenizer
+        )));
+    }
+    Ok(meta)
+}
+
+/// One retrieved passage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub id: String,
+    /// The corpus line's `contents`: the title line, then the text.
+    pub contents: String,
+    pub score: f32,
+    /// The passage's row in the corpus (0-based among kept lines).
+    pub row: u64,
+}
+
+/// An opened index: one searcher over memory-mapped files, shared by all sessions (`Arc`).
+pub struct SearchIndex {
+    /// Keeps the searcher's segments alive.
+    _reader: IndexReader,
+    searcher: Searcher,
+    contents: Field,
+    id: Field,
+    /// Per segment (by ordinal), the `row` column.
+    rows: Vec<Column<u64>>,
+    analyzer: TextAnalyzer,
+    meta: IndexMeta,
+    dir: PathBuf,
+    /// Recent results, so that sessions sending the same query search once.
+    pub cache: QueryCache,
+}
+
+impl SearchIndex {
+    /// Opens the index in `dir` read-only, after checking its version and tokenizer.
+    pub fn open(dir: &Path) -> Result<Self, IndexError> {
+        let meta = read_meta(dir)?;
+        let index = Index::open_in_dir(dir)?;
+        index.tokenizers().register(TOKENIZER, analyzer());
+        let (expected, _) = schema();
+        if index.schema() != expected {
+            return Err(IndexError::Incompatible(format!(
+                "{}: the index's fields differ from those of version {INDEX_VERSION}; rebuild it",
+                dir.display()
+            )));
+        }
+        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+        let searcher = reader.searcher();
+        let schema = index.schema();
+        let rows = searcher.segment_readers().iter().map(|s| s.fast_fields().u64("row")).collect::<Result<_, _>>()?;
+        Ok(Self {
+            _reader: reader,
+            searcher,
+            contents: schema.get_field("contents")?,
+            id: schema.get_field("id")?,
+            rows,
+            analyzer: analyzer(),
+            meta,
+            dir: dir.to_path_buf(),
+            cache: QueryCache::new(CACHE_ENTRIES),
+        })
+    }
+
+    pub fn meta(&self) -> &IndexMeta {
+        &self.meta
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Passages in the index.
+    pub fn num_passages(&self) -> u64 {
+        self.searcher.num_docs()
+    }
+
+    /// The distinct tokens of `query`, sorted: what is searched for.
+    pub fn query_terms(&self, query: &str) -> Vec<String> {
+        let mut analyzer = self.analyzer.clone();
+        let mut stream = analyzer.token_stream(query);
+        let mut terms = Vec::new();
+        while let Some(token) = stream.next() {
+            terms.push(token.text.clone());
+        }
+        terms.sort_unstable();
+        terms.dedup();
+        terms
+    }
+
+    /// The `k` best passages for `query` (fewer when fewer contain a query token), best first,
+    /// equal scores by row. Recent results come from the cache.
+    pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>, IndexError> {
+        let terms = self.query_terms(query);
+        if terms.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        let key = (terms.join(" "), k);
+        if let Some(hits) = self.cache.get(&key) {
+            return Ok(hits.as_ref().clone());
+        }
+        let hits = Arc::new(self.rank(&terms, k)?);
+        self.cache.insert(&key, &hits);
+        Ok(hits.as_ref().clone())
+    }
+
+    /// BM25 over the index for `terms` (distinct tokens), then the top `k` passages' text.
+    fn rank(&self, terms: &[String], k: usize) -> Result<Vec<Hit>, IndexError> {
+        let terms = terms.iter().map(|t| Term::from_field_text(self.contents, t)).collect();
+        let query = BooleanQuery::new_multiterms_query(terms);
+        let top = self.searcher.search(&query, &TopDocs::with_limit(k + TIE_MARGIN))?;
+        let mut ranked: Vec<(f32, u64, DocAddress)> =
+            top.into_iter().map(|(score, addr)| (score, self.row(addr), addr)).collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        ranked.truncate(k);
+        ranked.into_iter().map(|(score, row, addr)| self.hit(addr, score, row)).collect()
+    }
+
+    /// [`SearchIndex::search`] for each query, spread over `threads` threads (scoped, started
+    /// for this call); results in the order of `queries`.
+    pub fn search_batch<S: AsRef<str> + Sync>(
+        &self,
+        queries: &[S],
+        k: usize,
+        threads: usize,
+    ) -> Vec<Result<Vec<Hit>, IndexError>> {
+        let threads = threads.clamp(1, queries.len().max(1));
+        if threads == 1 {
+            return queries.iter().map(|q| self.search(q.as_ref(), k)).collect();
+        }
+        let chunk = queries.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = queries
+                .chunks(chunk)
+                .map(|part| scope.spawn(move || part.iter().map(|q| self.search(q.as_ref(), k)).collect::<Vec<_>>()))
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        })
+    }
+
+    fn row(&self, addr: DocAddress) -> u64 {
+        self.rows[addr.segment_ord as usize].first(addr.doc_id).unwrap_or(u64::MAX)
+    }
+
+    fn hit(&self, addr: DocAddress, score: f32, row: u64) -> Result<Hit, IndexError> {
+        let doc: TantivyDocument = self.searcher.doc(addr)?;
+        let text = |field| doc.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        Ok(Hit { id: text(self.id), contents: text(self.contents), score, row })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A fresh directory under the system temp dir, removed when dropped.
+    pub(crate) struct TempDir(pub PathBuf);
+
+    impl TempDir {
+        pub(crate) fn new(tag: &str) -> Self {
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = std::env::temp_dir().join(format!("agentgym-search-{tag}-{}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Self(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    pub(crate) const CORPUS: &str = concat!(
+        r#"{"id": "0", "contents": "\"Paris\"\nParis is the capital of France."}"#,
+        "\n",
+        r#"{"id": "1", "contents": "\"Berlin\"\nBerlin is the capital of Germany."}"#,
+        "\n",
+        "this line is not json\n",
+        r#"{"id": "2", "text": "no contents field"}"#,
+        "\n",
+        "\n",
+        r#"{"id": 7, "contents": "\"Lyon\"\nLyon is a city in France, on the Rhone."}"#,
+        "\n",
+        r#"{"contents": "\"Rhone\"\nThe Rhone flows through Lyon."}"#,
+        "\n",
+    );
+
+    /// Builds [`CORPUS`] into a fresh directory.
+    pub(crate) fn built(tag: &str) -> (TempDir, BuildReport) {
+        let tmp = TempDir::new(tag);
+        let corpus = tmp.0.join("corpus.jsonl");
+        std::fs::write(&corpus, CORPUS).unwrap();
+        let opts = BuildOptions { threads: 2, memory_bytes: 0 };
+        let report = build_index(&corpus, &tmp.0.join("index"), &opts, &mut |_| true).unwrap();
+        (tmp, report)
+    }
+
+    #[test]
+    fn bad_lines_are_skipped_and_counted_by_line_number() {
+        let (_tmp, report) = built("skips");
+        assert_eq!(report.passages, 4);
+        assert_eq!(report.skipped, 2);
+        assert_eq!(report.first_skipped.iter().map(|(n, _)| *n).collect::<Vec<_>>(), vec![3, 4]);
+        assert!(report.first_skipped[1].1.contains("contents"), "{:?}", report.first_skipped);
+        assert!(report.index_bytes > 0);
+    }
+
+    #[test]
+    fn search_ranks_by_bm25_and_keeps_ids() {
+        let (tmp, _) = built("rank");
+        let index = SearchIndex::open(&tmp.0.join("index")).unwrap();
+        assert_eq!(index.num_passages(), 4);
+        let hits = index.search("capital of FRANCE?", 3).unwrap();
+        assert_eq!(hits[0].id, "0");
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+        let lyon = index.search("rhone", 5).unwrap();
+        let ids: Vec<&str> = lyon.iter().map(|h| h.id.as_str()).collect();
+        assert_eq!(ids.len(), 2);
+        assert!(ids.contains(&"7") && ids.contains(&"3"), "{ids:?}"); // 3: the row of an id-less line
+        assert!(index.search("   ", 3).unwrap().is_empty());
+        assert!(index.search("zzz unknown", 3).unwrap().is_empty());
+        assert_eq!(index.query_terms("The the THE, cat!"), vec!["cat", "the"]);
+        let queries = ["capital of France", "rhone", "", "Berlin Germany"];
+        let batch = index.search_batch(&queries, 2, 3);
+        for (q, got) in queries.iter().zip(batch) {
+            assert_eq!(got.unwrap(), index.search(q, 2).unwrap());
+        }
+        let uncached = SearchIndex::open(&tmp.0.join("index")).unwrap();
+        assert_eq!(
+            uncached.rank(&["capital".into(), "france".into()], 3).unwrap(),
+            index.search("France capital", 3).unwrap()
+        );
+        assert!(index.cache.hits.load(std::sync::atomic::Ordering::Relaxed) >= 3);
+    }
+
+    #[test]
+    fn a_build_can_be_cancelled_and_is_then_not_openable() {
+        let tmp = TempDir::new("cancel");
+        let corpus = tmp.0.join("corpus.jsonl");
+        let line = r#"{"id": "0", "contents": "\"T\"\nsome text"}"#;
+        std::fs::write(&corpus, format!("{line}\n").repeat(PROGRESS_EVERY as usize + 1)).unwrap();
+        let dir = tmp.0.join("index");
+        let err = build_index(&corpus, &dir, &BuildOptions::default(), &mut |_| false).err().unwrap();
+        assert!(matches!(err, IndexError::Cancelled(_)), "{err}");
+        assert!(SearchIndex::open(&dir).is_err());
+    }
+
+    #[test]
+    fn an_index_of_another_version_or_tokenizer_is_refused() {
+        let (tmp, _) = built("meta");
+        let dir = tmp.0.join("index");
+        let meta_path = dir.join(META_FILE);
+        let original = std::fs::read_to_string(&meta_path).unwrap();
+        let other_tokenizer = original.replace(TOKENIZER, "en-stem-v9");
+        std::fs::write(&meta_path, other_tokenizer).unwrap();
+        let err = SearchIndex::open(&dir).err().unwrap().to_string();
+        assert!(err.contains("en-stem-v9") && err.contains("rebuild"), "{err}");
+        let other_version = original.replace("\"version\": 1", "\"version\": 99");
+        std::fs::write(&meta_path, other_version).unwrap();
+        let err = SearchIndex::open(&dir).err().unwrap().to_string();
+        assert!(err.contains("version 99"), "{err}");
+        std::fs::remove_file(&meta_path).unwrap();
+        let err = SearchIndex::open(&dir).err().unwrap().to_string();
+        assert!(err.contains("not an agentgym search index"), "{err}");
+    }
+
+    #[test]
+    fn a_non_empty_target_directory_is_refused() {
+        let (tmp, _) = built("nonempty");
+        let corpus = tmp.0.join("corpus.jsonl");
+        let err = build_index(&corpus, &tmp.0, &BuildOptions::default(), &mut |_| true).err().unwrap();
+        assert!(err.to_string().contains("not empty"), "{err}");
+    }
+}
