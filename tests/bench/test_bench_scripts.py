@@ -86,6 +86,12 @@ CASES = [
         "| call |",
         ["plotly", "transformers", "requests"],
     ),
+    (
+        "bench_startup.py",
+        ["--steps", "2", "--runs", "1"],
+        "first update",
+        ["torch", "transformers"],
+    ),
     ("bench_e2e.py", ["--steps", "2"], "async / sync", ["torch", "transformers"]),
 ]
 

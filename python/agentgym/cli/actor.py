@@ -118,6 +118,7 @@ def run_actor(
     pool = EnvPool(
         config.env.name, seed=a.seed + index, threads=config.env.threads, **config.env.options
     )
+    log.info("engine and env pool ready")
     if callable(endpoints):
         endpoints = endpoints()
     run_dir = Path(config.run_dir)

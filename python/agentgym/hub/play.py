@@ -49,11 +49,18 @@ class Play:
         self._lock = threading.Lock()
 
     def envs(self) -> list[dict[str, Any]]:
-        """The native envs with their number of tasks."""
+        """The native envs with their number of tasks; an env that needs options to start (the
+        search env needs an index and a QA set) is listed with why it cannot be played."""
         from agentgym.envs import env_names
 
+        out = []
         with self._lock:
-            return [{"name": n, "num_tasks": self._pool(n).num_tasks} for n in env_names()]
+            for name in env_names():
+                try:
+                    out.append({"name": name, "num_tasks": self._pool(name).num_tasks})
+                except (ValueError, TypeError, OSError, ImportError) as e:
+                    out.append({"name": name, "num_tasks": None, "unavailable": str(e)})
+        return out
 
     def start(self, env: Any, task_id: Any) -> dict[str, Any]:
         """A new session of ``env`` on ``task_id``: its number and first observation."""
@@ -64,7 +71,10 @@ class Play:
         if not isinstance(task_id, int) or isinstance(task_id, bool) or task_id < 0:
             raise PlayError(f"task_id must be an integer >= 0, got {task_id!r}")
         with self._lock:
-            pool = self._pool(env)
+            try:
+                pool = self._pool(env)
+            except (ValueError, TypeError, OSError, ImportError) as e:
+                raise PlayError(f"{env} cannot be played here: {e}") from None
             if task_id >= pool.num_tasks:
                 raise PlayError(f"task_id must be below {pool.num_tasks} for {env}")
             while len(self._sessions) >= MAX_SESSIONS:

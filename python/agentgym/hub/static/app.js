@@ -381,7 +381,7 @@ const play = {envs: [], session: null};
 
 async function openPlay() {
   if (play.envs.length) return;
-  play.envs = (await api("envs")).envs;
+  play.envs = (await api("envs")).envs.filter((e) => !e.unavailable);
   $("play-env").replaceChildren(...play.envs.map((e) => new Option(e.name, e.name)));
   showTaskRange();
 }
