@@ -92,6 +92,12 @@ CASES = [
         "first update",
         ["torch", "transformers"],
     ),
+    (
+        "bench_search.py",
+        ["--passages", "300", "--queries", "30", "--threads", "1"],
+        "top-10 agreement",
+        ["bm25s"],
+    ),
     ("bench_e2e.py", ["--steps", "2"], "async / sync", ["torch", "transformers"]),
 ]
 
