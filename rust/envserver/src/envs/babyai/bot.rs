@@ -33,7 +33,7 @@ const LOCK_COST: u32 = 40;
 /// Extra cost of passing an object in the way (relaxed search only).
 const BLOCK_COST: u32 = 12;
 /// Extra cost of opening a door a later `open` instruction needs closed until then.
-const AVOID_COST: u32 = 60;
+const AVOID_COST: u32 = 400;
 /// How deep subgoals may nest (key behind a locked door behind ...).
 const MAX_DEPTH: u32 = 6;
 
@@ -308,13 +308,27 @@ fn for_leaf(ctx: &Ctx, instr: &Instr) -> Result<Segment, String> {
         Instr::Pickup { desc, .. } => reach(ctx, positions(w, &desc.obj_set), Some(Action::Pickup), Purpose::Pickup, 0),
         Instr::PutNext { desc_move, desc_fixed, .. } => {
             let fixed = desc_noun(desc_fixed);
+            if free_neighbours(w, &desc_fixed.obj_poss).is_empty() {
+                // Every cell beside it is taken: move one of the objects there away first.
+                let taken = taken_neighbours(w, &desc_fixed.obj_poss, &desc_fixed.obj_set);
+                if w.carrying.is_some() {
+                    return free_hands(ctx, &taken);
+                }
+                return reach(ctx, taken, Some(Action::Pickup), Purpose::Clear { goal: fixed }, 0);
+            }
             match &w.carrying {
                 Some(o) if desc_move.obj_set.contains(&o.id) => {
                     let cells = free_neighbours(w, &desc_fixed.obj_poss);
                     let anchors = desc_fixed.obj_poss.clone();
                     reach(ctx, cells, Some(Action::Drop), Purpose::PutDown { fixed, anchors }, 0)
                 }
-                _ => reach(ctx, positions(w, &desc_move.obj_set), Some(Action::Pickup), Purpose::Fetch { fixed }, 0),
+                _ => {
+                    // Clear the way to where the object goes while the hands are free.
+                    if let Some(way) = way_shut(ctx, &free_neighbours(w, &desc_fixed.obj_poss)) {
+                        return open_the_way(ctx, &way, 0);
+                    }
+                    reach(ctx, positions(w, &desc_move.obj_set), Some(Action::Pickup), Purpose::Fetch { fixed }, 0)
+                }
             }
         }
         _ => Err("composite instruction as a leaf".into()),
@@ -336,6 +350,21 @@ fn free_neighbours(w: &World, cells: &[(i32, i32)]) -> Vec<(i32, i32)> {
         for (dx, dy) in DIR_TO_VEC {
             let c = (x + dx, y + dy);
             if w.grid.in_bounds(c.0, c.1) && w.grid.get(c.0, c.1).is_none() && c != w.agent_pos && !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Cells beside any of `cells` holding an object that can be picked up (not one of `keep`).
+fn taken_neighbours(w: &World, cells: &[(i32, i32)], keep: &[u32]) -> Vec<(i32, i32)> {
+    let mut out = Vec::new();
+    for &(x, y) in cells {
+        for (dx, dy) in DIR_TO_VEC {
+            let c = (x + dx, y + dy);
+            if w.grid.get(c.0, c.1).is_some_and(|o| o.can_pickup() && !keep.contains(&o.id)) && !out.contains(&c) {
                 out.push(c);
             }
         }
@@ -367,7 +396,7 @@ fn reach(
                 Some(door) if door != found.target => {
                     reach(ctx, vec![door], Some(Action::Toggle), Purpose::Unlock, depth + 1)
                 }
-                _ => free_hands(ctx),
+                _ => free_hands(ctx, &cells),
             };
         }
         let mut path = found.moves;
@@ -377,6 +406,14 @@ fn reach(
     let relaxed = search(w, &Search { relaxed: true, avoid: &ctx.avoid }, &cells)
         .ok_or_else(|| format!("no way to the target ({})", describe_purpose(&purpose)))?;
     open_the_way(ctx, &relaxed, depth)
+}
+
+/// When no plain way leads to face one of `cells`: the relaxed way, naming what shuts it.
+fn way_shut(ctx: &Ctx, cells: &[(i32, i32)]) -> Option<Found> {
+    if search(ctx.w, &Search { relaxed: false, avoid: &ctx.avoid }, cells).is_some() {
+        return None;
+    }
+    search(ctx.w, &Search { relaxed: true, avoid: &ctx.avoid }, cells).filter(|way| !way.events.is_empty())
 }
 
 /// The subgoal that removes the first thing shutting the way `relaxed` found: unlock a door
@@ -394,7 +431,7 @@ fn open_the_way(ctx: &Ctx, relaxed: &Found, depth: u32) -> Result<Segment, Strin
         return fetch_key(ctx, (x, y), depth + 1);
     }
     if w.carrying.is_some() {
-        return free_hands(ctx);
+        return free_hands(ctx, &[(x, y)]);
     }
     let (tx, ty) = relaxed.target;
     let goal = w.grid.get(tx, ty).map_or("target".to_string(), name);
@@ -409,10 +446,8 @@ fn fetch_key(ctx: &Ctx, door: (i32, i32), depth: u32) -> Result<Segment, String>
     if depth > MAX_DEPTH {
         return Err("subgoals nest too deep".into());
     }
-    if let Some(way) = search(w, &Search { relaxed: true, avoid: &ctx.avoid }, &[door]) {
-        if !way.events.is_empty() {
-            return open_the_way(ctx, &way, depth);
-        }
+    if let Some(way) = way_shut(ctx, &[door]) {
+        return open_the_way(ctx, &way, depth);
     }
     if w.carrying.as_ref().is_some_and(|k| k.kind == ObjKind::Key && k.color == color) {
         return Err(format!("holding the {} key yet the door stays shut", color.name()));
@@ -432,8 +467,9 @@ fn fetch_key(ctx: &Ctx, door: (i32, i32), depth: u32) -> Result<Segment, String>
     reach(ctx, cells, Some(Action::Toggle), Purpose::Key { door: color }, depth)
 }
 
-/// Put the carried object down on the nearest cell where it blocks no way.
-fn free_hands(ctx: &Ctx) -> Result<Segment, String> {
+/// Put the carried object down on the nearest cell where it blocks no way, and where it keeps
+/// open the way to face one of `keep` (what the hands are freed for).
+fn free_hands(ctx: &Ctx, keep: &[(i32, i32)]) -> Result<Segment, String> {
     let w = ctx.w;
     let mut cells: Vec<(i32, i32)> = Vec::new();
     for y in 0..w.grid.height {
@@ -447,7 +483,7 @@ fn free_hands(ctx: &Ctx) -> Result<Segment, String> {
     let open_cells = reachable_count(w, None);
     for _ in 0..12 {
         let Some(found) = search(w, &search_opts, &cells) else { break };
-        if reachable_count(w, Some(found.target)) + 1 >= open_cells {
+        if reachable_count(w, Some(found.target)) + 1 >= open_cells && keeps_way(ctx, found.target, keep) {
             let mut path = found.moves;
             path.push(Action::Drop);
             let target = found.target;
@@ -463,6 +499,18 @@ fn free_hands(ctx: &Ctx) -> Result<Segment, String> {
         cells.retain(|&c| c != found.target);
     }
     Err("no free cell to put the carried object down".into())
+}
+
+/// Whether the way to face one of `keep`, open now, stays open with the carried object at `cell`.
+fn keeps_way(ctx: &Ctx, cell: (i32, i32), keep: &[(i32, i32)]) -> bool {
+    let opts = Search { relaxed: false, avoid: &ctx.avoid };
+    let mut w = ctx.w.clone();
+    let Some(held) = w.carrying.take() else { return true };
+    if search(&w, &opts, keep).is_none() {
+        return true;
+    }
+    w.grid.set(cell.0, cell.1, Some(held));
+    search(&w, &opts, keep).is_some()
 }
 
 fn near_door(w: &World, x: i32, y: i32) -> bool {
@@ -692,10 +740,11 @@ fn situation(w: &World, scene: &Scene, seg: &Segment) -> String {
     let thing = w.grid.get(seg.target.0, seg.target.1);
     let target_name = thing.map_or_else(|| "spot".to_string(), name);
     let at = |what: &str, cell: (i32, i32)| {
+        let the = if what == "it" { "it".to_string() } else { format!("the {what}") };
         if visible(cell) {
-            format!("the {what} is {}", relative(w, cell))
+            format!("{the} is {}", relative(w, cell))
         } else {
-            format!("I do not see the {what} yet")
+            format!("I do not see {the} yet")
         }
     };
     let carried = w.carrying.as_ref().map_or_else(String::new, name);
