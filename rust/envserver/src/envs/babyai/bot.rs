@@ -65,6 +65,10 @@ enum Purpose {
     },
     /// Put the carried object down out of the way, to free the hands.
     FreeHands,
+    /// Take away one of the objects around `fixed` (no cell beside it is free).
+    MakeRoom {
+        fixed: String,
+    },
 }
 
 /// A stretch of primitive moves towards one subgoal.
@@ -267,6 +271,10 @@ struct Ctx<'a> {
     w: &'a World,
     avoid: Vec<u32>,
     primitive: bool,
+    /// Cells nothing may be put down on (beside what a `put next` puts things next to).
+    reserved: Vec<(i32, i32)>,
+    /// A strict `pick up` is due: picking up anything else fails the mission.
+    strict_pickup: bool,
 }
 
 fn plan(w: &World, instr: &Instr, primitive: bool) -> Result<Segment, String> {
@@ -276,12 +284,19 @@ fn plan(w: &World, instr: &Instr, primitive: bool) -> Result<Segment, String> {
     if let Instr::Open { desc, .. } = current {
         avoid.retain(|id| !desc.obj_set.contains(id));
     }
-    let ctx = Ctx { w, avoid, primitive };
+    let reserved = match current {
+        Instr::PutNext { desc_fixed, .. } => free_neighbours(w, &desc_fixed.obj_poss),
+        _ => Vec::new(),
+    };
+    let strict_pickup = matches!(current, Instr::Pickup { strict: true, .. });
+    let ctx = Ctx { w, avoid, primitive, reserved, strict_pickup };
     for_leaf(&ctx, current)
 }
 
+/// Where the objects `ids` that can be picked up lie ("a grey object" also names grey walls).
 fn positions(w: &World, ids: &[u32]) -> Vec<(i32, i32)> {
-    let mut out: Vec<(i32, i32)> = w.grid.objects().filter(|(_, o)| ids.contains(&o.id)).map(|(p, _)| p).collect();
+    let mut out: Vec<(i32, i32)> =
+        w.grid.objects().filter(|(_, o)| ids.contains(&o.id) && o.can_pickup()).map(|(p, _)| p).collect();
     out.sort_unstable();
     out
 }
@@ -291,7 +306,8 @@ fn for_leaf(ctx: &Ctx, instr: &Instr) -> Result<Segment, String> {
     match instr {
         Instr::GoTo { desc } => reach(ctx, desc.obj_poss.clone(), None, Purpose::GoTo, 0),
         Instr::Open { desc, .. } => {
-            let doors = positions(w, &desc.obj_set);
+            let doors: Vec<(i32, i32)> =
+                w.grid.objects().filter(|(_, o)| desc.obj_set.contains(&o.id)).map(|(p, _)| p).collect();
             // A locked door needs its key: the search treats the door as the target, so ask
             // for the key of the nearest one explicitly.
             let closed: Vec<(i32, i32)> =
@@ -303,7 +319,7 @@ fn for_leaf(ctx: &Ctx, instr: &Instr) -> Result<Segment, String> {
             if let Some(&door) = closed.first() {
                 return fetch_key(ctx, door, 0);
             }
-            Err("the door to open is already open, and the text actions cannot close it".into())
+            Err("the door to open is open already (the way to an earlier goal led through it), and the text actions cannot close a door".into())
         }
         Instr::Pickup { desc, .. } => reach(ctx, positions(w, &desc.obj_set), Some(Action::Pickup), Purpose::Pickup, 0),
         Instr::PutNext { desc_move, desc_fixed, .. } => {
@@ -314,7 +330,7 @@ fn for_leaf(ctx: &Ctx, instr: &Instr) -> Result<Segment, String> {
                 if w.carrying.is_some() {
                     return free_hands(ctx, &taken);
                 }
-                return reach(ctx, taken, Some(Action::Pickup), Purpose::Clear { goal: fixed }, 0);
+                return reach(ctx, taken, Some(Action::Pickup), Purpose::MakeRoom { fixed }, 0);
             }
             match &w.carrying {
                 Some(o) if desc_move.obj_set.contains(&o.id) => {
@@ -430,6 +446,9 @@ fn open_the_way(ctx: &Ctx, relaxed: &Found, depth: u32) -> Result<Segment, Strin
     if obstacle.kind == ObjKind::Door {
         return fetch_key(ctx, (x, y), depth + 1);
     }
+    if ctx.strict_pickup {
+        return Err("objects shut the target in, and picking up any other object fails this strict instruction".into());
+    }
     if w.carrying.is_some() {
         return free_hands(ctx, &[(x, y)]);
     }
@@ -471,32 +490,33 @@ fn fetch_key(ctx: &Ctx, door: (i32, i32), depth: u32) -> Result<Segment, String>
 /// open the way to face one of `keep` (what the hands are freed for).
 fn free_hands(ctx: &Ctx, keep: &[(i32, i32)]) -> Result<Segment, String> {
     let w = ctx.w;
-    let mut cells: Vec<(i32, i32)> = Vec::new();
-    for y in 0..w.grid.height {
-        for x in 0..w.grid.width {
-            if w.grid.get(x, y).is_none() && (x, y) != w.agent_pos && !near_door(w, x, y) {
-                cells.push((x, y));
-            }
-        }
-    }
     let search_opts = Search { relaxed: false, avoid: &ctx.avoid };
     let open_cells = reachable_count(w, None);
-    for _ in 0..12 {
-        let Some(found) = search(w, &search_opts, &cells) else { break };
-        if reachable_count(w, Some(found.target)) + 1 >= open_cells && keeps_way(ctx, found.target, keep) {
-            let mut path = found.moves;
-            path.push(Action::Drop);
-            let target = found.target;
-            return Ok(Segment {
-                cells: vec![target],
-                last: Some(Action::Drop),
-                path,
-                target,
-                purpose: Purpose::FreeHands,
-                avoid: ctx.avoid.clone(),
-            });
+    // First choice: away from doors and cutting nothing off; else anywhere that keeps the way.
+    for strict in [true, false] {
+        let mut cells: Vec<(i32, i32)> = Vec::new();
+        for y in 0..w.grid.height {
+            for x in 0..w.grid.width {
+                // The agent's own cell counts: it can step off it and put the object down behind.
+                let free = w.grid.get(x, y).is_none() && !ctx.reserved.contains(&(x, y));
+                if free && !(strict && near_door(w, x, y)) {
+                    cells.push((x, y));
+                }
+            }
         }
-        cells.retain(|&c| c != found.target);
+        for _ in 0..if strict { 12 } else { 40 } {
+            let Some(found) = search(w, &search_opts, &cells) else { break };
+            let connected = !strict || reachable_count(w, Some(found.target)) + 1 >= open_cells;
+            if connected && keeps_way(ctx, found.target, keep) {
+                let mut path = found.moves;
+                path.push(Action::Drop);
+                let target = found.target;
+                let avoid = ctx.avoid.clone();
+                let purpose = Purpose::FreeHands;
+                return Ok(Segment { cells: vec![target], last: Some(Action::Drop), path, target, purpose, avoid });
+            }
+            cells.retain(|&c| c != found.target);
+        }
     }
     Err("no free cell to put the carried object down".into())
 }
@@ -704,6 +724,7 @@ fn describe_purpose(p: &Purpose) -> String {
         Purpose::Key { door } => format!("get the {} key", door.name()),
         Purpose::Clear { goal } => format!("clear the way to the {goal}"),
         Purpose::FreeHands => "free the hands".into(),
+        Purpose::MakeRoom { fixed } => format!("make room beside the {fixed}"),
         Purpose::Unlock => "unlock the door".into(),
     }
 }
@@ -769,6 +790,9 @@ fn situation(w: &World, scene: &Scene, seg: &Segment) -> String {
             format!("The {target_name} blocks my way to the {goal}, and {}", at("it", seg.target))
         }
         Purpose::FreeHands => format!("My hands are full with the {carried} and I need them free"),
+        Purpose::MakeRoom { fixed } => {
+            format!("Every cell beside the {fixed} is taken, so I move one of those objects away")
+        }
         Purpose::Unlock => {
             format!("I have the {carried} for the locked {target_name} on my way, and {}", at("door", seg.target))
         }
