@@ -487,35 +487,32 @@ fn fetch_key(ctx: &Ctx, door: (i32, i32), depth: u32) -> Result<Segment, String>
 }
 
 /// Put the carried object down on the nearest cell where it blocks no way, and where it keeps
-/// open the way to face one of `keep` (what the hands are freed for).
+/// a free cell beside one of `keep` (what the hands are freed for). Whether a cell qualifies
+/// does not depend on where the agent stands, so the choice stays put while the agent walks.
 fn free_hands(ctx: &Ctx, keep: &[(i32, i32)]) -> Result<Segment, String> {
     let w = ctx.w;
     let search_opts = Search { relaxed: false, avoid: &ctx.avoid };
-    let open_cells = reachable_count(w, None);
-    // First choice: away from doors and cutting nothing off; else anywhere that keeps the way.
+    let parts = components(w, None);
+    // First choice: away from doors and splitting no area; else anywhere that keeps the access.
     for strict in [true, false] {
         let mut cells: Vec<(i32, i32)> = Vec::new();
         for y in 0..w.grid.height {
             for x in 0..w.grid.width {
                 // The agent's own cell counts: it can step off it and put the object down behind.
                 let free = w.grid.get(x, y).is_none() && !ctx.reserved.contains(&(x, y));
-                if free && !(strict && near_door(w, x, y)) {
+                let fine = !strict || (!near_door(w, x, y) && components(w, Some((x, y))) <= parts);
+                if free && fine && keeps_access(w, (x, y), keep) && keeps_way(ctx, (x, y), keep) {
                     cells.push((x, y));
                 }
             }
         }
-        for _ in 0..if strict { 12 } else { 40 } {
-            let Some(found) = search(w, &search_opts, &cells) else { break };
-            let connected = !strict || reachable_count(w, Some(found.target)) + 1 >= open_cells;
-            if connected && keeps_way(ctx, found.target, keep) {
-                let mut path = found.moves;
-                path.push(Action::Drop);
-                let target = found.target;
-                let avoid = ctx.avoid.clone();
-                let purpose = Purpose::FreeHands;
-                return Ok(Segment { cells: vec![target], last: Some(Action::Drop), path, target, purpose, avoid });
-            }
-            cells.retain(|&c| c != found.target);
+        if let Some(found) = search(w, &search_opts, &cells) {
+            let mut path = found.moves;
+            path.push(Action::Drop);
+            let target = found.target;
+            let avoid = ctx.avoid.clone();
+            let purpose = Purpose::FreeHands;
+            return Ok(Segment { cells: vec![target], last: Some(Action::Drop), path, target, purpose, avoid });
         }
     }
     Err("no free cell to put the carried object down".into())
@@ -526,42 +523,57 @@ fn keeps_way(ctx: &Ctx, cell: (i32, i32), keep: &[(i32, i32)]) -> bool {
     let opts = Search { relaxed: false, avoid: &ctx.avoid };
     let mut w = ctx.w.clone();
     let Some(held) = w.carrying.take() else { return true };
-    if search(&w, &opts, keep).is_none() {
+    if keep.is_empty() || search(&w, &opts, keep).is_none() {
         return true;
     }
     w.grid.set(cell.0, cell.1, Some(held));
     search(&w, &opts, keep).is_some()
 }
 
-fn near_door(w: &World, x: i32, y: i32) -> bool {
-    DIR_TO_VEC.iter().any(|(dx, dy)| w.grid.get(x + dx, y + dy).is_some_and(|o| o.kind == ObjKind::Door))
+/// Whether one of `keep` that has a free cell beside it still has one with `cell` taken.
+fn keeps_access(w: &World, cell: (i32, i32), keep: &[(i32, i32)]) -> bool {
+    let free_beside = |k: (i32, i32), taken: Option<(i32, i32)>| {
+        DIR_TO_VEC.iter().any(|(dx, dy)| {
+            let c = (k.0 + dx, k.1 + dy);
+            Some(c) != taken && w.grid.in_bounds(c.0, c.1) && w.grid.get(c.0, c.1).is_none_or(Obj::can_overlap)
+        })
+    };
+    let reachable: Vec<(i32, i32)> = keep.iter().copied().filter(|&k| free_beside(k, None)).collect();
+    reachable.is_empty() || reachable.iter().any(|&k| free_beside(k, Some(cell)))
 }
 
-/// Cells reachable from the agent over empty cells and doors, with `extra` blocked.
-fn reachable_count(w: &World, extra: Option<(i32, i32)>) -> usize {
+/// Connected areas of cells one can walk (or open a door) into, with `taken` blocked.
+fn components(w: &World, taken: Option<(i32, i32)>) -> usize {
     let (width, height) = (w.grid.width, w.grid.height);
+    let walkable = |x: i32, y: i32| {
+        Some((x, y)) != taken
+            && w.grid.get(x, y).is_none_or(|o| (o.kind == ObjKind::Door && !o.is_locked) || o.can_overlap())
+    };
     let mut seen = vec![false; (width * height) as usize];
-    let mut stack = vec![w.agent_pos];
-    seen[(w.agent_pos.1 * width + w.agent_pos.0) as usize] = true;
-    let mut n = 0;
-    while let Some((x, y)) = stack.pop() {
-        n += 1;
-        for (dx, dy) in DIR_TO_VEC {
-            let (nx, ny) = (x + dx, y + dy);
-            if !w.grid.in_bounds(nx, ny) || Some((nx, ny)) == extra || seen[(ny * width + nx) as usize] {
-                continue;
-            }
-            let free = match w.grid.get(nx, ny) {
-                None => true,
-                Some(o) => o.kind == ObjKind::Door || o.can_overlap(),
-            };
-            if free {
-                seen[(ny * width + nx) as usize] = true;
-                stack.push((nx, ny));
+    let mut count = 0;
+    for start in 0..width * height {
+        let (sx, sy) = (start % width, start / width);
+        if seen[start as usize] || !walkable(sx, sy) {
+            continue;
+        }
+        count += 1;
+        seen[start as usize] = true;
+        let mut stack = vec![(sx, sy)];
+        while let Some((x, y)) = stack.pop() {
+            for (dx, dy) in DIR_TO_VEC {
+                let (nx, ny) = (x + dx, y + dy);
+                if w.grid.in_bounds(nx, ny) && !seen[(ny * width + nx) as usize] && walkable(nx, ny) {
+                    seen[(ny * width + nx) as usize] = true;
+                    stack.push((nx, ny));
+                }
             }
         }
     }
-    n
+    count
+}
+
+fn near_door(w: &World, x: i32, y: i32) -> bool {
+    DIR_TO_VEC.iter().any(|(dx, dy)| w.grid.get(x + dx, y + dy).is_some_and(|o| o.kind == ObjKind::Door))
 }
 
 // ---------------------------------------------------------------------------------------------
