@@ -321,6 +321,10 @@ fn for_leaf(ctx: &Ctx, instr: &Instr) -> Result<Segment, String> {
             }
             Err("the door to open is open already (the way to an earlier goal led through it), and the text actions cannot close a door".into())
         }
+        // Holding it already does not count: the instruction wants the pickup done now.
+        Instr::Pickup { desc, .. } if w.carrying.as_ref().is_some_and(|o| desc.obj_set.contains(&o.id)) => {
+            free_hands(ctx, &[])
+        }
         Instr::Pickup { desc, .. } => reach(ctx, positions(w, &desc.obj_set), Some(Action::Pickup), Purpose::Pickup, 0),
         Instr::PutNext { desc_move, desc_fixed, .. } => {
             let fixed = desc_noun(desc_fixed);
@@ -365,7 +369,8 @@ fn free_neighbours(w: &World, cells: &[(i32, i32)]) -> Vec<(i32, i32)> {
     for &(x, y) in cells {
         for (dx, dy) in DIR_TO_VEC {
             let c = (x + dx, y + dy);
-            if w.grid.in_bounds(c.0, c.1) && w.grid.get(c.0, c.1).is_none() && c != w.agent_pos && !out.contains(&c) {
+            // The agent's own cell counts: it can step off it and put the object down there.
+            if w.grid.in_bounds(c.0, c.1) && w.grid.get(c.0, c.1).is_none() && !out.contains(&c) {
                 out.push(c);
             }
         }
@@ -500,13 +505,18 @@ fn free_hands(ctx: &Ctx, keep: &[(i32, i32)]) -> Result<Segment, String> {
             for x in 0..w.grid.width {
                 // The agent's own cell counts: it can step off it and put the object down behind.
                 let free = w.grid.get(x, y).is_none() && !ctx.reserved.contains(&(x, y));
-                let fine = !strict || (!near_door(w, x, y) && components(w, Some((x, y))) <= parts);
-                if free && fine && keeps_access(w, (x, y), keep) && keeps_way(ctx, (x, y), keep) {
+                if free && !(strict && near_door(w, x, y)) && keeps_access(w, (x, y), keep) {
                     cells.push((x, y));
                 }
             }
         }
-        if let Some(found) = search(w, &search_opts, &cells) {
+        // The nearest cell that passes the costlier checks (they are tried nearest first).
+        while let Some(found) = search(w, &search_opts, &cells) {
+            let cell = found.target;
+            if (strict && components(w, Some(cell)) > parts) || !keeps_way(ctx, cell, keep) {
+                cells.retain(|&c| c != cell);
+                continue;
+            }
             let mut path = found.moves;
             path.push(Action::Drop);
             let target = found.target;
