@@ -8,6 +8,10 @@ plural name the game does not know (``oak logs``) is fetched by its singular. Th
 closed-loop in a scratch session, so it can try those alternatives, and returns only the clean
 action sequence that crafted the goal; ``demo_episode`` replays that sequence in a fresh
 session, recording the conversation.
+
+BabyAI: the env's own expert (``EnvPool.expert``, a bot in Rust over the true world state and
+the instruction's verifier) picks each listed action and says why; ``run_expert`` plays it
+closed-loop in a scratch session, and its actions replay the same way in a fresh one.
 """
 
 from __future__ import annotations
