@@ -102,3 +102,18 @@ def test_expert_batch_from_the_pool():
     (sid,) = textcraft.create(1)
     textcraft.reset([sid], [0])
     assert textcraft.expert([sid]).errors == ["this env has no expert"]
+
+
+def test_demos_cli_reports_babyai_levels_with_reasons(tmp_path, capsys):
+    import json
+
+    from agentgym.cli.main import main
+
+    out = tmp_path / "demos.jsonl"
+    assert main(["demos", "babyai", "--tasks", "0:80", "--out", str(out), "--quiet"]) == 0
+    report = capsys.readouterr().out
+    assert "level 25" in report and "BabyAI-KeyInBox-v0" in report
+    assert "cannot open boxes" in report  # the planner's reason, per level
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) >= 76 and all(r["success"] for r in records)
+    assert {r["task_id"] % 40 for r in records} >= set(range(40)) - {15, 25}

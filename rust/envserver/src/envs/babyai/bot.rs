@@ -837,6 +837,7 @@ fn intent(w: &World, seg: &Segment, action: &str, moves: &[Action], completes: b
     };
     let last = moves.last().copied();
     match last {
+        Some(Action::Pickup) if moves.len() > 1 => "I go and pick it up".into(),
         Some(Action::Pickup) => "I pick it up".into(),
         Some(Action::Drop) => match &seg.purpose {
             Purpose::PutDown { fixed, .. } => format!("I put it down next to the {fixed}"),
