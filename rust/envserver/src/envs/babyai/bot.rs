@@ -481,6 +481,15 @@ fn fetch_key(ctx: &Ctx, door: (i32, i32), depth: u32) -> Result<Segment, String>
     if !cells.is_empty() {
         return reach(ctx, cells, Some(Action::Pickup), Purpose::Key { door: color }, depth);
     }
+    if w.carrying.as_ref().and_then(|o| o.contains.as_deref()).is_some_and(is_key) {
+        if !ctx.primitive {
+            return Err(format!(
+                "the {} key is inside the box I carry, and the text actions cannot open boxes",
+                color.name()
+            ));
+        }
+        return free_hands(ctx, &[]); // put the box down, then open it
+    }
     cells = w.grid.objects().filter(|(_, o)| o.contains.as_deref().is_some_and(is_key)).map(|(p, _)| p).collect();
     if cells.is_empty() {
         return Err(format!("there is no {} key for the locked door", color.name()));
