@@ -57,6 +57,8 @@ enum Purpose {
     Key {
         door: Color,
     },
+    /// Close an open door that an `open` instruction names (primitive actions only).
+    Close,
     /// Unlock the door in the way with the key in hand (before the hands are needed).
     Unlock,
     /// Pick up an object that blocks the way to `goal`.
@@ -249,7 +251,7 @@ fn completes(before: &World, after: &World, seg: &Segment) -> bool {
             let was = before.grid.get(x, y);
             let now = after.grid.get(x, y);
             match (was, now) {
-                (Some(a), Some(b)) if a.kind == ObjKind::Door => !a.is_open && b.is_open,
+                (Some(a), Some(b)) if a.kind == ObjKind::Door => a.is_open != b.is_open,
                 (Some(a), Some(b)) if a.kind == ObjKind::Box => b.id != a.id,
                 _ => false,
             }
@@ -318,6 +320,10 @@ fn for_leaf(ctx: &Ctx, instr: &Instr) -> Result<Segment, String> {
             }
             if let Some(&door) = closed.first() {
                 return fetch_key(ctx, door, 0);
+            }
+            if ctx.primitive {
+                // Only a toggle that opens it counts: close it first.
+                return reach(ctx, doors, Some(Action::Toggle), Purpose::Close, 0);
             }
             Err("the door to open is open already (the way to an earlier goal led through it), and the text actions cannot close a door".into())
         }
@@ -757,6 +763,7 @@ fn describe_purpose(p: &Purpose) -> String {
         Purpose::FreeHands => "free the hands".into(),
         Purpose::MakeRoom { fixed } => format!("make room beside the {fixed}"),
         Purpose::Unlock => "unlock the door".into(),
+        Purpose::Close => "close the door".into(),
     }
 }
 
@@ -802,6 +809,9 @@ fn situation(w: &World, scene: &Scene, seg: &Segment) -> String {
     let carried = w.carrying.as_ref().map_or_else(String::new, name);
     let text = match &seg.purpose {
         Purpose::GoTo | Purpose::Open | Purpose::Pickup => at(&target_name, seg.target),
+        Purpose::Close => {
+            format!("The {target_name} is open already and only opening it counts, and {}", at("it", seg.target))
+        }
         Purpose::Fetch { fixed } => {
             format!("I need the {target_name} to put next to the {fixed}, and {}", at("it", seg.target))
         }
@@ -852,6 +862,7 @@ fn intent(w: &World, seg: &Segment, action: &str, moves: &[Action], completes: b
             Purpose::PutDown { fixed, .. } => format!("I put it down next to the {fixed}"),
             _ => "I put it down here, out of the way".into(),
         },
+        Some(Action::Toggle) if seg.purpose == Purpose::Close => "I close it first".into(),
         Some(Action::Toggle) if label == "toggle" => match seg.purpose {
             Purpose::Open | Purpose::Unlock => "I open it".into(),
             _ => "I open the door in front of me".into(),
