@@ -16,15 +16,17 @@
 //!    shortest path and covers the most of it. Macros such as "go to red ball 1" are thus
 //!    taken whenever they follow a shortest path, single turns and steps otherwise.
 //!
-//! The bot is omniscient (it plans over cells the agent has not seen); the reasons only state
-//! what the agent sees ("I do not see the red ball yet").
+//! The bot is omniscient: it plans over cells the agent has not seen, and its reasons name a
+//! target's place only when the agent sees it ("I do not see the red ball yet; I turn left
+//! towards it."). Where it cannot act it says why: a key locked in a box (the text actions
+//! cannot open boxes; primitive mode can), a door to open that the way had to open earlier (the
+//! text actions cannot close doors), a strict instruction that any way forward fails.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::grid::{Action, Color, Obj, ObjKind, World, DIR_TO_VEC};
-use super::instr::ObjDesc;
-use super::instr::{Instr, Status};
+use super::instr::{Instr, ObjDesc, Status};
 use super::text::{Scene, ViewImage};
 use crate::env::ExpertMove;
 
