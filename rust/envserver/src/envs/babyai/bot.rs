@@ -113,6 +113,8 @@ pub fn choose(
     };
     let seg = plan(world, instr, primitive)?;
     let before = successes(instr);
+    let scene = Scene::read(world, image);
+    let target_seen = scene.things.iter().any(|t| t.pos == seg.target);
     let mut best: Option<(u32, u32, usize, bool)> = None; // (rank, key, index, completes)
     for (i, (_, moves)) in candidates.iter().enumerate() {
         if moves.is_empty() {
@@ -128,6 +130,11 @@ pub fn choose(
         }
         let advanced = w.terminated || w.instr.as_ref().is_some_and(|x| successes(x) > before);
         let completes = advanced || completes(world, &w, &seg);
+        if !completes && !target_seen && candidates[i].0.starts_with("go to ") {
+            // Out of sight, the target is looked for with turns, steps and doors: a walk to
+            // another object would be chosen for what the agent cannot see.
+            continue;
+        }
         let (rank, key) = if completes {
             (0, used)
         } else if w.carrying.as_ref().map(|o| o.id) != world.carrying.as_ref().map(|o| o.id)
@@ -159,7 +166,6 @@ pub fn choose(
         return Err(format!("no listed action makes progress ({})", describe_purpose(&seg.purpose)));
     };
     let (action, moves) = candidates[i];
-    let scene = Scene::read(world, image);
     let thought = format!("{}; {}.", situation(world, &scene, &seg), intent(world, &seg, action, moves, completes));
     Ok(ExpertMove { action: action.to_string(), thought })
 }
