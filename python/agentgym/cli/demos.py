@@ -1,11 +1,11 @@
 """``agentgym demos ENV --tasks A:B --out FILE.jsonl``: expert demonstrations from planners.
 
 Plans each task with the env's planner (``agentgym.envs.planners``: TextCraft's recipe tree;
-BabyAI's search for GoTo goals over the listed actions), replays the
-plan in a fresh session and writes the successful episodes as ``messages`` records (system
-instruction, observations, ``Thought: ... Action: ...`` replies), the form ``agentgym sft``
-reads. Prints the planner's success rate per eval group (TextCraft: goal depth) and the tasks
-it could not solve.
+BabyAI's bot over the true world state, for every level), replays the plan in a fresh session
+and writes the successful episodes as ``messages`` records (system instruction, observations,
+``Thought: ... Action: ...`` replies), the form ``agentgym sft`` reads. Prints the planner's
+success rate per eval group (TextCraft: goal depth; BabyAI: level) and the tasks it could not
+solve, with the reasons the planner gave.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 PLANNED_ENVS = ("textcraft", "babyai")
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     """``agentgym demos``: returns the exit code (1 when no task was solved)."""
     from agentgym.envs import EnvPool
     from agentgym.envs.families import family
-    from agentgym.envs.planners import demo_episode, plan_babyai_goto, plan_textcraft
+    from agentgym.envs.planners import demo_episode
 
     span = parse_tasks(args.tasks)
     tasks = list(span)
@@ -60,42 +60,75 @@ def run(args: argparse.Namespace) -> int:
     if span.stop > pool.num_tasks:
         raise SystemExit(f"--tasks {args.tasks}: {args.env} has task ids 0..{pool.num_tasks - 1}")
     rules, solved, failed = family(args.env), defaultdict(int), defaultdict(list)
+    reasons: dict[str, Counter] = defaultdict(Counter)
+    names: dict[str, str] = {}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w") as f:
         for k, task in enumerate(tasks, start=1):
-            plan = plan_textcraft if args.env == "textcraft" else plan_babyai_goto
-            steps = plan(pool, task)
+            steps, why = _plan(pool, args.env, task)
             record = demo_episode(pool, args.env, task, steps) if steps else None
-            group = _group(pool, rules, args.env, task)
+            group, names[group] = _group(pool, rules, args.env, task)
             if record is not None and record["success"]:
                 f.write(json.dumps(record) + "\n")
                 solved[group] += 1
             else:
                 failed[group].append(task)
+                reasons[group][why or "the replayed demo did not succeed"] += 1
             if not args.quiet:
                 print(f"\rdemos {k}/{len(tasks)}", end="", file=sys.stderr, flush=True)
     if not args.quiet:
         print(file=sys.stderr)
-    print(_report(solved, failed))
+    print(_report(solved, failed, reasons, names))
     print(f"written to {out}")
     return 0 if sum(solved.values()) else 1
 
 
-def _group(pool, rules, env: str, task: int) -> str:
+def _plan(pool, env: str, task: int):
+    """The planned steps (None when not solved) and why not."""
+    from agentgym.envs.planners import plan_textcraft, run_expert
+
+    if env == "textcraft":
+        steps = plan_textcraft(pool, task)
+        return steps, None if steps else "the recipe tree planner did not craft the goal"
+    run = run_expert(pool, task)
+    return (run.steps if run.success else None), run.why
+
+
+def _group(pool, rules, env: str, task: int) -> tuple[str, str]:
+    """The task's eval group and a name for it (BabyAI: the level's)."""
     (sid,) = pool.create(1)
     try:
         pool.reset([sid], [task])
-        return rules.group(env, task, pool.info([sid])[0])
+        info = pool.info([sid])[0]
+        return rules.group(env, task, info), str(info.get("level", ""))
     finally:
         pool.close([sid])
 
 
-def _report(solved: dict[str, int], failed: dict[str, list[int]]) -> str:
+def _report(
+    solved: dict[str, int],
+    failed: dict[str, list[int]],
+    reasons: dict[str, Counter],
+    names: dict[str, str],
+) -> str:
     lines = [f"{'':<10}{'solved':>8}{'tasks':>7}{'rate':>8}"]
-    for group in sorted(set(solved) | set(failed)):
+    groups = sorted(set(solved) | set(failed), key=_natural)
+    for group in groups:
         n = solved[group] + len(failed[group])
-        lines.append(f"{group:<10}{solved[group]:>8}{n:>7}{solved[group] / n:>8.1%}")
+        row = f"{group:<10}{solved[group]:>8}{n:>7}{solved[group] / n:>8.1%}"
+        lines.append(f"{row}  {names.get(group, '')}".rstrip())
         if failed[group]:
             lines.append(f"  not solved: {failed[group][:20]}")
+            for why, count in reasons[group].most_common(3):
+                lines.append(f"    {count}x {why}")
+    total = sum(solved.values())
+    n = total + sum(len(f) for f in failed.values())
+    lines.append(f"{'all':<10}{total:>8}{n:>7}{total / max(n, 1):>8.1%}")
     return "\n".join(lines)
+
+
+def _natural(group: str) -> tuple:
+    """``level 2`` before ``level 10``."""
+    head, _, tail = group.rpartition(" ")
+    return (head, int(tail)) if tail.isdigit() else (group, 0)

@@ -7,9 +7,9 @@
 >>> batch = pool.step(ids, ["inventory"] * 4)
 """
 
-from agentgym.envs.pool import EnvPool, EnvSession, SessionError, StepBatch
+from agentgym.envs.pool import EnvPool, EnvSession, ExpertBatch, SessionError, StepBatch
 
-__all__ = ["EnvPool", "EnvSession", "SessionError", "StepBatch", "env_names"]
+__all__ = ["EnvPool", "EnvSession", "ExpertBatch", "SessionError", "StepBatch", "env_names"]
 
 
 def env_names() -> list[str]:

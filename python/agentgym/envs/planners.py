@@ -8,6 +8,10 @@ plural name the game does not know (``oak logs``) is fetched by its singular. Th
 closed-loop in a scratch session, so it can try those alternatives, and returns only the clean
 action sequence that crafted the goal; ``demo_episode`` replays that sequence in a fresh
 session, recording the conversation.
+
+BabyAI: the env's own expert (``EnvPool.expert``, a bot in Rust over the true world state and
+the instruction's verifier) picks each listed action and says why; ``run_expert`` plays it
+closed-loop in a scratch session, and its actions replay the same way in a fresh one.
 """
 
 from __future__ import annotations
@@ -205,46 +209,47 @@ def reply_text(step: Step) -> str:
     return f"Thought: {step.thought}\nAction: {step.action}"
 
 
-_GOTO = re.compile(r"^go to (?:the |a )?(?:(\w+) )?(ball|box|key|door)$")
+@dataclass
+class ExpertRun:
+    """An episode played by an env's expert in a scratch session."""
+
+    steps: list[Step]
+    success: bool
+    why: str | None
+    """Why the expert stopped without success (None on success)."""
 
 
-def plan_babyai_goto(pool: Any, task_id: int, max_steps: int = 40) -> list[Step] | None:
-    """The actions that reach a BabyAI GoTo goal (``go to the red ball``), found by searching
-    the menu the env lists: go to a matching object once one is in view, else turn left up to
-    three times, then move forward and look again. Only single-object GoTo missions; None for
-    other goals or when the search runs out of steps."""
+def run_expert(pool: Any, task_id: int, max_turns: int = 256) -> ExpertRun:
+    """Plays task ``task_id`` in a scratch session of ``pool`` closed-loop with the env's own
+    expert (``EnvPool.expert``: BabyAI's bot over the true world state), one listed action per
+    turn, until the episode ends, the expert cannot act, or ``max_turns`` turns."""
     (sid,) = pool.create(1)
     try:
         pool.reset([sid], [task_id])
-        m = _GOTO.match(pool.info([sid])[0]["goal"])
-        if m is None:
-            return None
-        color, kind = m.groups()
         steps: list[Step] = []
-        turns = 0
-        for _ in range(max_steps):
-            step = _goto_step(pool.available_actions([sid])[0], color, kind, turns)
-            turns = turns + 1 if step.action == "turn left" else 0
-            batch = pool.step([sid], [step.action])
+        for _ in range(max_turns):
+            expert = pool.expert([sid])
+            move = expert.moves[0]
+            if move is None:
+                return ExpertRun(steps, False, expert.errors[0])
+            batch = pool.step([sid], [move[0]])
             if batch.errors[0] is not None:
-                return None
-            steps.append(step)
+                return ExpertRun(steps, False, batch.errors[0])
+            steps.append(Step(*move))
             if batch.dones[0]:
-                return steps if batch.rewards[0] > 0 else None
+                solved = float(batch.rewards[0]) > 0
+                return ExpertRun(steps, solved, None if solved else "the episode ended unsolved")
             if batch.truncated[0]:
-                return None
-        return None
+                return ExpertRun(steps, False, "truncated at the horizon cap")
+        return ExpertRun(steps, False, f"not solved in {max_turns} turns")
     finally:
         pool.close([sid])
 
 
-def _goto_step(menu: list[str], color: str | None, kind: str, turns: int) -> Step:
-    name = f"{color} {kind}" if color else kind
-    for action in menu:
-        words = action.split()
-        if words[:2] == ["go", "to"] and words[-2] == kind and (color is None or words[2] == color):
-            seen = " ".join(words[2:])
-            return Step(action, f"I see the {name} ({seen}); I go to it.")
-    if turns < 3:
-        return Step("turn left", f"I do not see the {name}; I turn left to look around.")
-    return Step("move forward", f"The {name} is not in view anywhere; I move forward to explore.")
+def plan_babyai(pool: Any, task_id: int, max_turns: int = 256) -> list[Step] | None:
+    """The actions (with thoughts) that solve BabyAI task ``task_id``, found closed-loop by the
+    env's bot in a scratch session of ``pool`` (a BabyAI pool), or None when the bot cannot
+    solve it (``run_expert`` says why). Every level is planned: go to, open, pick up, put next
+    to, their sequences, locked doors (keys fetched, used, put down) and blocked ways."""
+    run = run_expert(pool, task_id, max_turns)
+    return run.steps if run.success else None

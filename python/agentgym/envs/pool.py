@@ -44,6 +44,23 @@ class StepBatch:
         return all(e is None for e in self.errors)
 
 
+@dataclass(slots=True)
+class ExpertBatch:
+    """Each session's expert move (``EnvPool.expert``), in the order of the ids given.
+
+    ``moves[i]`` is ``(action, thought)``: an action the env accepts now and a short reason in
+    words. Where it is ``None``, ``errors[i]`` says why: the env has no expert, the expert cannot
+    act in this state (BabyAI: a key locked in a box, which the text actions cannot open), or
+    the session is not running.
+    """
+
+    moves: list[tuple[str, str] | None]
+    errors: list[str | None]
+
+    def __len__(self) -> int:
+        return len(self.moves)
+
+
 def _as_list(items: Sequence[Any]) -> list[Any]:
     """``items`` as a list, without copying one that already is."""
     return items if type(items) is list else list(items)
@@ -230,6 +247,15 @@ class EnvPool:
         if reset_custom is None:
             raise NotImplementedError("reset_custom runs on local pools only")
         return reset_custom(int(id), goal, commands)
+
+    def expert(self, ids: Sequence[int]) -> ExpertBatch:
+        """The next move of each session's expert, read off the episode's true state (BabyAI:
+        a bot over the grid and the instruction's verifier; other envs have none). Local pools
+        only."""
+        expert = getattr(self._native, "expert", None)
+        if expert is None:
+            raise NotImplementedError("expert runs on local pools only")
+        return ExpertBatch(*expert(_as_list(ids)))
 
     def info(self, ids: Sequence[int]) -> list[dict[str, Any]]:
         """Env facts about each session's episode plus ``phase``, ``task_id``, ``pool_steps``."""

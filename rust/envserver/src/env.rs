@@ -43,6 +43,14 @@ pub struct CustomTask {
     pub commands: Option<String>,
 }
 
+/// An expert's next move: an action from the env's own vocabulary (what `step` accepts now)
+/// and a short reason in words, for demonstrations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpertMove {
+    pub action: String,
+    pub thought: String,
+}
+
 /// One text environment episode at a time. Implementations are plain single-threaded
 /// state machines; the pool provides batching, threading, ids and horizon caps.
 pub trait TextEnv: Send {
@@ -64,6 +72,12 @@ pub trait TextEnv: Send {
     /// Env-specific facts about the current episode (level name, goal, ...), as JSON.
     fn info(&self) -> serde_json::Value {
         serde_json::Value::Null
+    }
+
+    /// The next move of an expert that reads the episode's true state. Envs without an
+    /// expert refuse; an expert that cannot act here says why (`Unsupported`).
+    fn expert(&self) -> Result<ExpertMove, EnvError> {
+        Err(EnvError::Unsupported("this env has no expert".into()))
     }
 
     /// Starts an episode the client describes. An invalid description is an `Err` and leaves

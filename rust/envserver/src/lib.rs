@@ -16,7 +16,7 @@ pub mod workers;
 #[cfg(feature = "python")]
 mod python;
 
-pub use env::{EnvError, EnvFactory, Options, StepOutcome, TextEnv};
+pub use env::{EnvError, EnvFactory, ExpertMove, Options, StepOutcome, TextEnv};
 pub use pool::{EnvPool, PoolError, StepResult};
 
 /// The Python extension's allocator (feature `mimalloc`, on in the wheel): about 1.5x faster

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::env::{CustomTask, EnvError, Options, SharedFactory, TextEnv};
+use crate::env::{CustomTask, EnvError, ExpertMove, Options, SharedFactory, TextEnv};
 use crate::rng::Rng;
 use crate::workers::Workers;
 
@@ -421,6 +421,23 @@ impl EnvPool {
             let mut menu = s.env.available_actions().filter(|m| !m.is_empty())?;
             let k = Rng::derive(seed, ids[i]).index(menu.len());
             Some(menu.swap_remove(k))
+        }))
+    }
+
+    /// Each session's expert move (see [`TextEnv::expert`]), or why there is none: the env has
+    /// no expert, the expert cannot act, or the session is not running. A panic inside the
+    /// expert becomes that session's message.
+    pub fn expert(&self, ids: &[u64]) -> Result<Vec<Result<ExpertMove, String>>, PoolError> {
+        let sessions = self.lookup(ids)?;
+        Ok(self.run_batch(Op::Sample, Some(ids), ids.len(), MIN_PARALLEL_STEPS, |i| {
+            let s = sessions[i].lock();
+            if let Some(why) = s.phase.step_refusal(ids[i]) {
+                return Err(why);
+            }
+            match catch_unwind(AssertUnwindSafe(|| s.env.expert())) {
+                Ok(found) => found.map_err(|e| e.to_string()),
+                Err(_) => Err(format!("session {}: the expert panicked", ids[i])),
+            }
         }))
     }
 

@@ -25,6 +25,9 @@ fn to_py(err: PoolError) -> PyErr {
 /// Reset results as columns: observations (None where failed), errors.
 type ResetColumns = (Vec<Option<String>>, Vec<Option<String>>);
 
+/// Expert moves as columns: `(action, thought)` (None where there is none), errors.
+type ExpertColumns = (Vec<Option<(String, String)>>, Vec<Option<String>>);
+
 /// Step results as columns: observations, rewards, dones, truncated, errors.
 type StepColumns<'py> = (
     Vec<String>,
@@ -155,6 +158,12 @@ pool_pymethods! { PyEnvPool, to_py, step_checked,
     fn reset_custom(&self, py: Python<'_>, id: u64, goal: String, commands: Option<String>) -> PyResult<String> {
         let task = CustomTask { goal, commands };
         py.detach(|| self.inner.reset_custom(id, &task)).map_err(to_py)
+    }
+
+    /// Returns (moves, errors): each session's expert `(action, thought)`, or None and why.
+    fn expert(&self, py: Python<'_>, ids: Vec<u64>) -> PyResult<ExpertColumns> {
+        let out = py.detach(|| self.inner.expert(&ids)).map_err(to_py)?;
+        Ok(out.into_iter().map(|r| r.map_or_else(|e| (None, Some(e)), |m| (Some((m.action, m.thought)), None))).unzip())
     }
 
     /// Per-session info as JSON strings (the facade decodes them).

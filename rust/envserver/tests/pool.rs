@@ -230,3 +230,40 @@ fn concurrent_callers_get_their_own_results_in_order() {
     });
     assert_eq!(p.stats.steps.load(std::sync::atomic::Ordering::Relaxed), 3 * 40 * 150);
 }
+
+#[test]
+fn expert_moves_per_session_or_why_not() {
+    // The scripted env has no expert; a fresh session is refused before the env is asked.
+    let p = pool();
+    let ids = p.create(2).unwrap();
+    p.reset(&ids[..1], &[1]).unwrap();
+    let out = p.expert(&ids).unwrap();
+    assert!(out[0].as_ref().unwrap_err().contains("no expert"), "{out:?}");
+    assert!(out[1].as_ref().unwrap_err().contains("reset"), "{out:?}");
+    assert!(matches!(p.expert(&[999]), Err(PoolError::UnknownSession(999))));
+
+    // BabyAI's bot: its moves are listed actions and play the episodes to success.
+    let p = EnvPool::new("babyai", &Default::default(), Some(2)).unwrap();
+    let ids = p.create(3).unwrap();
+    p.reset(&ids, &[0, 6, 21]).unwrap();
+    let mut done = [false; 3];
+    for _ in 0..60 {
+        let live: Vec<u64> = ids.iter().zip(done).filter(|(_, d)| !d).map(|(&id, _)| id).collect();
+        if live.is_empty() {
+            break;
+        }
+        let moves = p.expert(&live).unwrap();
+        let menus = p.available_actions(&live).unwrap();
+        let actions: Vec<String> = moves.into_iter().map(|m| m.unwrap().action).collect();
+        for (a, menu) in actions.iter().zip(&menus) {
+            assert!(menu.as_ref().unwrap().contains(a), "{a:?} not in {menu:?}");
+        }
+        for (id, r) in live.iter().zip(p.step(&live, &actions).unwrap()) {
+            if r.done {
+                assert!(r.reward > 0.0, "session {id}");
+                done[ids.iter().position(|x| x == id).unwrap()] = true;
+            }
+        }
+    }
+    assert_eq!(done, [true; 3]);
+}

@@ -13,6 +13,7 @@
 //! - `layout`: a world as JSON (`layout.rs`); every reset starts from it, whatever the
 //!   task id. Used to replay worlds exported from minigrid in parity tests.
 
+pub mod bot;
 pub mod grid;
 pub mod instr;
 pub mod layout;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::env::{check_option_keys, EnvError, EnvFactory, Options, StepOutcome, TextEnv};
+use crate::env::{check_option_keys, EnvError, EnvFactory, ExpertMove, Options, StepOutcome, TextEnv};
 use grid::{Action, World};
 use text::{goal_text, push_actions, Menu, Scene, ViewImage};
 
@@ -156,20 +157,10 @@ impl Episode {
         scene.describe(self.world.carrying.as_ref(), out);
     }
 
-    /// Plays `moves` until one leaves the view unchanged (it failed) or the episode ends.
-    /// Returns the description, the reward of the last move, and whether the episode ended.
+    /// Plays `moves` (see [`play`]). Returns the description, the reward of the last move, and
+    /// whether the episode ended.
     fn run(&mut self, moves: &[Action]) -> (String, f32, bool) {
-        let mut reward = 0.0;
-        let mut done = false;
-        for &m in moves {
-            (reward, done) = self.world.step_primitive(m);
-            let image = ViewImage::of(&self.world);
-            let unchanged = image == self.image;
-            self.image = image;
-            if done || unchanged {
-                break;
-            }
-        }
+        let (reward, done) = play(&mut self.world, &mut self.image, moves);
         let mut text = String::with_capacity(768);
         self.refresh(&mut text);
         if self.world.terminated {
@@ -206,6 +197,24 @@ impl Episode {
     }
 }
 
+/// Plays the primitive `moves` of one high-level action on `world` (whose current view is
+/// `image`, kept up to date) until one leaves the view unchanged (it failed) or the episode
+/// ends. Returns the reward of the last move and whether the episode ended.
+pub(crate) fn play(world: &mut World, image: &mut ViewImage, moves: &[Action]) -> (f32, bool) {
+    let mut reward = 0.0;
+    let mut done = false;
+    for &m in moves {
+        (reward, done) = world.step_primitive(m);
+        let next = ViewImage::of(world);
+        let unchanged = next == *image;
+        *image = next;
+        if done || unchanged {
+            break;
+        }
+    }
+    (reward, done)
+}
+
 impl TextEnv for BabyAiEnv {
     fn reset(&mut self, task_id: u64) -> Result<String, EnvError> {
         let world = self.source.world(task_id)?;
@@ -236,6 +245,17 @@ impl TextEnv for BabyAiEnv {
 
     fn available_actions(&self) -> Option<Vec<String>> {
         Some(self.action_names().into_iter().map(str::to_string).collect())
+    }
+
+    /// The bot of `bot.rs`: the best listed action (primitive mode: primitive action) now.
+    fn expert(&self) -> Result<ExpertMove, EnvError> {
+        let ep = self.episode.as_ref().ok_or_else(|| EnvError::Unsupported("the episode has not started".into()))?;
+        let candidates: Vec<(&str, &[Action])> = if self.primitive {
+            Action::ALL[..6].iter().map(|a| (a.name(), std::slice::from_ref(a))).collect()
+        } else {
+            ep.menu.actions.iter().collect()
+        };
+        bot::choose(&ep.world, &ep.image, &candidates, self.primitive).map_err(EnvError::Unsupported)
     }
 
     fn info(&self) -> Value {
