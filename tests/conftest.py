@@ -1,6 +1,7 @@
 """Fixtures shared by every test folder."""
 
 import os
+import socket
 from collections.abc import Callable
 
 import pytest
@@ -28,3 +29,27 @@ def _run_forked(body: Callable[[], bool]) -> int:
 def run_forked() -> Callable[[Callable[[], bool]], int]:
     """``run_forked(body)``: the child's verdict on ``body()`` (0: True) after ``os.fork()``."""
     return _run_forked
+
+
+def _free_base_port(count: int = 3) -> int:
+    """A port p with p .. p + count - 1 free on 127.0.0.1 (checked, not reserved)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + count > 65535:
+            continue
+        try:
+            for p in range(base + 1, base + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+@pytest.fixture
+def free_base_port() -> Callable[..., int]:
+    """``free_base_port(count=3)``: a base port with the ``count`` ports from it free."""
+    return _free_base_port

@@ -13,39 +13,23 @@ in `bench/` stay the way to compare agentgym with a baseline end to end.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from agentgym.agent.parsing import parse_action
 from agentgym.envs import EnvPool
-from agentgym.transport.wire import Trajectory, decode_trajectories, encode_trajectories
+from agentgym.transport.wire import decode_trajectories, encode_trajectories
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_transport import make_batch  # noqa: E402
 
 
-def _trajectories(n: int, tokens: int) -> list[Trajectory]:
-    """`n` trajectories of `tokens` tokens, turns of 64 tokens alternating masked/generated."""
-    rng = np.random.default_rng(0)
-    mask = (np.arange(tokens) // 64 % 2).astype(np.uint8)
-    return [
-        Trajectory(
-            episode_id=i,
-            group_id=i // 8,
-            group_size=8,
-            env="babyai",
-            task_id=i,
-            horizon_cap=20,
-            turn_versions=np.full(8, 3, np.int32),
-            tokens=rng.integers(0, 150_000, tokens, dtype=np.int32),
-            logprobs=(-rng.random(tokens) * mask).astype(np.float32),
-            loss_mask=mask,
-            prompt_len=128,
-            reward=1.0,
-            success=True,
-            truncated=False,
-            num_turns=8,
-            timings={"generate": 1.0, "env": 0.1},
-        )  # fmt: skip
-        for i in range(n)
-    ]
+def _trajectories(n: int, tokens: int):
+    """`n` trajectories of `tokens` tokens (bench_transport's batch: multi-turn-like masks)."""
+    return make_batch(n, tokens)
 
 
 @pytest.mark.parametrize("batch", [1, 32])

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,24 +18,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
-
-
-def _free_port() -> int:
-    """A base port with the two following ports free too (bench_weights uses three per case)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base > 65000:
-            continue
-        try:
-            for k in range(1, 9):
-                with socket.socket() as t:
-                    t.bind(("127.0.0.1", base + k))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no run of free ports found")
 
 
 def _has(module: str) -> bool:
@@ -106,12 +87,12 @@ CASES = [
 @pytest.mark.parametrize(
     ("script", "args", "expect", "needs"), CASES, ids=[c[0].removesuffix(".py") for c in CASES]
 )
-def test_script_runs_with_minimal_settings(script, args, expect, needs, tmp_path):
+def test_script_runs_with_minimal_settings(script, args, expect, needs, tmp_path, free_base_port):
     missing = [m for m in needs if not _has(m)]
     if missing:
         pytest.skip(f"{script} needs {', '.join(missing)}")
     if script == "bench_weights.py":
-        args = [*args, "--dir", str(tmp_path), "--port", str(_free_port())]
+        args = [*args, "--dir", str(tmp_path), "--port", str(free_base_port(9))]
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *args],

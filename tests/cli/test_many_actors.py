@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,24 +18,6 @@ pytest.importorskip("transformers")
 from test_train_eval import QUICKSTART, TINY, _sets  # noqa: E402
 
 from agentgym.transport.wire import SCHEMA_VERSION  # noqa: E402
-
-
-def free_base_port() -> int:
-    """A port p with p, p+1 and p+2 free on 127.0.0.1 (checked, not reserved)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base > 65000:
-            continue
-        try:
-            for p in (base + 1, base + 2):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no three consecutive free ports")
 
 
 def start(module: str, *args: str, log: Path) -> subprocess.Popen:
@@ -62,7 +43,7 @@ def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen) -> No
 
 
 @pytest.mark.slow
-def test_actors_join_late_and_die_without_stalling_the_learner(tmp_path):
+def test_actors_join_late_and_die_without_stalling_the_learner(tmp_path, free_base_port):
     run_dir, port = tmp_path / "run", free_base_port()
     sets = _sets(TINY + [
         f"run_dir={run_dir}", "transport.kind=tcp", "transport.host=127.0.0.1",
