@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import tiny_run
 
 pytest.importorskip("torch")  # the config schema lives under agentgym.learner
 
@@ -20,24 +21,7 @@ from agentgym.cli.rundir import checkpoint_step, eval_out, trim_metrics  # noqa:
 from agentgym.cli.train import Launcher  # noqa: E402
 from agentgym.config import dump_config, load_config  # noqa: E402
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
-TINY = [
-    "model.tiny.vocab_size=320",
-    "model.tiny.hidden_size=32",
-    "model.tiny.intermediate_size=64",
-    "model.tiny.max_position_embeddings=1024",
-    "model.corpus_episodes=8",
-    "actor.group_size=2",
-    "actor.groups_in_flight=2",
-    "actor.sample_every=1",
-    "learner.groups_per_step=2",
-    "learner.max_steps=2",
-    "learner.checkpoint_every=1",
-    "learner.horizon.rounds=[2, 3]",
-    "learner.horizon.every=1",
-    "tasks.eval.limit=2",
-    "eval.samples=1",
-]
+TINY = [*tiny_run.TINY, "tasks.eval.limit=2", "eval.samples=1"]
 
 
 def agentgym(*args: str, module: str = "agentgym.cli.main") -> subprocess.CompletedProcess:
@@ -46,13 +30,11 @@ def agentgym(*args: str, module: str = "agentgym.cli.main") -> subprocess.Comple
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 
-def sets(items: list[str]) -> list[str]:
-    return [arg for item in items for arg in ("--set", item)]
-
-
 def fake_run(run_dir: Path, step: int, max_steps: int = 2) -> None:
     """A run dir as a run that checkpointed at ``step`` leaves it."""
-    config = load_config(QUICKSTART, [f"run_dir={run_dir}", f"learner.max_steps={max_steps}"])
+    config = load_config(
+        tiny_run.QUICKSTART, [f"run_dir={run_dir}", f"learner.max_steps={max_steps}"]
+    )
     (run_dir / "checkpoints" / f"step_{step:08d}").mkdir(parents=True)
     (run_dir / "checkpoints" / "latest").write_text(f"step_{step:08d}")
     dump_config(config, run_dir / "config.yaml")
@@ -64,7 +46,7 @@ def test_a_second_train_in_the_same_run_dir_is_refused_and_touches_nothing(tmp_p
     run_dir = tmp_path / "run"
     fake_run(run_dir, step=1)
     before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
-    done = agentgym("train", str(QUICKSTART), "--set", f"run_dir={run_dir}")
+    done = agentgym("train", str(tiny_run.QUICKSTART), "--set", f"run_dir={run_dir}")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.splitlines() == [
         f"agentgym train: {run_dir} already holds a training run (config.yaml, metrics.jsonl, "
@@ -98,7 +80,7 @@ def test_a_model_built_with_other_settings_is_refused_before_the_run_starts(tmp_
 
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / MANIFEST).write_text("{}")
-    done = agentgym("train", str(QUICKSTART), "--set", f"run_dir={tmp_path}")
+    done = agentgym("train", str(tiny_run.QUICKSTART), "--set", f"run_dir={tmp_path}")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "holds a different menu model" in done.stderr
     assert f"delete {tmp_path / 'model'} to build the configured model" in done.stderr
@@ -112,7 +94,7 @@ def test_learner_and_train_take_resume_run_dir_alike(tmp_path):
     for module, prog in (("agentgym.cli.main", "agentgym train"),
                          ("agentgym.cli.learner", "agentgym-learner")):  # fmt: skip
         pre = ["train"] if module == "agentgym.cli.main" else []
-        both = agentgym(*pre, str(QUICKSTART), "--resume", str(run_dir), module=module)
+        both = agentgym(*pre, str(tiny_run.QUICKSTART), "--resume", str(run_dir), module=module)
         assert both.returncode != 0 and "Traceback" not in both.stderr
         assert prog in both.stderr and "CONFIG" in both.stderr
         alone = agentgym(*pre, "--resume", str(run_dir), module=module)
@@ -185,7 +167,7 @@ class Processes:
 
 def test_ctrl_c_prints_progress_the_checkpoint_and_the_resume_command(tmp_path, capsys):
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    config = load_config(QUICKSTART, [f"run_dir={tmp_path}", "learner.max_steps=2"])
+    config = load_config(tiny_run.QUICKSTART, [f"run_dir={tmp_path}", "learner.max_steps=2"])
     processes = Processes(tmp_path)
     launcher = Launcher(config, sync=False, resume=False, quiet=False, processes=processes)
     processes.launcher = launcher
@@ -215,7 +197,7 @@ def test_overwrite_starts_a_clean_run_and_eval_writes_into_the_run_dir(tmp_path)
     run_dir = tmp_path / "run"
     keep_one = [f"run_dir={run_dir}", "learner.keep_checkpoints=1", "eval.every=2",
                 "eval.every_tasks=1"]  # fmt: skip
-    first = agentgym("train", str(QUICKSTART), *sets(TINY + keep_one))
+    first = agentgym("train", str(tiny_run.QUICKSTART), *tiny_run.sets(TINY + keep_one))
     assert first.returncode == 0, first.stderr[-3000:]
     kept = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
     assert kept == ["latest", "step_00000002"]  # step 1's checkpoint deleted after step 2's
@@ -246,10 +228,12 @@ def test_overwrite_starts_a_clean_run_and_eval_writes_into_the_run_dir(tmp_path)
     result = json.loads((run_dir / "eval" / "step_2.json").read_text())
     assert result["step"] == 2 and result["num_tasks"] == 2
 
-    again = agentgym("train", str(QUICKSTART), *sets(TINY + [f"run_dir={run_dir}"]))
+    again = agentgym(
+        "train", str(tiny_run.QUICKSTART), *tiny_run.sets(TINY + [f"run_dir={run_dir}"])
+    )
     assert again.returncode == 1 and "already holds a training run" in again.stderr
-    overwrite = sets(TINY + [f"run_dir={run_dir}", "learner.max_steps=1"])
-    fresh = agentgym("train", str(QUICKSTART), *overwrite, "--overwrite")
+    overwrite = tiny_run.sets(TINY + [f"run_dir={run_dir}", "learner.max_steps=1"])
+    fresh = agentgym("train", str(tiny_run.QUICKSTART), *overwrite, "--overwrite")
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert "--overwrite: deleted config.yaml, metrics.jsonl, checkpoints/" in fresh.stdout
     assert "eval/step_2.json" in fresh.stdout and not (run_dir / "eval" / "step_2.json").exists()
@@ -265,8 +249,8 @@ def test_overwrite_starts_a_clean_run_and_eval_writes_into_the_run_dir(tmp_path)
 @pytest.mark.slow
 def test_ctrl_c_mid_run_checkpoints_and_the_printed_resume_command_continues(tmp_path):
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "agentgym.cli.main", "train", str(QUICKSTART),
-           *sets(TINY + [f"run_dir={run_dir}", "learner.max_steps=200",
+    cmd = [sys.executable, "-m", "agentgym.cli.main", "train", str(tiny_run.QUICKSTART),
+           *tiny_run.sets(TINY + [f"run_dir={run_dir}", "learner.max_steps=200",
                          "learner.checkpoint_every=0"])]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watchdog = threading.Timer(300, proc.kill)

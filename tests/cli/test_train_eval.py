@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import tiny_run
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -13,24 +14,7 @@ pytest.importorskip("transformers")
 from agentgym.cli.eval import evaluate, format_table  # noqa: E402
 from agentgym.cli.main import main  # noqa: E402
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
-TINY = [
-    "model.tiny.vocab_size=320",
-    "model.tiny.hidden_size=32",
-    "model.tiny.intermediate_size=64",
-    "model.tiny.max_position_embeddings=1024",
-    "model.corpus_episodes=8",
-    "actor.group_size=2",
-    "actor.groups_in_flight=2",
-    "actor.sample_every=1",
-    "learner.groups_per_step=2",
-    "learner.max_steps=2",
-    "learner.checkpoint_every=1",
-    "learner.horizon.rounds=[2, 3]",
-    "learner.horizon.every=1",
-    "tasks.eval.limit=4",
-    "eval.samples=2",
-]
+TINY = [*tiny_run.TINY, "tasks.eval.limit=4", "eval.samples=2"]
 
 
 def _lines(path: Path) -> list[dict]:
@@ -40,13 +24,16 @@ def _lines(path: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("train") / "run"
-    code = main(["train", str(QUICKSTART), *_sets(TINY + [f"run_dir={run_dir}"]), "--quiet"])
+    code = main(
+        [
+            "train",
+            str(tiny_run.QUICKSTART),
+            *tiny_run.sets(TINY + [f"run_dir={run_dir}"]),
+            "--quiet",
+        ]
+    )
     assert code == 0, (run_dir / "logs" / "learner.log").read_text()[-3000:]
     return run_dir
-
-
-def _sets(items):
-    return [arg for item in items for arg in ("--set", item)]
 
 
 @pytest.mark.slow
@@ -102,8 +89,8 @@ def test_two_learner_ranks_train_resume_in_one_process_export_and_eval(tmp_path)
     """learner.ranks=2 (torchrun, FSDP2): sharded checkpoints; resumed by a one-process
     learner; exported as a Hugging Face model that eval reads like the checkpoint."""
     run_dir = tmp_path / "run"
-    sets = _sets(TINY + [f"run_dir={run_dir}", "learner.ranks=2"])
-    code = main(["train", str(QUICKSTART), *sets, "--quiet"])
+    sets = tiny_run.sets(TINY + [f"run_dir={run_dir}", "learner.ranks=2"])
+    code = main(["train", str(tiny_run.QUICKSTART), *sets, "--quiet"])
     assert code == 0, (run_dir / "logs" / "learner.log").read_text()[-3000:]
     assert (run_dir / "checkpoints" / "step_00000002" / "dcp" / ".metadata").exists()
     sets = ["--set", "learner.ranks=1", "--set", "learner.max_steps=3"]

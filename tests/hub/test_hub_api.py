@@ -289,7 +289,7 @@ def test_play_babyai_and_textcraft_to_success(hub):
 )
 def test_play_bad_input(hub, route, body, message):
     url, _ = hub
-    post(url, "play", {"env": "babyai", "task_id": 0})  # session 1 exists
+    post(url, "play", {"env": "babyai", "task_id": 0})  # so that play session number 1 exists
     r = post(url, route, body)
     assert r.status_code == 400 and message in r.json()["error"], r.text
 
