@@ -15,7 +15,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from test_train_eval import QUICKSTART, TINY, _sets  # noqa: E402
+from test_train_eval import TINY  # noqa: E402
+from tiny_run import QUICKSTART  # noqa: E402
+from tiny_run import sets as _sets  # noqa: E402
 
 from agentgym.transport.wire import SCHEMA_VERSION  # noqa: E402
 

@@ -17,7 +17,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from test_train_eval import QUICKSTART, TINY  # noqa: E402
+from test_train_eval import TINY  # noqa: E402
+from tiny_run import QUICKSTART  # noqa: E402
 
 from agentgym.actor.policy import prepare_model  # noqa: E402
 from agentgym.config import dump_config, load_config  # noqa: E402

@@ -20,7 +20,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("ray")
 
-from test_train_eval import QUICKSTART, TINY  # noqa: E402
+from test_train_eval import TINY  # noqa: E402
+from tiny_run import QUICKSTART  # noqa: E402
 
 # Ray resolves 127.0.0.1 to the machine's routable address unless it believes it runs on a
 # laptop (this variable): then every node address, and so the learner's sockets, is loopback.
