@@ -253,6 +253,22 @@ def test_admission_fills_the_first_batch_before_more_groups():
     assert not actor._may_admit()
 
 
+def test_a_relaunched_actor_draws_other_tasks_and_ids():
+    """The learner's launch number (``Welcome.launch``) reseeds the task draws and moves the
+    group and episode ids to a range no earlier process of this index used."""
+    from agentgym.transport.wire import id_origin
+
+    settings = ActorSettings(env="babyai", task_ids=tuple(range(1000)), index=2, seed=5)
+    actor = Actor(settings, None, None, None, None, Endpoints())
+    first = [actor._rng.choice(settings.task_ids) for _ in range(20)]
+    assert id_origin(next(actor._group_ids)) == (2, 0)
+    actor._start_launch(1)
+    assert [actor._rng.choice(settings.task_ids) for _ in range(20)] != first
+    assert id_origin(next(actor._group_ids)) == id_origin(next(actor._episode_ids)) == (2, 1)
+    actor._start_launch(0)
+    assert [actor._rng.choice(settings.task_ids) for _ in range(20)] == first
+
+
 def replace_model_copy(model):
     """An independent copy of a MenuPolicy (the actor's engine must not share the tensors)."""
     import copy

@@ -87,6 +87,26 @@ def test_stale_groups_are_dropped_and_counted():
     assert buf.stats.dropped_duplicate == 1
 
 
+def test_incomplete_groups_of_a_relaunched_actor_are_dropped_and_counted():
+    """Once a relaunch of actor 0 (launch 1 in its group ids) delivers, actor 0's first
+    process will never finish its open groups; actor 1's open group is kept."""
+    from dataclasses import replace
+
+    from agentgym.transport.wire import next_ids
+
+    model = tiny_model()
+    a, b, c = (make_groups(model, num_groups=1, seed=s) for s in (1, 2, 3))
+    old0, new0, one = next(next_ids(0, 0)), next(next_ids(0, 1)), next(next_ids(1, 0))
+    buf = GroupBuffer(max_staleness=2)
+    buf.add([replace(t, group_id=old0) for t in a[:2]])
+    buf.add([replace(t, group_id=one) for t in b[:3]])
+    assert buf.num_pending == 5
+    buf.add([replace(t, group_id=new0) for t in c])
+    assert buf.stats.dropped_superseded == 2 and buf.num_pending == 3 and buf.num_ready == 1
+    buf.add([replace(t, group_id=one) for t in b[3:]])
+    assert buf.num_ready == 2 and buf.stats.dropped_superseded == 2
+
+
 def test_learner_buffer_path_trains_only_fresh_groups():
     model = tiny_model()
     learner = Learner(model, config(max_staleness=0, groups_per_step=1))
@@ -120,6 +140,22 @@ def test_checkpoint_resume_is_exact(tmp_path):
         assert torch.equal(v, resumed.model.state_dict()[k]), k
     state = json.loads((tmp_path / "step_00000002" / "state.json").read_text())
     assert state["horizon"]["steps"] == 2
+
+
+def test_actor_launch_counts_survive_a_resume(tmp_path):
+    """A resumed run's actors get launch numbers after the first run's (so their group ids
+    and task draws differ from the first run's)."""
+    from agentgym.transport.channels import ActorRegistry
+
+    first = Learner(tiny_model(), config(checkpoint_dir=str(tmp_path)))
+    first._registry = ActorRegistry()
+    assert [first._registry.launch_of(f"h:{i}:{i}", i) for i in range(3)] == [0, 0, 0]
+    first.save_checkpoint()
+    resumed = Learner(tiny_model(), config(checkpoint_dir=str(tmp_path)))
+    resumed.load_checkpoint(tmp_path)
+    registry = ActorRegistry()
+    registry.restore_launches(resumed._actor_launches)
+    assert [registry.launch_of(f"h2:{i}:{i}", i) for i in range(3)] == [1, 1, 1]
 
 
 def test_keep_checkpoints_deletes_all_but_the_newest(tmp_path):

@@ -232,3 +232,41 @@ def test_stream_stops_with_an_error_when_the_snapshot_is_replaced(learner):
             ctx.term()
 
     asyncio.run(main())
+
+
+def test_each_new_actor_process_gets_the_next_launch_of_its_index(learner):
+    """A second process with index 0 (a relaunch) gets launch 1; a hello repeated by the same
+    process keeps its launch; a resumed learner continues the counts."""
+
+    async def greet(name: str, index: int) -> int:
+        actor = AsyncActorChannels(learner.endpoints, actor=name, index=index)
+        try:
+            welcome = await actor.hello(timeout_s=5)
+            again = await actor.hello(timeout_s=5)
+        finally:
+            actor.close()
+        assert welcome.accepted and again.launch == welcome.launch
+        return welcome.launch
+
+    assert asyncio.run(greet("h:1:0", 0)) == 0
+    assert asyncio.run(greet("h:1:1", 1)) == 0
+    assert asyncio.run(greet("h:2:0", 0)) == 1
+    assert learner.actors.launches() == {0: 2, 1: 1}
+    learner.actors.restore_launches({"1": 5})
+    assert asyncio.run(greet("h:3:1", 1)) == 5
+    snapshot = learner.actors.snapshot()
+    assert snapshot["h:2:0"]["index"] == 0 and snapshot["h:2:0"]["launch"] == 1
+
+
+def test_ids_of_a_relaunch_never_repeat_its_predecessors():
+    from itertools import islice
+
+    from agentgym.transport.wire import id_origin, next_ids
+
+    first, second = list(islice(next_ids(3, 0), 1000)), list(islice(next_ids(3, 1), 1000))
+    other = list(islice(next_ids(4, 0), 1000))
+    assert not set(first) & set(second) and not set(first) & set(other)
+    assert {id_origin(i) for i in second} == {(3, 1)}
+    assert max(islice(next_ids(2**15 - 1, 2**16 - 1), 1)) < 2**63
+    with pytest.raises(ValueError, match="out of range"):
+        next_ids(2**15, 0)

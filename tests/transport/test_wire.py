@@ -73,7 +73,7 @@ def _tamper_frames(frames, **changes):
 @pytest.mark.parametrize(
     "change",
     [
-        {"v": 2},
+        {"v": wire.SCHEMA_VERSION + 1},
         {"v": None},
         {"kind": "control"},
         {"n": 3},
@@ -117,7 +117,7 @@ def test_garbage_is_rejected(buf):
 
 def test_unknown_version_names_both_versions():
     buf = _tamper(wire.encode_control(Control(1, 2)), v=99)
-    with pytest.raises(WireError, match="99.*1"):
+    with pytest.raises(WireError, match=f"99.*{wire.SCHEMA_VERSION}"):
         wire.decode_control(buf)
 
 
@@ -175,3 +175,15 @@ def test_tensor_pieces_round_trip_and_bad_offsets_are_refused():
     for offset, nbytes in ((2, 4), (-4, 4), (20, 8), (0, 6)):  # unaligned, negative, past end
         with pytest.raises(WireError):
             TensorBlob("a", "float32", (2, 3), b"\0" * nbytes, offset=offset)
+
+
+def test_hello_and_welcome_carry_the_actor_index_and_its_launch():
+    hello = wire.decode_hello(wire.encode_hello(wire.Hello("h:1:3", index=3)))
+    assert (hello.actor, hello.index) == ("h:1:3", 3)
+    welcome = wire.decode_welcome(wire.encode_welcome(wire.Welcome(True, 2, launch=4)))
+    assert welcome.launch == 4 and welcome.accepted
+    for field, value in (("index", -1), ("index", 2**15), ("index", "0"), ("index", True)):
+        with pytest.raises(WireError, match="index"):
+            wire.decode_hello(_tamper(wire.encode_hello(wire.Hello("a")), **{field: value}))
+    with pytest.raises(WireError, match="launch"):
+        wire.decode_welcome(_tamper(wire.encode_welcome(wire.Welcome(True, 2)), launch=2**16))

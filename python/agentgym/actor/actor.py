@@ -130,9 +130,7 @@ class Actor:
         self.clocks = Clocks()
         self._to_state_dict = load_state_dict
         self._stream_tensors = stream_tensors
-        self._rng = random.Random(settings.seed)
-        self._group_ids = next_ids(settings.index)
-        self._episode_ids = next_ids(settings.index)
+        self._start_launch(0)
         self._control: Control | None = None
         self._first_version: int | None = None
         self._stop = asyncio.Event()
@@ -149,7 +147,7 @@ class Actor:
     ) -> ActorStats:
         """Run until the learner says stop (or ``max_groups`` groups were pushed, or timeout)."""
         start = time.perf_counter()
-        self._channels = AsyncActorChannels(self.endpoints, actor=self.name)
+        self._channels = AsyncActorChannels(self.endpoints, actor=self.name, index=self.s.index)
         try:
             await self._greet()
         except BaseException:
@@ -190,6 +188,7 @@ class Actor:
             if welcome is not None and not welcome.accepted:
                 raise IncompatibleLearner(f"the learner refused this actor: {welcome.reason}")
             if welcome is not None:
+                self._start_launch(welcome.launch)
                 return
             if time.monotonic() >= deadline:
                 raise TimeoutError(
@@ -197,6 +196,15 @@ class Actor:
                     f"{self.s.connect_timeout_s:.0f} s"
                 )
             log.info("actor %d: waiting for a learner at %s", self.s.index, self.endpoints.weights)
+
+    def _start_launch(self, launch: int) -> None:
+        """Task draws and ids of this process, the ``launch``-th with this actor's index: a
+        relaunched (or resumed) actor draws other tasks and never repeats a group or episode
+        id of the processes before it."""
+        self.launch = launch
+        self._rng = random.Random(self.s.seed if launch == 0 else derive_seed(self.s.seed, launch))
+        self._group_ids = next_ids(self.s.index, launch)
+        self._episode_ids = next_ids(self.s.index, launch)
 
     async def _heartbeat(self) -> None:
         while not self._stop.is_set():

@@ -8,7 +8,6 @@ batching over turns). A session whose env fails drops only its own trajectory.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -20,7 +19,7 @@ from agentgym.agent.turns import ChatCodec, Conversation
 from agentgym.engines.base import Engine, SamplingParams
 from agentgym.envs import EnvPool, SessionError
 from agentgym.envs.families import EnvFamily, family
-from agentgym.transport.wire import Trajectory
+from agentgym.transport.wire import Trajectory, next_ids  # noqa: F401 - next_ids: re-exported
 
 
 def parse_reply(reply: str, env: str, reply_format: Literal["action_line", "bare"]) -> ParsedAction:
@@ -107,11 +106,6 @@ class _Episode:
     invalid_replies: int = 0
     gen_s: float = 0.0
     env_s: float = 0.0
-
-
-def next_ids(prefix: int) -> Iterator[int]:
-    """Ids unique across actors: the actor index in the high bits, a counter below."""
-    return (prefix << 40 | i for i in itertools.count())
 
 
 async def run_group(

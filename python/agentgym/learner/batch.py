@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from agentgym.transport.wire import Trajectory
+from agentgym.transport.wire import Trajectory, id_origin
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,9 @@ class BufferStats:
     """Trajectories dropped because their group was too stale."""
     dropped_duplicate: int = 0
     """Trajectories whose episode id was already in their group."""
+    dropped_superseded: int = 0
+    """Trajectories of incomplete groups whose actor was relaunched (a newer process with
+    the same actor index sent trajectories): the rest of such a group never comes."""
     staleness: Counter = field(default_factory=Counter)
     """Histogram of version lag of the trajectories handed out for training."""
 
@@ -107,8 +110,9 @@ class GroupBuffer:
     Lag of a trajectory = learner version - oldest policy version that produced any of its
     turns. A group is the unit of the advantage baseline, so it is kept or dropped whole: if any
     member lags more than ``max_staleness`` versions, the whole group is dropped and counted.
-    Incomplete groups that have become too stale are dropped too (their actor may be gone).
-    Groups leave in order of completion.
+    Incomplete groups that have become too stale are dropped too (their actor may be gone),
+    and so are those of an actor process once a relaunch of it (same index, higher launch in
+    the group id) delivers. Groups leave in order of completion.
     """
 
     def __init__(self, max_staleness: int):
@@ -116,11 +120,13 @@ class GroupBuffer:
         self.stats = BufferStats()
         self._pending: dict[int, list[Trajectory]] = {}
         self._ready: list[list[Trajectory]] = []
+        self._launches: dict[int, int] = {}
 
     def add(self, trajectories: Iterable[Trajectory]) -> None:
         """Accept trajectories; complete groups move to the ready queue."""
         for t in trajectories:
             self.stats.received += 1
+            self._note_launch(t.group_id)
             members = self._pending.setdefault(t.group_id, [])
             if any(m.episode_id == t.episode_id for m in members):
                 self.stats.dropped_duplicate += 1
@@ -128,6 +134,17 @@ class GroupBuffer:
             members.append(t)
             if len(members) >= t.group_size:
                 self._ready.append(self._pending.pop(t.group_id))
+
+    def _note_launch(self, group_id: int) -> None:
+        """Drop the incomplete groups of older processes of ``group_id``'s actor index."""
+        index, launch = id_origin(group_id)
+        if launch <= self._launches.get(index, 0):
+            return
+        self._launches[index] = launch
+        for gid in list(self._pending):
+            group_index, group_launch = id_origin(gid)
+            if group_index == index and group_launch < launch:
+                self.stats.dropped_superseded += len(self._pending.pop(gid))
 
     def pop_groups(self, n: int, version: int) -> list[list[Trajectory]] | None:
         """``n`` fresh complete groups for training at ``version``, or None if not enough yet."""

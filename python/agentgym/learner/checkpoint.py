@@ -5,7 +5,7 @@ Layout of ``<dir>/step_<version>/``:
   extra.safetensors   other trainable modules (the value head), if any
   optimizer.pt        optimizer state (loaded with ``weights_only=True``: no arbitrary code)
   rng.pt              torch CPU RNG, the learner's shuffling generator, numpy and random states
-  state.json          version, horizon controller state, counters
+  state.json          version, horizon controller state, counters, actor launch counts
 ``<dir>/latest`` names the newest complete checkpoint; a checkpoint is written to a temporary
 directory and renamed into place, so a crash never leaves a half-written ``latest``.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,8 @@ class TrainingState:
     version: int
     horizon: dict[str, Any]
     counters: dict[str, Any]
+    actor_launches: dict[str, int] = field(default_factory=dict)
+    """Per actor index, how many actor processes the run has had (``ActorRegistry``)."""
 
 
 def save_checkpoint(

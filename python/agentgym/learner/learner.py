@@ -58,7 +58,7 @@ from agentgym.learner.losses import (
 from agentgym.learner.metrics import MetricsWriter
 from agentgym.learner.weights import state_dict_to_blobs, write_safetensors
 from agentgym.models import keeps_logits
-from agentgym.transport.channels import LearnerChannels
+from agentgym.transport.channels import ActorRegistry, LearnerChannels
 from agentgym.transport.wire import Control, Trajectory
 
 log = logging.getLogger(__name__)
@@ -171,6 +171,8 @@ class Learner:
         self.horizon = HorizonController(config.horizon)
         self.buffer = GroupBuffer(config.max_staleness)
         self.counters: Counter[str] = Counter()
+        self._actor_launches: dict[int, int] = {}
+        self._registry: ActorRegistry | None = None  # the channels' actors, while running
         self.value_head = None
         if config.advantage.estimator == "gae":
             self.value_head = ValueHead(model.config.hidden_size).to(self.device)
@@ -478,6 +480,7 @@ class Learner:
         metrics.update(
             dropped_stale_total=s.dropped_stale,
             dropped_duplicate_total=s.dropped_duplicate,
+            dropped_superseded_total=s.dropped_superseded,
             received_total=s.received,
         )
         return metrics
@@ -507,6 +510,8 @@ class Learner:
         writer = MetricsWriter(self.cfg.metrics_path, self.cfg.tensorboard_dir)
         done = 0
         heartbeat_s = min(30.0, self.cfg.dist_timeout_s / 4)
+        channels.actors.restore_launches(self._actor_launches)
+        self._registry = channels.actors
         self.publish(channels, weights=True)
         try:
             while (max_steps is None or done < max_steps) and not (should_stop and should_stop()):
@@ -627,7 +632,12 @@ class Learner:
         return self._lead("checkpoint", str(directory))
 
     def _save_checkpoint(self, directory: str) -> Path:
-        state = TrainingState(self.version, self.horizon.state_dict(), dict(self.counters))
+        if self._registry is not None:
+            self._actor_launches = self._registry.launches()
+        launches = {str(k): v for k, v in self._actor_launches.items()}
+        state = TrainingState(
+            self.version, self.horizon.state_dict(), dict(self.counters), launches
+        )
         if self.dist.sharded:
             path = save_sharded_checkpoint(
                 directory, state, self._modules(), self.optimizer, self.generator, self.dist
@@ -663,6 +673,7 @@ class Learner:
         self.version = state.version
         self.horizon.load_state_dict(state.horizon)
         self.counters = Counter(state.counters)
+        self._actor_launches = {int(k): int(v) for k, v in state.actor_launches.items()}
         log.info("resumed from %s at version %d", path, self.version)
 
     def _modules(self) -> nn.ModuleDict:

@@ -23,7 +23,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,6 +116,8 @@ class ActorRecord:
     trajectories: int = 0
     messages: int = 0
     hellos: int = 0
+    index: int | None = None
+    launch: int | None = None
 
 
 class ActorRegistry:
@@ -125,13 +127,39 @@ class ActorRegistry:
     An actor counts as connected while it was heard from within ``alive_s`` (actors say hello
     every few seconds); one that died or left drops out by itself, and training goes on with
     the others. Thread-safe: hellos arrive on the channel thread, trajectories on the caller's.
+
+    Each new actor name gets a launch number for its index (0, then 1 for the next process
+    with that index, ...): relaunched actors use it to keep their ids apart from their
+    predecessors'. The counts are part of a checkpoint (``launches``/``restore_launches``).
     """
 
     def __init__(self, alive_s: float = 15.0):  # three missed hellos (every 5 s)
         self.alive_s = alive_s
         self._lock = threading.Lock()
         self._actors: dict[str, ActorRecord] = {}
+        self._launches: dict[int, int] = {}
         self.refused = 0
+
+    def launch_of(self, actor: str, index: int) -> int:
+        """The launch number of ``actor`` (a new name takes the next one for ``index``)."""
+        with self._lock:
+            now = time.time()
+            rec = self._actors.setdefault(actor, ActorRecord(now, now))
+            if rec.launch is None or rec.index != index:
+                rec.index, rec.launch = index, self._launches.get(index, 0)
+                self._launches[index] = rec.launch + 1
+            return rec.launch
+
+    def launches(self) -> dict[int, int]:
+        """Per actor index, how many processes have said hello (what a checkpoint keeps)."""
+        with self._lock:
+            return dict(self._launches)
+
+    def restore_launches(self, launches: Mapping[int, int]) -> None:
+        """Continue the counts of a resumed run (names of its processes are not kept)."""
+        with self._lock:
+            for index, n in launches.items():
+                self._launches[int(index)] = max(self._launches.get(int(index), 0), int(n))
 
     def seen(self, actor: str, *, trajectories: int = 0, hello: bool = False) -> None:
         """Record a message from ``actor`` (a batch of ``trajectories``, or a hello)."""
@@ -431,7 +459,8 @@ class LearnerChannels:
             welcome = Welcome(False, SCHEMA_VERSION, reason)
         else:
             self.actors.seen(hello.actor, hello=True)
-            welcome = Welcome(True, SCHEMA_VERSION)
+            launch = self.actors.launch_of(hello.actor, hello.index)
+            welcome = Welcome(True, SCHEMA_VERSION, launch=launch)
         router.send_multipart([identity, b"", encode_welcome(welcome)])
 
 
@@ -622,6 +651,7 @@ class AsyncActorChannels:
         linger_ms: int = 1000,
         context: zmq.asyncio.Context | None = None,
         actor: str | None = None,
+        index: int = 0,
     ):
         self._ctx = context or zmq.asyncio.Context.instance()
         self._endpoints = endpoints
@@ -629,6 +659,7 @@ class AsyncActorChannels:
         self._dealer = _new_dealer(self._ctx, endpoints.weights)
         self._greeter = _new_dealer(self._ctx, endpoints.weights)  # hellos, apart from fetches
         self.actor = actor
+        self.index = index
         self.stats = ChannelStats()
 
     async def send_trajectories(
@@ -673,7 +704,8 @@ class AsyncActorChannels:
         wire schemas differ), or None when no learner answered within ``timeout_s``."""
         if self.actor is None:
             raise ValueError("an actor without a name cannot say hello")
-        await self._greeter.send_multipart([b"", encode_hello(Hello(self.actor))])
+        hello = Hello(self.actor, index=self.index)
+        await self._greeter.send_multipart([b"", encode_hello(hello)])
         deadline = time.monotonic() + timeout_s
         while (left := deadline - time.monotonic()) > 0:
             if not await self._greeter.poll(int(left * 1000) + 1):

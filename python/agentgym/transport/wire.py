@@ -18,15 +18,20 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bumped whenever a field changes meaning or layout; receivers reject any other version."""
+
+# Group and episode ids are ``index << 48 | launch << 32 | counter`` (``next_ids`` below):
+# these bound the first two so an id fits an int64.
+MAX_ACTORS = 1 << 15
+MAX_LAUNCHES = 1 << 16
 
 # Wire dtype names and the little-endian numpy dtype they map to. bfloat16 has no numpy dtype:
 # it travels as raw bytes and is reinterpreted by torch at the edge (see ``TensorBlob``).
@@ -249,6 +254,8 @@ class Hello:
     """A name unique to the actor process (host, pid and index)."""
     schema: int = SCHEMA_VERSION
     """The wire schema the actor speaks."""
+    index: int = 0
+    """The actor's index in the run (``--index``)."""
 
 
 @dataclass(frozen=True)
@@ -259,6 +266,10 @@ class Welcome:
     schema: int
     """The wire schema the learner speaks."""
     reason: str = ""
+    launch: int = 0
+    """How many processes with this actor index the run had before this one (0 for the
+    first; a resumed run continues the count). Actors put it in their group and episode ids
+    and their task draws, so a relaunched actor never reuses its predecessor's ids."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -407,14 +418,16 @@ def encode_weight_reply(reply: WeightReply) -> list[Any]:
 
 def encode_hello(hello: Hello) -> bytes:
     """Encode a hello (its schema field says which schema the actor speaks)."""
-    return msgpack.packb({"v": hello.schema, "kind": "hello", "actor": hello.actor})
+    return msgpack.packb(
+        {"v": hello.schema, "kind": "hello", "actor": hello.actor, "index": hello.index}
+    )
 
 
 def encode_welcome(welcome: Welcome) -> bytes:
     """Encode a welcome; kept readable by actors of any schema (kind, accepted, reason)."""
     return msgpack.packb(
         {"v": welcome.schema, "kind": "welcome", "accepted": welcome.accepted,
-         "reason": welcome.reason}
+         "reason": welcome.reason, "launch": welcome.launch}
     )  # fmt: skip
 
 
@@ -625,16 +638,22 @@ def decode_hello(buf: Any) -> Hello:
         raise WireError("hello: actor must be a name of 1-256 characters")
     if not isinstance(schema, int) or isinstance(schema, bool):
         raise WireError("hello: schema version must be an integer")
-    return Hello(actor, schema)
+    index = msg.get("index", 0)
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < MAX_ACTORS:
+        raise WireError(f"hello: index must be an integer in [0, {MAX_ACTORS})")
+    return Hello(actor, schema, index)
 
 
 def decode_welcome(buf: Any) -> Welcome:
     """Decode a welcome of any schema version; raises WireError if it is not one."""
     msg = _unpack_any_schema(buf, "welcome")
     accepted, schema = msg.get("accepted"), msg.get("v")
+    launch = msg.get("launch", 0)
     if not isinstance(accepted, bool) or not isinstance(schema, int):
         raise WireError("welcome: bad fields")
-    return Welcome(accepted, schema, str(msg.get("reason", "")))
+    if not isinstance(launch, int) or isinstance(launch, bool) or not 0 <= launch < MAX_LAUNCHES:
+        raise WireError(f"welcome: launch must be an integer in [0, {MAX_LAUNCHES})")
+    return Welcome(accepted, schema, str(msg.get("reason", "")), launch)
 
 
 def decode_weight_request(buf: Any) -> WeightRequest:
@@ -683,3 +702,22 @@ def decode_weight_reply(frames: Sequence[Any]) -> WeightReply:
         path=_field(msg, "path", (str, type(None))) if "path" in msg else None,
         tensors=tuple(tensors),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Group and episode ids
+
+
+def next_ids(index: int, launch: int = 0) -> Iterator[int]:
+    """Ids unique across a run's actors and their relaunches: ``index << 48 | launch << 32 |
+    counter`` (``launch``: how many processes with this index came before, as the learner's
+    ``Welcome`` says). Under 2**63 for every index and launch the wire admits."""
+    if not (0 <= index < MAX_ACTORS and 0 <= launch < MAX_LAUNCHES):
+        raise ValueError(f"actor index {index} / launch {launch} out of range")
+    prefix = (index << 16 | launch) << 32
+    return (prefix | i for i in range(1 << 32))
+
+
+def id_origin(any_id: int) -> tuple[int, int]:
+    """The (actor index, launch) a group or episode id of :func:`next_ids` came from."""
+    return any_id >> 48, (any_id >> 32) & 0xFFFF
