@@ -10,6 +10,7 @@ and the file or ``--set`` item it came from (see ``agentgym.configtools``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -28,26 +29,76 @@ BABYAI_LEVELS = 40
 ACTION_LINE_MIN_TOKENS = 4
 
 
+# What ``EnvPool.remote`` accepts besides the URLs and the env name (its docstring says what
+# each does); checked at load so a typo is not found by the first actor to start.
+REMOTE_OPTIONS = frozenset({
+    "dialect", "batch", "max_in_flight", "connect_timeout", "timeout", "token",
+    "max_action_bytes", "num_tasks", "task_field", "score_field",
+})  # fmt: skip
+# Envs whose server the launcher can start (``env.serve``) besides the native ones.
+SERVED_ELSEWHERE = ("sciworld",)
+_URL = re.compile(r"^https?://[^/\s:]+(:\d{1,5})?/?$")
+
+
 @dataclass(frozen=True)
 class EnvConfig:
-    """Which native environment the actors run."""
+    """Which environment the actors run: a native pool in each actor, or sessions on
+    AgentGym-compatible HTTP servers (``remote``), which the launcher can start (``serve``)."""
 
     name: str = "babyai"
-    """A native env name (``agentgym.envs.env_names()``)."""
+    """A native env name (``agentgym.envs.env_names()``); with ``remote`` or ``serve``, the env
+    family the servers host (e.g. ``sciworld``), which picks the agent's instruction and rules."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Env options passed to ``EnvPool`` (e.g. ``recipes_dir`` for TextCraft)."""
+    """Env options: of the native pool (e.g. ``recipes_dir`` for TextCraft), and of the native
+    servers ``serve`` starts (their ``--option KEY=VALUE``)."""
     threads: int | None = 1
     """Worker threads of each actor's env pool (None: one per core)."""
+    remote: tuple[str, ...] = ()
+    """Base URLs of AgentGym-compatible env servers (``http://host:port``); sessions spread
+    over them. Empty: a native in-process pool."""
+    remote_options: dict[str, Any] = field(default_factory=dict)
+    """``EnvPool.remote`` options (``timeout``, ``dialect``, ``max_in_flight``, ...)."""
+    serve: int = 0
+    """Env server processes ``agentgym train`` and ``agentgym eval`` start on 127.0.0.1 for the
+    run (``agentgym-envserver`` for a native env, ``agentgym-sciworld-server`` for sciworld),
+    used as ``remote`` (their URLs replace it; ``config.yaml`` records them); 0: none."""
+    serve_args: tuple[str, ...] = ()
+    """Extra command-line arguments of each started server (e.g. ``[--max-sessions, 64]``)."""
 
     def __post_init__(self) -> None:
         from agentgym.envs import env_names
 
         names = env_names()
+        served = (*names, *SERVED_ELSEWHERE)
         check(
             self,
-            ("name", self.name in names, f"must be a native env ({', '.join(names)})"),
+            ("name", bool(self.remote) or self.serve > 0 or self.name in names,
+             f"must be a native env ({', '.join(names)}), or set env.remote or env.serve"),
+            ("name", self.serve == 0 or self.name in served,
+             f"env.serve starts servers for {', '.join(served)} only"),
             ("threads", none_or(self.threads, lambda v: v >= 1), "must be >= 1 (or null)"),
-        )
+            ("remote", all(isinstance(u, str) and _URL.match(u) for u in self.remote),
+             "must be base URLs such as http://127.0.0.1:36001"),
+            ("remote_options", set(self.remote_options) <= REMOTE_OPTIONS,
+             f"unknown key(s) {sorted(set(self.remote_options) - REMOTE_OPTIONS)}; known: "
+             f"{', '.join(sorted(REMOTE_OPTIONS))}"),
+            ("serve", 0 <= self.serve <= 64, "must be in [0, 64]"),
+        )  # fmt: skip
+
+    @property
+    def is_remote(self) -> bool:
+        """Whether sessions live on HTTP servers (given or started by the launcher)."""
+        return bool(self.remote) or self.serve > 0
+
+    def pool(self, seed: int = 0) -> Any:
+        """The ``EnvPool`` this config describes (remote when ``remote`` is set)."""
+        from agentgym.envs import EnvPool
+
+        if self.remote:
+            return EnvPool.remote(list(self.remote), self.name, seed=seed, **self.remote_options)
+        if self.serve:
+            raise ValueError("env.serve: the servers are not started (agentgym train/eval do)")
+        return EnvPool(self.name, seed=seed, threads=self.threads, **self.options)
 
 
 @dataclass(frozen=True)
@@ -350,7 +401,18 @@ class RunConfig:
             ("torch_threads", self.torch_threads >= 1, "must be >= 1"),
             ("eval.every", self.eval.every == 0 or self.learner.ranks == 1,
              "must be 0 with learner.ranks > 1 (periodic eval runs in one learner process)"),
+            ("model.path",
+             self.model.path is not None or not self.env.is_remote
+             or self.env.name in _native_names(),
+             f"must be set for env {self.env.name!r}, which has no native implementation (the "
+             "tiny model learns its tokenizer from the native env's text)"),
         )  # fmt: skip
+
+
+def _native_names() -> list[str]:
+    from agentgym.envs import env_names
+
+    return env_names()
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
@@ -375,6 +437,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunCo
             continue
         _deep_update(data, override)
         _record_origins(override, "", f"--set {item}", origins)
+    _include_horizon(data, Path(path).parent if path is not None else Path.cwd(), problems)
     try:
         config = from_dict(RunConfig, data, source, origins)
     except ConfigError as e:
@@ -382,6 +445,25 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunCo
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def _include_horizon(data: dict[str, Any], base: Path, problems: list[str]) -> None:
+    """``learner.horizon`` given as a file name (``horizon/sciworld.yaml``, relative to the
+    config's folder, else to the working directory) becomes that file's schedule in place."""
+    learner = data.get("learner")
+    name = learner.get("horizon") if isinstance(learner, Mapping) else None
+    if not isinstance(name, str):
+        return
+    found = next((p for p in (base / name, Path(name)) if p.is_file()), None)
+    rest = {k: v for k, v in learner.items() if k != "horizon"}
+    data["learner"] = rest  # a file that cannot be read is one problem, not two
+    if found is None:
+        problems.append(f"learner.horizon: no horizon file {name!r} in {base} or here")
+        return
+    try:
+        data["learner"] = {**rest, "horizon": _read_yaml(found)}
+    except ConfigError as e:
+        problems.extend(e.problems)
 
 
 def _read_yaml(path: str | Path) -> dict[str, Any]:

@@ -48,8 +48,8 @@ def test_train_reports_every_problem_at_once_and_creates_nothing(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert lines[0] == "agentgym train: the config has 6 problems (nothing was started):"
     assert sorted(line.strip() for line in lines[1:]) == sorted([
-        f"env.name: must be a native env ({', '.join(env_names())}), got 'babyia' "
-        "(--set env.name=babyia)",
+        f"env.name: must be a native env ({', '.join(env_names())}), or set env.remote or "
+        "env.serve, got 'babyia' (--set env.name=babyia)",
         "tasks.train.stop: must be > start (0), got -1 (--set tasks.train.stop=-1)",
         "actor.group_size: must be >= 1, got 0 (--set actor.group_size=0)",
         "learner.optim.lr: must be > 0, got -0.1 (--set learner.optim.lr=-0.1)",

@@ -109,16 +109,14 @@ def run_actor(
     from agentgym.actor.actor import Actor, ActorSettings
     from agentgym.actor.policy import load_policy, make_engine, prepare_model, sampling_params
     from agentgym.agent.turns import ChatCodec
-    from agentgym.envs import EnvPool
     from agentgym.learner.weights import blobs_to_state_dict, stream_tensors
 
     prepare_model(config)
     model, tokenizer = load_policy(config, device=config.engine.device)
     engine = make_engine(config, model, tokenizer, seed=a.seed + 1000 * index)
-    pool = EnvPool(
-        config.env.name, seed=a.seed + index, threads=config.env.threads, **config.env.options
-    )
-    log.info("engine and env pool ready")
+    pool = config.env.pool(seed=a.seed + index)
+    where = f"sessions on {', '.join(config.env.remote)}" if config.env.remote else "in-process"
+    log.info("engine and env pool ready (%s)", where)
     if callable(endpoints):
         endpoints = endpoints()
     run_dir = Path(config.run_dir)

@@ -27,6 +27,7 @@ from typing import Any
 from agentgym.actor.policy import resolve_checkpoint
 from agentgym.cli.common import set_torch_threads
 from agentgym.cli.rundir import eval_out, step_of
+from agentgym.cli.servers import ServerFailed, served
 from agentgym.config import RunConfig, load_config
 from agentgym.envs.families import family
 from agentgym.horizon import HorizonConfig
@@ -62,7 +63,12 @@ def run(args: argparse.Namespace) -> int:
     step = step_of(ckpt)
     what = f"step {step} ({ckpt})" if step is not None else f"the model directory {ckpt}"
     print(f"agentgym eval: evaluating {what}", flush=True)
-    result = evaluate(config, ckpt, limit=args.limit)
+    try:
+        with served(config, Path(config.run_dir) / "logs") as (config, _):
+            result = evaluate(config, ckpt, limit=args.limit)
+    except ServerFailed as e:
+        print(f"agentgym eval: {e}", file=sys.stderr, flush=True)
+        return 1
     result["step"] = step
     outs = [eval_out(Path(config.run_dir), ckpt, step)]
     if args.out:
@@ -131,10 +137,9 @@ async def _episodes(config, model, tokenizer, tasks, cap) -> list[dict[str, Any]
     from agentgym.actor.episodes import EpisodeSpec, derive_seed, next_ids, run_group
     from agentgym.actor.policy import make_engine, sampling_params
     from agentgym.agent.turns import ChatCodec
-    from agentgym.envs import EnvPool
 
     engine = make_engine(config, model, tokenizer, seed=config.actor.seed)
-    pool = EnvPool(config.env.name, threads=config.env.threads, **config.env.options)
+    pool = config.env.pool()
     codec = ChatCodec(tokenizer)
     params = sampling_params(config, temperature=config.eval.temperature)
     ids = next_ids(0)

@@ -19,13 +19,14 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
 from agentgym.cli.common import ENDPOINTS_FILE, RESOLVED_CONFIG, on_terminate, resume_config
 from agentgym.cli.rundir import checkpoint_step, clear_run, refuse_existing, trim_metrics
+from agentgym.cli.servers import ServerFailed, served
 from agentgym.config import RunConfig, absolute_paths, dump_config, load_config
 
 START_TIMEOUT_S = 600.0
@@ -110,19 +111,29 @@ def run(args: argparse.Namespace) -> int:
         f"{config.actor.num_actors} actor(s){start})",
         flush=True,
     )
+    if args.ray is not None and config.env.serve:
+        raise SystemExit(
+            "agentgym train: env.serve starts env servers on this machine, which actors on "
+            "other Ray nodes may not reach; with --ray set env.remote to servers they can reach"
+        )
     _prepare_model(config)  # before the run's own files: a refusal here leaves none
     run_dir.mkdir(parents=True, exist_ok=True)
-    dump_config(config, run_dir / RESOLVED_CONFIG)
-    processes: Processes = LocalProcesses(config)
-    if args.ray is not None:
-        from agentgym.cli.ray_launch import RayProcesses
+    try:
+        with served(config, run_dir / "logs") as (config, servers):
+            dump_config(config, run_dir / RESOLVED_CONFIG)  # with the servers' URLs
+            processes: Processes = LocalProcesses(config)
+            if args.ray is not None:
+                from agentgym.cli.ray_launch import RayProcesses
 
-        processes = RayProcesses(config, address=args.ray)
-    launcher = Launcher(
-        config, sync=args.sync, resume=args.resume is not None, quiet=args.quiet,
-        processes=processes,
-    )  # fmt: skip
-    return launcher.run()
+                processes = RayProcesses(config, address=args.ray)
+            launcher = Launcher(
+                config, sync=args.sync, resume=args.resume is not None, quiet=args.quiet,
+                processes=processes, servers=servers,
+            )  # fmt: skip
+            return launcher.run()
+    except ServerFailed as e:
+        print(f"agentgym train: {e}", file=sys.stderr, flush=True)
+        return 1
 
 
 def _resolve(args: argparse.Namespace) -> RunConfig:
@@ -325,8 +336,10 @@ class Launcher:
         resume: bool,
         quiet: bool,
         processes: Processes | None = None,
+        servers: Sequence[Child] = (),
     ):
         self.config, self.sync, self.resume, self.quiet = config, sync, resume, quiet
+        self.servers = list(servers)  # watched like the children, stopped by their owner
         self.run_dir = Path(config.run_dir)
         self.processes = processes or LocalProcesses(config)
         self.learners: list[Child] = []
@@ -376,7 +389,7 @@ class Launcher:
     def _wait_endpoints(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not (self.run_dir / ENDPOINTS_FILE).exists():
-            for child in self.children:
+            for child in [*self.children, *self.servers]:
                 self._check(child)
             if self.stopping or time.monotonic() > deadline:
                 raise ChildDied("the learner did not start (see logs/learner.log)")
@@ -384,7 +397,7 @@ class Launcher:
 
     def _watch(self) -> int:
         while True:
-            for child in self.children:
+            for child in [*self.children, *self.servers]:
                 self._check(child)
             if self.learners[0].poll() == 0:
                 self._show()
