@@ -19,7 +19,8 @@ from typing import Any, Literal
 import yaml
 
 from agentgym.actor.config import ActorConfig
-from agentgym.configtools import ConfigError, check, from_dict, none_or
+from agentgym.configtools import ConfigError, FieldProblems, check, from_dict, none_or
+from agentgym.horizon import HorizonConfig
 from agentgym.learner.config import LearnerConfig, OptimConfig
 from agentgym.models import TinyModelSpec
 
@@ -156,6 +157,34 @@ class TasksConfig:
 def _selects_nothing(tasks: TaskRange) -> bool:
     """A valid range whose level filter keeps no id (an invalid one is reported as such)."""
     return tasks.start >= 0 and tasks.stop > tasks.start and not tasks.ids()
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """One environment of a run: where its sessions live, its tasks, how often it is drawn,
+    its horizon schedule and how its episodes count in the loss."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """The environment (a native pool, or servers)."""
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    """Its training and held-out task ids."""
+    weight: float = 1.0
+    """Relative chance that an actor's next group is of this env (when every env has room)."""
+    horizon: HorizonConfig | None = None
+    """Its horizon schedule (a mapping, or a file name like ``learner.horizon``); null: the
+    run's ``learner.horizon``."""
+    loss_weight: float = 1.0
+    """Multiplies the advantages of its episodes (its share of the policy-gradient term)."""
+    reward_scale: float = 1.0
+    """Multiplies its episodes' rewards before advantages (to bring envs to one scale)."""
+
+    def __post_init__(self) -> None:
+        check(
+            self,
+            ("weight", self.weight > 0, "must be > 0"),
+            ("loss_weight", self.loss_weight >= 0, "must be >= 0"),
+            ("reward_scale", self.reward_scale > 0, "must be > 0"),
+        )
 
 
 @dataclass(frozen=True)
@@ -375,13 +404,53 @@ class RunConfig:
     """Supervised fine-tuning (``agentgym sft``)."""
     dpo: DPOConfig = field(default_factory=DPOConfig)
     """Offline preference optimisation (``agentgym dpo``)."""
+    envs: tuple[EnvEntry, ...] = ()
+    """Several environments trained together (each with its own tasks, weight and horizon);
+    empty: the one environment of ``env`` and ``tasks``."""
     run_dir: str = "runs/default"
     """Where the run writes its config, metrics, checkpoints, samples and model."""
     torch_threads: int = 1
     """Torch threads of the learner process."""
 
+    @property
+    def entries(self) -> tuple[EnvEntry, ...]:
+        """The run's environments: ``envs``, or ``env`` with ``tasks`` as the only one."""
+        return self.envs or (EnvEntry(self.env, self.tasks),)
+
+    @property
+    def multi_env(self) -> bool:
+        """Whether the run trains on more than one environment."""
+        return len(self.entries) > 1
+
+    def horizon_of(self, entry: EnvEntry) -> HorizonConfig:
+        """The horizon schedule ``entry``'s episodes follow."""
+        return entry.horizon or self.learner.horizon
+
     def __post_init__(self) -> None:
+        try:
+            self._check_fields()
+        except FieldProblems as e:
+            raise FieldProblems([*e.problems, *self._env_problems()]) from None
+        if problems := self._env_problems():
+            raise FieldProblems(problems)
+
+    def _env_problems(self) -> list[tuple[str, str]]:
+        """What is wrong with ``envs`` as a whole (each entry checks its own fields)."""
+        out = []
+        names = [e.env.name for e in self.envs]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                out.append((f"envs[{i}].env.name", f"{name!r} is listed twice"))
+            if self.envs[i].env.serve:
+                out.append((f"envs[{i}].env.serve", "is for a single env; give env.remote"))
+        if self.envs and (self.env != EnvConfig() or self.tasks != TasksConfig()):
+            out.append(("env", "must be left out with envs (each entry has its env and tasks)"))
+        return out
+
+    def _check_fields(self) -> None:
         menu, action_line = self.model.menu_policy, self.actor.reply_format == "action_line"
+        native = _native_names()
+        foreign = [e.env.name for e in self.entries if e.env.is_remote and e.env.name not in native]
         check(
             self,
             ("engine.max_new_tokens", not menu or self.engine.max_new_tokens == 1,
@@ -399,13 +468,13 @@ class RunConfig:
             ("actor.num_actors", self.actor.num_actors <= self.learner.groups_per_step,
              f"may not exceed learner.groups_per_step ({self.learner.groups_per_step})"),
             ("torch_threads", self.torch_threads >= 1, "must be >= 1"),
+            ("model.menu_policy", not menu or not self.multi_env,
+             "needs a single env (its action menu is one env's)"),
             ("eval.every", self.eval.every == 0 or self.learner.ranks == 1,
              "must be 0 with learner.ranks > 1 (periodic eval runs in one learner process)"),
-            ("model.path",
-             self.model.path is not None or not self.env.is_remote
-             or self.env.name in _native_names(),
-             f"must be set for env {self.env.name!r}, which has no native implementation (the "
-             "tiny model learns its tokenizer from the native env's text)"),
+            ("model.path", self.model.path is not None or not foreign,
+             f"must be set for env(s) {foreign} without a native implementation (the tiny "
+             "model learns its tokenizer from native envs' text)"),
         )  # fmt: skip
 
 
@@ -437,7 +506,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunCo
             continue
         _deep_update(data, override)
         _record_origins(override, "", f"--set {item}", origins)
-    _include_horizon(data, Path(path).parent if path is not None else Path.cwd(), problems)
+    _include_horizons(data, Path(path).parent if path is not None else Path.cwd(), problems)
     try:
         config = from_dict(RunConfig, data, source, origins)
     except ConfigError as e:
@@ -447,23 +516,35 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunCo
     return config
 
 
-def _include_horizon(data: dict[str, Any], base: Path, problems: list[str]) -> None:
-    """``learner.horizon`` given as a file name (``horizon/sciworld.yaml``, relative to the
-    config's folder, else to the working directory) becomes that file's schedule in place."""
-    learner = data.get("learner")
-    name = learner.get("horizon") if isinstance(learner, Mapping) else None
+def _include_horizons(data: dict[str, Any], base: Path, problems: list[str]) -> None:
+    """``learner.horizon`` and ``envs[i].horizon`` given as a file name
+    (``horizon/sciworld.yaml``, relative to the config's folder, else to the working
+    directory) become that file's schedule in place."""
+    if isinstance(data.get("learner"), Mapping):
+        data["learner"] = _with_horizon_file(data["learner"], "learner", base, problems)
+    if isinstance(data.get("envs"), list):
+        data["envs"] = [
+            _with_horizon_file(e, f"envs[{i}]", base, problems) if isinstance(e, Mapping) else e
+            for i, e in enumerate(data["envs"])
+        ]
+
+
+def _with_horizon_file(
+    holder: Mapping[str, Any], path: str, base: Path, problems: list[str]
+) -> dict[str, Any]:
+    name = holder.get("horizon")
     if not isinstance(name, str):
-        return
+        return dict(holder)
+    rest = {k: v for k, v in holder.items() if k != "horizon"}  # one problem, not two
     found = next((p for p in (base / name, Path(name)) if p.is_file()), None)
-    rest = {k: v for k, v in learner.items() if k != "horizon"}
-    data["learner"] = rest  # a file that cannot be read is one problem, not two
     if found is None:
-        problems.append(f"learner.horizon: no horizon file {name!r} in {base} or here")
-        return
+        problems.append(f"{path}.horizon: no horizon file {name!r} in {base} or here")
+        return rest
     try:
-        data["learner"] = {**rest, "horizon": _read_yaml(found)}
+        return {**rest, "horizon": _read_yaml(found)}
     except ConfigError as e:
         problems.extend(e.problems)
+        return rest
 
 
 def _read_yaml(path: str | Path) -> dict[str, Any]:

@@ -9,6 +9,7 @@ it came from; every problem is reported at once.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -78,7 +79,7 @@ class _Where:
 
     def _origin(self, path: str) -> str | None:
         assert self.origins is not None
-        parts = path.split(".")
+        parts = re.sub(r"\[\d+\]", "", path).split(".")  # a list item's origin is the list's
         for n in range(len(parts), 0, -1):
             found = self.origins.get(".".join(parts[:n]))
             if found is not None:
@@ -185,13 +186,29 @@ def _convert(hint: Any, value: Any, where: _Where, key: str, current: Any = None
     if origin is tuple:
         if not isinstance(value, list | tuple):
             raise ConfigError(where.line(key, f"must be a list, got {value!r}"))
-        item = args[0] if args else Any
-        return tuple(_convert(item, v, where, f"{key}[{i}]") for i, v in enumerate(value))
+        return _convert_items(args[0] if args else Any, value, where, key)
     if origin is dict or hint is dict:
         if not isinstance(value, Mapping):
             raise ConfigError(where.line(key, f"must be a mapping, got {value!r}"))
         return dict(value)
     return _convert_scalar(hint, value, where, key)
+
+
+def _convert_items(item: Any, values: Sequence[Any], where: _Where, key: str) -> tuple:
+    """Each of ``values`` as ``item``; the problems of every item at once (the partial tuple
+    holds the refused items' unchecked values, so the holder can still check itself)."""
+    out, problems = [], []
+    for i, v in enumerate(values):
+        try:
+            out.append(_convert(item, v, where, f"{key}[{i}]"))
+        except ConfigError as e:
+            problems.extend(e.problems)
+            if e.partial is None:
+                raise ConfigError(problems) from None
+            out.append(e.partial)
+    if problems:
+        raise ConfigError(problems, partial=tuple(out))
+    return tuple(out)
 
 
 def _convert_union(args: tuple, value: Any, where: _Where, key: str) -> Any:

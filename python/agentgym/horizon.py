@@ -147,9 +147,10 @@ class HorizonController:
 
     def _adapt(self, stats: HorizonStats) -> None:
         c = self.config
-        if stats.episodes > 0:
-            n = stats.episodes
-            self._window.append((stats.truncated / n, stats.successes / n))
+        if stats.episodes == 0:  # nothing new ran under the cap (or, in a multi-env run, in
+            return  # this env): decide again once something has
+        n = stats.episodes
+        self._window.append((stats.truncated / n, stats.successes / n))
         if len(self._window) < c.window:
             return
         trunc = _mean(w[0] for w in self._window)

@@ -18,6 +18,12 @@ Three things run on one asyncio loop:
       make the learner's first batch, and on a busy engine more groups would share its batches
       and delay that batch (the learner would idle at start-up);
 - the groups themselves (``run_group``), each pushed as one message when it finishes.
+
+In a multi-env run (``ActorSettings.envs``) each env has its own pool, task list and share of
+the in-flight groups (by weight, at least one), so an env whose steps are slow (a remote
+server) holds only its own slots and never starves the others. The next group's env is drawn
+by weight among the envs with a free slot; its task from that env's list; its cap is the
+learner's cap for that env. A group never mixes envs.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ import os
 import random
 import socket
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +60,27 @@ log = logging.getLogger(__name__)
 
 class IncompatibleLearner(RuntimeError):
     """The learner refused this actor: it speaks another wire schema (agentgym version)."""
+
+
+@dataclass(frozen=True)
+class EnvDraw:
+    """One env an actor draws groups of (multi-env runs)."""
+
+    name: str
+    task_ids: tuple[int, ...]
+    weight: float = 1.0
+    in_flight: int = 1
+    """Groups of this env that may run at once."""
+
+
+def in_flight_shares(weights: Sequence[float], total: int) -> list[int]:
+    """``total`` in-flight slots split by weight (largest remainders), at least one each."""
+    raw = [total * w / sum(weights) for w in weights]
+    shares = [max(1, int(r)) for r in raw]
+    order = sorted(range(len(raw)), key=lambda i: (int(raw[i]) - raw[i], i))
+    for i in order[: max(0, total - sum(shares))]:
+        shares[i] += 1
+    return shares
 
 
 @dataclass(frozen=True)
@@ -82,6 +110,13 @@ class ActorSettings:
     """How long to wait at start for a learner to answer (it may start after the actor)."""
     hello_every_s: float = 5.0
     """How often the actor tells the learner it is alive."""
+    envs: tuple[EnvDraw, ...] = ()
+    """The envs of a multi-env run (empty: ``env`` with ``task_ids``)."""
+
+    @property
+    def draws(self) -> tuple[EnvDraw, ...]:
+        """The envs groups are drawn from (one for a single-env run)."""
+        return self.envs or (EnvDraw(self.env, self.task_ids, 1.0, self.groups_in_flight),)
 
 
 @dataclass
@@ -113,7 +148,7 @@ class Actor:
         self,
         settings: ActorSettings,
         engine: Engine,
-        pool: EnvPool,
+        pool: EnvPool | Mapping[str, EnvPool],
         codec: ChatCodec,
         params: SamplingParams,
         endpoints: Endpoints,
@@ -121,10 +156,13 @@ class Actor:
         load_state_dict=None,
         stream_tensors=None,
     ):
-        if not settings.task_ids:
-            raise ValueError("the actor has no task ids")
+        empty = [d.name for d in settings.draws if not d.task_ids]
+        if empty:
+            raise ValueError(f"the actor has no task ids for env(s) {', '.join(empty)}")
         self.s = settings
-        self.engine, self.pool, self.codec, self.params = engine, pool, codec, params
+        self.engine, self.codec, self.params = engine, codec, params
+        self.pools = dict(pool) if isinstance(pool, Mapping) else {settings.draws[0].name: pool}
+        self._running: Counter[str] = Counter()  # groups in flight per env
         self.endpoints = endpoints
         self.stats = ActorStats()
         self.clocks = Clocks()
@@ -135,7 +173,7 @@ class Actor:
         self._first_version: int | None = None
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
-        self._groups: set[asyncio.Task[None]] = set()
+        self._groups: dict[asyncio.Task[None], str] = {}  # running groups and their envs
         self._fetching: asyncio.Task[None] | None = None
         self._groups_finished = 0
         self._samples = 0
@@ -240,7 +278,7 @@ class Actor:
         c = self._control
         if c is None or c.stop or self._first_version is None:
             return False
-        if len(self._groups) >= self.s.groups_in_flight:
+        if len(self._groups) >= self.s.groups_in_flight or not self._open_envs():
             return False
         if c.policy_version - self.engine.version > self.s.max_staleness:
             return False
@@ -249,27 +287,40 @@ class Actor:
         budget = (c.policy_version - self._first_version + self.s.max_staleness + 1) * self.s.share
         return self.stats.groups_started < budget
 
+    def _open_envs(self) -> list[EnvDraw]:
+        """The envs with a free in-flight slot."""
+        return [d for d in self.s.draws if self._running[d.name] < d.in_flight]
+
+    def _draw_env(self) -> EnvDraw:
+        """The next group's env: by weight among those with room (no draw for one env)."""
+        open_envs = self._open_envs()
+        if len(self.s.draws) == 1:
+            return open_envs[0]
+        return self._rng.choices(open_envs, weights=[d.weight for d in open_envs])[0]
+
     def _start_group(self) -> None:
         assert self._control is not None
+        draw = self._draw_env()
         group_id = next(self._group_ids)
         spec = EpisodeSpec(
-            env=self.s.env,
-            task_id=self._rng.choice(self.s.task_ids),
+            env=draw.name,
+            task_id=self._rng.choice(draw.task_ids),
             group_id=group_id,
             group_size=self.s.group_size,
-            horizon_cap=self._control.horizon_cap,
+            horizon_cap=self._control.cap_of(draw.name),
             reply_format=self.s.reply_format,  # type: ignore[arg-type]
             system_prompt=self.s.system_prompt,
             max_context_tokens=self.s.max_context_tokens,
             seed=derive_seed(self.s.seed, group_id),
         )
         self.stats.groups_started += 1
+        self._running[spec.env] += 1
         task = asyncio.create_task(self._run_group(spec))
-        self._groups.add(task)
+        self._groups[task] = spec.env
         task.add_done_callback(self._group_done)
 
     def _group_done(self, task: asyncio.Task[None]) -> None:
-        self._groups.discard(task)
+        self._running[self._groups.pop(task)] -= 1
         self._groups_finished += 1
         self._changed.set()
         if not task.cancelled() and task.exception() is not None:
@@ -277,8 +328,9 @@ class Actor:
             self._stop.set()
 
     async def _run_group(self, spec: EpisodeSpec) -> None:
+        pool = self.pools[spec.env]
         result = await run_group(
-            spec, self.engine, self.pool, self.codec, self.params, self._episode_ids, self.clocks
+            spec, self.engine, pool, self.codec, self.params, self._episode_ids, self.clocks
         )
         self._count(result)
         if result.trajectories:

@@ -34,10 +34,15 @@ def prepare_model(config: RunConfig) -> Path:
             corpus_episodes=config.model.corpus_episodes,
             seed=config.actor.seed,
         )
+    from agentgym.envs import env_names
     from agentgym.models import build_tiny_model, env_corpus
 
-    env, n, options = config.env.name, config.model.corpus_episodes, config.env.options
-    corpus = lambda: env_corpus(env, episodes=n, seed=config.actor.seed, **options)  # noqa: E731
+    n, seed = config.model.corpus_episodes, config.actor.seed
+    native = [e.env for e in config.entries if not e.env.is_remote or e.env.name in env_names()]
+
+    def corpus() -> list[str]:  # every env's text (a multi-env run's tokenizer covers them all)
+        return [t for e in native for t in env_corpus(e.name, episodes=n, seed=seed, **e.options)]
+
     return build_tiny_model(directory, corpus, config.model.tiny)
 
 

@@ -114,16 +114,19 @@ def run_actor(
     prepare_model(config)
     model, tokenizer = load_policy(config, device=config.engine.device)
     engine = make_engine(config, model, tokenizer, seed=a.seed + 1000 * index)
-    pool = config.env.pool(seed=a.seed + index)
-    where = f"sessions on {', '.join(config.env.remote)}" if config.env.remote else "in-process"
-    log.info("engine and env pool ready (%s)", where)
+    pools = {e.env.name: e.env.pool(seed=a.seed + index) for e in config.entries}
+    for e in config.entries:
+        where = f"sessions on {', '.join(e.env.remote)}" if e.env.remote else "in-process"
+        log.info("env pool %s ready (%s)", e.env.name, where)
+    log.info("engine ready")
     if callable(endpoints):
         endpoints = endpoints()
     run_dir = Path(config.run_dir)
     (run_dir / "actors").mkdir(parents=True, exist_ok=True)
     settings = ActorSettings(
-        env=config.env.name,
-        task_ids=config.tasks.train.ids(),
+        env=config.entries[0].env.name,
+        task_ids=config.entries[0].tasks.train.ids(),
+        envs=env_draws(config) if config.multi_env else (),
         group_size=a.group_size,
         groups_in_flight=a.groups_in_flight,
         max_staleness=0 if sync else config.learner.max_staleness,
@@ -141,7 +144,7 @@ def run_actor(
     actor = Actor(
         settings,
         engine,
-        pool,
+        pools,
         ChatCodec(tokenizer),
         sampling_params(config),
         endpoints,
@@ -150,6 +153,19 @@ def run_actor(
     )
     on_terminate(actor.stop)
     return _run_loop(actor)
+
+
+def env_draws(config: RunConfig) -> tuple:
+    """The ``EnvDraw`` of each env of a multi-env run: its train tasks, weight and share of
+    ``actor.groups_in_flight``."""
+    from agentgym.actor.actor import EnvDraw, in_flight_shares
+
+    entries = config.entries
+    shares = in_flight_shares([e.weight for e in entries], config.actor.groups_in_flight)
+    return tuple(
+        EnvDraw(e.env.name, e.tasks.train.ids(), e.weight, n)
+        for e, n in zip(entries, shares, strict=True)
+    )
 
 
 def _run_loop(actor):

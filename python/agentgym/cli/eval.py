@@ -28,7 +28,7 @@ from agentgym.actor.policy import resolve_checkpoint
 from agentgym.cli.common import set_torch_threads
 from agentgym.cli.rundir import eval_out, step_of
 from agentgym.cli.servers import ServerFailed, served
-from agentgym.config import RunConfig, load_config
+from agentgym.config import EnvEntry, RunConfig, load_config
 from agentgym.envs.families import family
 from agentgym.horizon import HorizonConfig
 
@@ -81,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+MACRO = "macro"
+"""The row of a multi-env result that averages the env rows."""
+
+
 def final_cap(h: HorizonConfig) -> int | None:
     """The cap a schedule ends at (what a trained policy is evaluated under)."""
     if h.schedule == "fixed":
@@ -102,24 +106,63 @@ def evaluate(config: RunConfig, checkpoint: str | Path, *, limit: int | None = N
 
 
 def evaluate_policy(config: RunConfig, model: Any, tokenizer: Any, *, limit: int | None) -> dict:
-    """The held-out episodes of ``model`` as it is (the first ``limit`` tasks of
-    ``tasks.eval``), under ``eval.horizon_cap`` or the schedule's last cap; see ``summarize``."""
-    tasks = config.tasks.eval.ids()[:limit]
-    cap = (
-        config.eval.horizon_cap
-        if config.eval.horizon_cap is not None
-        else final_cap(config.learner.horizon)
-    )
-    episodes = asyncio.run(_episodes(config, model, tokenizer, tasks, cap))
-    result = summarize(config.env.name, episodes, config.eval.samples)
+    """The held-out episodes of ``model`` as it is (the first ``limit`` tasks of each env's
+    ``tasks.eval``), under ``eval.horizon_cap`` or the env's schedule's last cap; see
+    ``summarize``. A multi-env run gets a row per env, per env and level, and ``macro`` (the
+    mean of the env rows)."""
+    results = [_evaluate_env(config, e, model, tokenizer, limit) for e in config.entries]
+    if len(results) == 1:
+        return results[0]
+    return combine(results)
+
+
+def _evaluate_env(config: RunConfig, entry: EnvEntry, model, tokenizer, limit) -> dict:
+    tasks = entry.tasks.eval.ids()[:limit]
+    cap = config.eval.horizon_cap
+    if cap is None:
+        cap = final_cap(config.horizon_of(entry))
+    episodes = asyncio.run(_episodes(config, entry, model, tokenizer, tasks, cap))
+    result = summarize(entry.env.name, episodes, config.eval.samples)
     result.update(horizon_cap=cap, num_tasks=len(tasks))
     return result
 
 
+def combine(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result of several envs' results: their rows (level rows as ``env: level``), then
+    ``macro``, the unweighted mean of the env rows (task and episode counts summed)."""
+    k = results[0]["k"]
+    rows: dict[str, dict[str, float]] = {}
+    for r in results:
+        env = r["env"]
+        rows[env] = r["rows"][env]
+        rows.update({f"{env}: {name}": row for name, row in r["rows"].items() if name != env})
+    envs = [r["env"] for r in results]
+    macro = {
+        key: (sum if key in ("tasks", "episodes", "errors") else _mean)(
+            [rows[env][key] for env in envs]
+        )
+        for key in rows[envs[0]]
+    }
+    return {
+        "env": "+".join(envs),
+        "envs": envs,
+        "k": k,
+        "rows": {**rows, MACRO: macro},
+        "horizon_cap": {r["env"]: r["horizon_cap"] for r in results},
+        "num_tasks": sum(r["num_tasks"] for r in results),
+        "episodes": [{**e, "env": r["env"]} for r in results for e in r["episodes"]],
+    }
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
 def periodic_eval(config: RunConfig, model: Any, tokenizer: Any) -> Callable[[int], dict]:
     """For the learner: at every ``eval.every``-th version, the held-out results of its current
-    weights (the first ``eval.every_tasks`` tasks, the transformers engine on the learner's
-    model) as ``eval/*`` metrics; {} at other versions."""
+    weights (the first ``eval.every_tasks`` tasks of each env, the transformers engine on the
+    learner's model) as ``eval/*`` metrics (``eval/<env>/*`` and ``eval/macro/*`` for several
+    envs); {} at other versions."""
     hf = replace(config, engine=replace(config.engine, backend="hf"))
 
     def run(version: int) -> dict[str, float]:
@@ -127,29 +170,35 @@ def periodic_eval(config: RunConfig, model: Any, tokenizer: Any) -> Callable[[in
             return {}
         started = time.monotonic()
         result = evaluate_policy(hf, model, tokenizer, limit=config.eval.every_tasks)
-        row = result["rows"][config.env.name]
-        return {**{f"eval/{k}": v for k, v in row.items()}, "eval/s": time.monotonic() - started}
+        out = {"eval/s": time.monotonic() - started}
+        if not config.multi_env:
+            row = result["rows"][result["env"]]
+            return {**{f"eval/{k}": v for k, v in row.items()}, **out}
+        for name in [*result["envs"], MACRO]:
+            out.update({f"eval/{name}/{k}": v for k, v in result["rows"][name].items()})
+        return out
 
     return run
 
 
-async def _episodes(config, model, tokenizer, tasks, cap) -> list[dict[str, Any]]:
+async def _episodes(config, entry, model, tokenizer, tasks, cap) -> list[dict[str, Any]]:
     from agentgym.actor.episodes import EpisodeSpec, derive_seed, next_ids, run_group
     from agentgym.actor.policy import make_engine, sampling_params
     from agentgym.agent.turns import ChatCodec
 
     engine = make_engine(config, model, tokenizer, seed=config.actor.seed)
-    pool = config.env.pool()
+    env = entry.env.name
+    pool = entry.env.pool()
     codec = ChatCodec(tokenizer)
     params = sampling_params(config, temperature=config.eval.temperature)
     ids = next_ids(0)
-    levels = _levels(config.env.name, pool, tasks)
+    levels = _levels(env, pool, tasks)
     semaphore = asyncio.Semaphore(config.eval.groups_in_flight)
     a = config.actor
 
     async def one(task_id: int) -> list[dict[str, Any]]:
         spec = EpisodeSpec(
-            config.env.name,
+            env,
             task_id,
             task_id,
             config.eval.samples,
@@ -228,14 +277,15 @@ def _stats(episodes: list[dict[str, Any]], k: int) -> dict[str, float]:
 def format_table(result: dict[str, Any]) -> str:
     """The result as a fixed-width text table."""
     k = result["k"]
+    w = max(14, *(len(name) + 2 for name in result["rows"]))
     head = (
-        f"{'':<14}{'tasks':>7}{'episodes':>10}{f'avg@{k}':>9}{f'pass@{k}':>9}{'score':>8}"
+        f"{'':<{w}}{'tasks':>7}{'episodes':>10}{f'avg@{k}':>9}{f'pass@{k}':>9}{'score':>8}"
         f"{'invalid':>9}"
     )
     lines = [head, "-" * len(head)]
     for name, r in result["rows"].items():
         lines.append(
-            f"{name:<14}{r['tasks']:>7}{r['episodes']:>10}{r[f'avg@{k}']:>9.3f}"
+            f"{name:<{w}}{r['tasks']:>7}{r['episodes']:>10}{r[f'avg@{k}']:>9.3f}"
             f"{r[f'pass@{k}']:>9.3f}{r['score']:>8.3f}{r['invalid']:>9.3f}"
         )
     lines.append(

@@ -75,6 +75,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def env_training(config: RunConfig) -> dict:
+    """Per env of a multi-env run, its ``EnvTraining`` (empty for a one-env run)."""
+    from agentgym.learner import EnvTraining
+
+    if not config.multi_env:
+        return {}
+    return {
+        e.env.name: EnvTraining(config.horizon_of(e), e.loss_weight, e.reward_scale)
+        for e in config.entries
+    }
+
+
 def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | None = None) -> None:
     """Build the model and learner, bind the channels and train until done or signalled."""
     set_torch_threads(config.torch_threads)
@@ -99,7 +111,7 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
         metrics_path=str(run_dir / "metrics.jsonl"),
         weights_dir=config.learner.weights_dir or str(run_dir / "weights"),
     )
-    learner = Learner(model, lcfg, dist=dist)
+    learner = Learner(model, lcfg, dist=dist, envs=env_training(config))
     if resume:
         learner.load_checkpoint(run_dir / "checkpoints")
     if max_steps is None and lcfg.max_steps is not None:

@@ -467,8 +467,8 @@ class Launcher:
         total = self.config.learner.max_steps
         return (
             f"step {m.get('step', 0)}/{total if total is not None else '?'}  "
-            f"reward {m.get('reward/all', 0.0):.3f}  success {m.get('success/all', 0.0):.2f}  "
-            f"cap {m.get('horizon_cap')}  staleness {mean_lag:.2f}  "
+            f"reward {m.get('reward/all', 0.0):.3f}  success {_successes(m)}  "
+            f"cap {_caps(m)}  staleness {mean_lag:.2f}  "
             f"stale-dropped {m.get('dropped_stale_total', 0)}  "
             f"samples/s {samples_s:.1f}  tokens/s {actors.get('pushed_tokens', 0) / wall:.0f}  "
             f"env-errors {actors.get('dropped_env_errors', 0)}  "
@@ -538,6 +538,24 @@ def actor_totals(run_dir: Path) -> dict[str, float]:
             if isinstance(v, int | float) and not isinstance(v, bool):
                 totals[k] = max(totals.get(k, 0), v) if k == "wall_s" else totals.get(k, 0) + v
     return totals
+
+
+def _successes(m: dict[str, Any]) -> str:
+    """Success over all episodes, and per env when a step had several (``0.50 (babyai 0.62,
+    textcraft 0.38)``)."""
+    envs = {k.split("/", 1)[1]: v for k, v in m.items() if k.startswith("success/")}
+    overall = f"{envs.pop('all', 0.0):.2f}"
+    if len(envs) < 2:
+        return overall
+    return overall + " (" + ", ".join(f"{env} {v:.2f}" for env, v in sorted(envs.items())) + ")"
+
+
+def _caps(m: dict[str, Any]) -> str:
+    """The cap in force, or each env's (``babyai 8, textcraft 6``)."""
+    caps = {k.split("/", 1)[1]: v for k, v in m.items() if k.startswith("horizon_cap/")}
+    if not caps:
+        return str(m.get("horizon_cap"))
+    return ", ".join(f"{env} {cap}" for env, cap in sorted(caps.items()))
 
 
 def stop_all(children: list[Child], grace_s: float) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 _WHERE = {
     "AdvantageConfig": "config",
+    "EnvTraining": "config",
     "LearnerConfig": "config",
     "LossConfig": "config",
     "OptimConfig": "config",

@@ -5,7 +5,7 @@ Layout of ``<dir>/step_<version>/``:
   extra.safetensors   other trainable modules (the value head), if any
   optimizer.pt        optimizer state (loaded with ``weights_only=True``: no arbitrary code)
   rng.pt              torch CPU RNG, the learner's shuffling generator, numpy and random states
-  state.json          version, horizon controller state, counters, actor launch counts
+  state.json          version, horizon controller state(s), counters, actor launch counts
 ``<dir>/latest`` names the newest complete checkpoint; a checkpoint is written to a temporary
 directory and renamed into place, so a crash never leaves a half-written ``latest``.
 
@@ -43,6 +43,8 @@ class TrainingState:
     counters: dict[str, Any]
     actor_launches: dict[str, int] = field(default_factory=dict)
     """Per actor index, how many actor processes the run has had (``ActorRegistry``)."""
+    env_horizons: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per env of a multi-env run, its horizon controller's state."""
 
 
 def save_checkpoint(

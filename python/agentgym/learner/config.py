@@ -197,3 +197,15 @@ class LearnerConfig:
             ("keep_checkpoints", none_or(self.keep_checkpoints, lambda v: v >= 1),
              "must be >= 1 (or null: keep all)"),
         )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EnvTraining:
+    """How one env of a multi-env run is trained (from its ``envs`` entry)."""
+
+    horizon: HorizonConfig
+    """Its horizon schedule (its own controller; the cap goes out per env)."""
+    loss_weight: float = 1.0
+    """Multiplies the advantages of its episodes."""
+    reward_scale: float = 1.0
+    """Multiplies its episodes' rewards before advantages."""

@@ -23,9 +23,9 @@ import json
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from agentgym.learner.checkpoint import (
     save_checkpoint,
     save_sharded_checkpoint,
 )
-from agentgym.learner.config import LearnerConfig
+from agentgym.learner.config import EnvTraining, LearnerConfig
 from agentgym.learner.distributed import Dist, full_state_dict_items, full_tensor, shard
 from agentgym.learner.losses import (
     PolicyLossConfig,
@@ -160,8 +160,11 @@ class Learner:
         *,
         ref_model: nn.Module | None = None,
         dist: Dist | None = None,
+        envs: Mapping[str, EnvTraining] | None = None,
     ):
         self.cfg = config
+        self.envs = dict(envs or {})
+        """Per env of a multi-env run: its schedule and weights (empty: one env)."""
         self.dist = dist or Dist(device=config.device)
         self.device = torch.device(self.dist.device if self.dist.sharded else config.device)
         if config.activation_checkpointing:
@@ -169,6 +172,7 @@ class Learner:
         self.model = model.to(self.device).eval()
         self.version = 0
         self.horizon = HorizonController(config.horizon)
+        self.horizons = {env: HorizonController(e.horizon) for env, e in self.envs.items()}
         self.buffer = GroupBuffer(config.max_staleness)
         self.counters: Counter[str] = Counter()
         self._actor_launches: dict[int, int] = {}
@@ -219,6 +223,7 @@ class Learner:
     def step(self, trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         """One update on ``trajectories`` (whole groups); returns this update's metrics."""
         start = time.perf_counter()
+        trajectories = self._scale_rewards(trajectories)
         batch = collate(trajectories, self.cfg.pad_token_id).to(self.device)
         splits = min(self.cfg.minibatches, batch.size)
         orders = [
@@ -228,6 +233,8 @@ class Learner:
         minibatches = [order.tensor_split(splits) for order in orders]
         reuse = self.prox_from_first_pass
         prep = self._prepare(batch, skip=minibatches[0][0] if reuse else None)
+        if (weights := self._loss_weights(trajectories)) is not None:
+            prep = replace(prep, advantages=prep.advantages * weights[:, None])
         parts = [
             self._update(batch, prep, index, prox_from_pass=reuse and i + j == 0)
             for i, epoch in enumerate(minibatches)
@@ -235,9 +242,9 @@ class Learner:
         ]
         lags = (self.version - batch.min_versions).tolist()
         cap = self.horizon.cap
+        env_caps = {env: h.cap for env, h in self.horizons.items()}
         self.version += 1
-        episodes = [(t.horizon_cap, t.truncated, t.success) for t in trajectories]
-        self.horizon.observe(HorizonStats.from_episodes(episodes, cap))
+        self._observe_horizons(trajectories)
         elapsed = time.perf_counter() - start
         num_tokens = int(batch.attention_mask.sum())
         self.counters["steps"] += 1
@@ -250,12 +257,46 @@ class Learner:
             version=self.version,
             horizon_cap=self.horizon.cap,
             horizon_cap_trained=cap,
+            **{f"horizon_cap/{env}": h.cap for env, h in self.horizons.items()},
+            **{f"horizon_cap_trained/{env}": c for env, c in env_caps.items()},
             step_time_s=elapsed,
             tokens=num_tokens,
             tokens_per_s=num_tokens / elapsed,
             generated_tokens=int(batch.loss_mask.sum()),
         )
         return metrics
+
+    def _scale_rewards(self, trajectories: Sequence[Trajectory]) -> Sequence[Trajectory]:
+        """Each episode's reward times its env's ``reward_scale``."""
+        scales = {env: e.reward_scale for env, e in self.envs.items() if e.reward_scale != 1}
+        if not scales:
+            return trajectories
+        return [
+            replace(t, reward=t.reward * scales[t.env]) if t.env in scales else t
+            for t in trajectories
+        ]
+
+    def _loss_weights(self, trajectories: Sequence[Trajectory]) -> Tensor | None:
+        """Per row, its env's ``loss_weight`` (None when all are 1)."""
+        envs = self.envs
+        weights = [envs[t.env].loss_weight if t.env in envs else 1.0 for t in trajectories]
+        if all(w == 1.0 for w in weights):
+            return None
+        return torch.tensor(weights, dtype=torch.float32, device=self.device)
+
+    def _observe_horizons(self, trajectories: Sequence[Trajectory]) -> None:
+        """One update for every horizon controller: the run's, and each env's on its own
+        episodes (every env counts the update, so step-driven schedules move together)."""
+        episodes = [(t.horizon_cap, t.truncated, t.success) for t in trajectories]
+        self.horizon.observe(HorizonStats.from_episodes(episodes, self.horizon.cap))
+        for env, h in self.horizons.items():
+            mine = [(t.horizon_cap, t.truncated, t.success) for t in trajectories if t.env == env]
+            h.observe(HorizonStats.from_episodes(mine, h.cap))
+
+    def control(self, *, stop: bool = False) -> Control:
+        """What the actors are told now: version, caps (the run's and each env's), stop."""
+        caps = {env: h.cap for env, h in self.horizons.items()}
+        return Control(self.version, self.horizon.cap, stop=stop, env_caps=caps)
 
     @torch.no_grad()
     def _prepare(self, batch: TrainBatch, skip: Tensor | None = None) -> Prepared:
@@ -537,7 +578,7 @@ class Learner:
         finally:
             writer.close()
             self._write_actors(channels)
-            channels.publish_control(Control(self.version, self.horizon.cap, stop=True), wait_s=2.0)
+            channels.publish_control(self.control(stop=True), wait_s=2.0)
 
     def _write_actors(self, channels: LearnerChannels) -> None:
         """Per-actor counts (trajectories, last seen, connected) to ``actors.json`` beside the
@@ -589,7 +630,7 @@ class Learner:
         elif weights:
             channels.retire_weights()  # never two snapshots in memory at once
             channels.publish_weights(self.version, self._lead("weights"))
-        channels.publish_control(Control(self.version, self.horizon.cap))
+        channels.publish_control(self.control())
 
     def _state_items(self) -> Iterator[tuple[str, Tensor]]:
         """(name, whole tensor) of the policy's state dict, one tensor at a time: under
@@ -635,8 +676,9 @@ class Learner:
         if self._registry is not None:
             self._actor_launches = self._registry.launches()
         launches = {str(k): v for k, v in self._actor_launches.items()}
+        horizons = {env: h.state_dict() for env, h in self.horizons.items()}
         state = TrainingState(
-            self.version, self.horizon.state_dict(), dict(self.counters), launches
+            self.version, self.horizon.state_dict(), dict(self.counters), launches, horizons
         )
         if self.dist.sharded:
             path = save_sharded_checkpoint(
@@ -672,6 +714,13 @@ class Learner:
             )
         self.version = state.version
         self.horizon.load_state_dict(state.horizon)
+        for env, h in self.horizons.items():
+            if env not in state.env_horizons:
+                raise ValueError(
+                    f"{path}: the checkpoint has no horizon state for env {env!r} (its envs: "
+                    f"{sorted(state.env_horizons) or 'one'}); resume with the run's own envs"
+                )
+            h.load_state_dict(state.env_horizons[env])
         self.counters = Counter(state.counters)
         self._actor_launches = {int(k): int(v) for k, v in state.actor_launches.items()}
         log.info("resumed from %s at version %d", path, self.version)

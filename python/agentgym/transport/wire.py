@@ -158,6 +158,12 @@ class Control:
     """Turn cap for episodes that start from now on (None: uncapped)."""
     stop: bool = False
     """True once the learner is done; actors finish and exit."""
+    env_caps: Mapping[str, int | None] = field(default_factory=dict)
+    """Per env of a multi-env run, its own turn cap (an env not listed: ``horizon_cap``)."""
+
+    def cap_of(self, env: str) -> int | None:
+        """The turn cap for new episodes of ``env``."""
+        return self.env_caps.get(env, self.horizon_cap)
 
 
 @dataclass(frozen=True)
@@ -377,6 +383,7 @@ def encode_control(control: Control) -> bytes:
             "policy_version": control.policy_version,
             "horizon_cap": control.horizon_cap,
             "stop": control.stop,
+            "env_caps": dict(control.env_caps),
         },
         use_bin_type=True,
     )
@@ -604,7 +611,16 @@ def decode_control(buf: Any) -> Control:
         policy_version=_field(msg, "policy_version", int),
         horizon_cap=_field(msg, "horizon_cap", (int, type(None))),
         stop=_field(msg, "stop", bool),
+        env_caps=_env_caps(_field(msg, "env_caps", dict)),
     )
+
+
+def _env_caps(caps: dict) -> dict[str, int | None]:
+    for env, cap in caps.items():
+        ok_cap = cap is None or (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1)
+        if not isinstance(env, str) or not ok_cap:
+            raise WireError(f"control: env_caps must map env names to caps >= 1 or null: {caps!r}")
+    return caps
 
 
 def message_kind(buf: Any) -> str | None:

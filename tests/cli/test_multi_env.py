@@ -1,0 +1,203 @@
+"""Multi-env runs: the ``envs`` config, weighted draws that never mix envs, per-env in-flight
+slots and caps, per-env horizon controllers that survive a resume, and per-env eval rows."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from agentgym.actor.actor import Actor, ActorSettings, EnvDraw, in_flight_shares
+from agentgym.config import ConfigError, load_config
+from agentgym.transport.channels import Endpoints
+from agentgym.transport.wire import Control, decode_control, encode_control
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+MULTI = CONFIGS / "multi.yaml"
+
+
+def _problems(*overrides: str) -> list[str]:
+    with pytest.raises(ConfigError) as e:
+        load_config(MULTI, list(overrides))
+    return e.value.problems
+
+
+def test_multi_yaml_loads_with_a_schedule_per_env():
+    config = load_config(MULTI)
+    assert config.multi_env and [e.env.name for e in config.entries] == ["babyai", "textcraft"]
+    assert [config.horizon_of(e).cap for e in config.entries] == [8, 6]
+    single = load_config(CONFIGS / "quickstart.yaml")
+    assert not single.multi_env and single.entries[0].env == single.env
+
+
+def test_bad_env_lists_are_refused_at_load_naming_the_field():
+    two = "envs=[{env: {name: babyai}}, {env: {name: babyai}}]"
+    assert any("envs[1].env.name: 'babyai' is listed twice" in p for p in _problems(two))
+    zero = "envs=[{env: {name: babyai}, weight: 0}, {env: {name: textcraft}}]"
+    assert any(p.startswith("envs[0].weight: must be > 0, got 0.0") for p in _problems(zero))
+    unknown = "envs=[{env: {name: babyai}}, {env: {name: nethack}}]"
+    assert any(p.startswith("envs[1].env.name: must be a native env") for p in _problems(unknown))
+    overlap = (
+        "envs=[{env: {name: babyai}}, {env: {name: textcraft}, tasks: {train: {start: 0, "
+        "stop: 50}, eval: {start: 40, stop: 60}}}]"
+    )
+    assert any(p.startswith("envs[1].tasks.eval: overlaps") for p in _problems(overlap))
+    both = _problems("env.name=textcraft")
+    assert any(p.startswith("env: must be left out with envs") for p in both)
+    missing = "envs=[{env: {name: babyai}, horizon: horizon/none.yaml}, {env: {name: textcraft}}]"
+    found = _problems(missing)
+    assert any("envs[0].horizon: no horizon file 'horizon/none.yaml'" in p for p in found)
+    menu = _problems("model.menu_policy=true", "actor.reply_format=bare", "engine.max_new_tokens=1")
+    assert any(p.startswith("model.menu_policy: needs a single env") for p in menu)
+
+
+def test_in_flight_slots_follow_the_weights_and_every_env_gets_one():
+    assert in_flight_shares([1.0, 1.0], 4) == [2, 2]
+    assert in_flight_shares([3.0, 1.0], 4) == [3, 1]
+    assert in_flight_shares([100.0, 1.0], 4) == [3, 1]
+    assert in_flight_shares([1.0, 1.0, 1.0], 8) == [3, 3, 2]
+
+
+def _actor(weights=(3.0, 1.0), in_flight=(8, 8), seed=0) -> Actor:
+    names = ("babyai", "textcraft")
+    draws = tuple(
+        EnvDraw(name, tuple(range(100 * k, 100 * k + 50)), w, n)
+        for k, (name, w, n) in enumerate(zip(names, weights, in_flight, strict=True))
+    )
+    settings = ActorSettings(env="babyai", task_ids=(0,), envs=draws, seed=seed, group_size=2)
+    return Actor(settings, None, {"babyai": None, "textcraft": None}, None, None, Endpoints())
+
+
+def test_env_draws_follow_the_weights_when_every_env_has_room():
+    """Chi-square test of 4,000 draws against weights 3:1 (1 degree of freedom: 10.83 is the
+    0.1% critical value), and the same draws for the same seed."""
+    actor = _actor()
+    draws = Counter(actor._draw_env().name for _ in range(4000))
+    expected = {"babyai": 3000, "textcraft": 1000}
+    chi2 = sum((draws[k] - v) ** 2 / v for k, v in expected.items())
+    assert chi2 < 10.83, draws
+    first, second = _actor(seed=4), _actor(seed=4)
+    assert [first._draw_env().name for _ in range(200)] == [
+        second._draw_env().name for _ in range(200)
+    ]
+
+
+def test_a_full_env_leaves_its_slots_and_the_other_env_goes_on():
+    """With the slow env's slots all taken, every new group is of the other env; a group's
+    tasks come from its own env's list and it takes that env's cap."""
+    actor = _actor(in_flight=(2, 1))
+    actor._control, actor._first_version = Control(0, 5, env_caps={"textcraft": 3}), 0
+    actor._running["textcraft"] = 1
+    picks = {actor._draw_env().name for _ in range(100)}
+    assert picks == {"babyai"}
+    actor._running["babyai"] = 2
+    assert actor._open_envs() == [] and not actor._may_admit()
+    control = actor._control
+    assert control.cap_of("textcraft") == 3 and control.cap_of("babyai") == 5
+
+
+def test_groups_never_mix_envs_and_take_their_env_cap():
+    """Specs the actor starts: env, task and cap of one env each (run_group is replaced)."""
+    actor = _actor(in_flight=(4, 4))
+    started = []
+
+    async def fake_run(spec):
+        started.append(spec)
+
+    actor._run_group = fake_run
+    actor._control, actor._first_version = Control(0, 7, env_caps={"textcraft": 2}), 0
+
+    async def start_some():
+        for _ in range(8):
+            actor._start_group()
+        await asyncio.gather(*actor._groups)
+
+    asyncio.run(start_some())
+    assert len(started) == 8 and len({s.group_id for s in started}) == 8
+    for spec in started:
+        assert spec.task_id // 100 == ("babyai", "textcraft").index(spec.env)
+        assert spec.horizon_cap == (2 if spec.env == "textcraft" else 7)
+    assert sum(actor._running.values()) == 0
+
+
+def test_control_carries_each_envs_cap():
+    control = Control(3, 8, env_caps={"babyai": 6, "textcraft": None})
+    back = decode_control(encode_control(control))
+    assert back.env_caps == {"babyai": 6, "textcraft": None} and back.cap_of("search") == 8
+
+
+def test_eval_results_of_several_envs_get_a_macro_row():
+    from agentgym.cli.eval import MACRO, combine, format_table, summarize
+
+    def episodes(n_success, n):
+        return [
+            {"task_id": i, "level": f"depth {1 + i % 2}", "success": i < n_success, "score": 1.0}
+            for i in range(n)
+        ]
+
+    a = {**summarize("babyai", episodes(3, 4), 1), "horizon_cap": 8, "num_tasks": 4}
+    b = {**summarize("textcraft", episodes(1, 4), 1), "horizon_cap": 6, "num_tasks": 4}
+    result = combine([a, b])
+    assert result["envs"] == ["babyai", "textcraft"]
+    rows = result["rows"]
+    assert rows["babyai"]["avg@1"] == 0.75 and rows["textcraft"]["avg@1"] == 0.25
+    assert result["rows"][MACRO]["avg@1"] == 0.5 and result["rows"][MACRO]["tasks"] == 8
+    assert "textcraft: depth 1" in result["rows"] and result["horizon_cap"]["textcraft"] == 6
+    assert "macro" in format_table(result)
+
+
+TINY_MULTI = [
+    "model.tiny.vocab_size=384",
+    "model.tiny.hidden_size=32",
+    "model.tiny.intermediate_size=64",
+    "model.tiny.num_hidden_layers=1",
+    "model.corpus_episodes=8",
+    "engine.max_new_tokens=8",
+    "actor.group_size=2",
+    "actor.groups_in_flight=2",
+    "actor.sample_every=1",
+    "learner.groups_per_step=2",
+    "learner.max_steps=2",
+    "learner.checkpoint_every=1",
+]
+
+
+@pytest.mark.slow
+def test_a_multi_env_run_trains_on_both_envs_and_resumes_their_schedules(tmp_path):
+    """``configs/multi.yaml`` shrunk: both envs' episodes reach the learner (groups of one env
+    each), each env's cap is in the metrics, and a resumed run continues each schedule."""
+    pytest.importorskip("torch")
+    import json
+
+    import tiny_run
+
+    from agentgym.cli.main import main
+
+    run_dir = tmp_path / "run"
+    envs = (
+        "envs=[{env: {name: babyai}, tasks: {train: {start: 0, stop: 400}, eval: {start: 400, "
+        "stop: 440}}, horizon: {schedule: stepwise, rounds: [2, 3, 4], every: 1}}, "
+        "{env: {name: textcraft}, tasks: {train: {start: 0, stop: 100}, eval: {start: 100, "
+        "stop: 125}}, horizon: {schedule: stepwise, rounds: [5, 6, 7], every: 2}}]"
+    )
+    common = [*TINY_MULTI, f"run_dir={run_dir}", envs]
+    assert main(["train", str(MULTI), *tiny_run.sets(common), "--quiet"]) == 0
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [(m["horizon_cap/babyai"], m["horizon_cap/textcraft"]) for m in lines] == [
+        (3, 5),
+        (4, 6),
+    ]
+    samples = [json.loads(x) for x in (run_dir / "trajectories.jsonl").read_text().splitlines()]
+    by_group: dict[int, set[str]] = {}
+    for s in samples:
+        by_group.setdefault(s["group_id"], set()).add(s["env"])
+    assert all(len(envs) == 1 for envs in by_group.values())
+    assert {e for envs in by_group.values() for e in envs} <= {"babyai", "textcraft"}
+    more = [*common, "learner.max_steps=3"]
+    code = main(["train", "--resume", str(run_dir), *tiny_run.sets(more[-1:]), "--quiet"])
+    assert code == 0
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert (lines[-1]["step"], lines[-1]["horizon_cap/babyai"]) == (3, 4)
+    assert lines[-1]["horizon_cap/textcraft"] == 6
