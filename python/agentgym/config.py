@@ -411,6 +411,11 @@ class RunConfig:
     """Where the run writes its config, metrics, checkpoints, samples and model."""
     torch_threads: int = 1
     """Torch threads of the learner process."""
+    deterministic: bool = False
+    """Reproducible runs: the same config gives the same metrics, step by step. Training is
+    synchronous (as ``--sync``), the engine computes one request at a time (a request's
+    log-probs then do not depend on which others share its batch) and torch uses deterministic
+    algorithms. Slower sampling; hf engine only."""
 
     @property
     def entries(self) -> tuple[EnvEntry, ...]:
@@ -470,6 +475,8 @@ class RunConfig:
             ("torch_threads", self.torch_threads >= 1, "must be >= 1"),
             ("model.menu_policy", not menu or not self.multi_env,
              "needs a single env (its action menu is one env's)"),
+            ("deterministic", not self.deterministic or self.engine.backend == "hf",
+             "needs engine.backend hf (vLLM's batching is not reproducible)"),
             ("eval.every", self.eval.every == 0 or self.learner.ranks == 1,
              "must be 0 with learner.ranks > 1 (periodic eval runs in one learner process)"),
             ("model.path", self.model.path is not None or not foreign,

@@ -107,6 +107,17 @@ def test_incomplete_groups_of_a_relaunched_actor_are_dropped_and_counted():
     assert buf.num_ready == 2 and buf.stats.dropped_superseded == 2
 
 
+def test_groups_leave_the_buffer_in_id_order_whatever_order_they_arrived_in():
+    model = tiny_model()
+    groups = [make_groups(model, num_groups=1, seed=s) for s in (3, 1, 2)]
+    buf = GroupBuffer(max_staleness=2)
+    for g in groups:
+        buf.add(list(reversed(g)))
+    popped = buf.pop_groups(3, version=0)
+    assert [g[0].group_id for g in popped] == [1000, 2000, 3000]
+    assert all([t.episode_id for t in g] == sorted(t.episode_id for t in g) for g in popped)
+
+
 def test_learner_buffer_path_trains_only_fresh_groups():
     model = tiny_model()
     learner = Learner(model, config(max_staleness=0, groups_per_step=1))

@@ -106,7 +106,7 @@ def make_engine(config: RunConfig, model: Any, tokenizer: Any, *, seed: int = 0)
         model,
         stop_token_ids=stop_ids_for(inner, tokenizer),
         pad_token_id=pad_token_id(tokenizer),
-        max_batch_size=config.engine.max_batch_size,
+        max_batch_size=1 if config.deterministic else config.engine.max_batch_size,
         gather_s=config.engine.gather_s,
         seed=seed,
     )

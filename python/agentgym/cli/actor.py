@@ -105,7 +105,7 @@ def run_actor(
     may be a function, called once the engine and pool are built (the learner's endpoints
     file may appear only then)."""
     a = config.actor
-    set_torch_threads(a.torch_threads)
+    set_torch_threads(a.torch_threads, deterministic=config.deterministic)
     from agentgym.actor.actor import Actor, ActorSettings
     from agentgym.actor.policy import load_policy, make_engine, prepare_model, sampling_params
     from agentgym.agent.turns import ChatCodec
@@ -129,7 +129,7 @@ def run_actor(
         envs=env_draws(config) if config.multi_env else (),
         group_size=a.group_size,
         groups_in_flight=a.groups_in_flight,
-        max_staleness=0 if sync else config.learner.max_staleness,
+        max_staleness=0 if sync or config.deterministic else config.learner.max_staleness,
         share=actor_share(config, index),
         index=index,
         reply_format=a.reply_format,

@@ -112,10 +112,12 @@ def on_terminate(callback: Callable[[], None]) -> None:
         signal.signal(sig, lambda *_: callback())
 
 
-def set_torch_threads(n: int) -> None:
-    """Limit torch's CPU threads (a small machine runs several processes)."""
+def set_torch_threads(n: int, *, deterministic: bool = False) -> None:
+    """Limit torch's CPU threads (a small machine runs several processes); with
+    ``deterministic``, make torch use deterministic algorithms (an op without one is an error)."""
     import torch
 
+    torch.use_deterministic_algorithms(deterministic)
     torch.set_num_threads(n)
     try:
         torch.set_num_interop_threads(1)

@@ -96,7 +96,9 @@ def final_cap(h: HorizonConfig) -> int | None:
 
 def evaluate(config: RunConfig, checkpoint: str | Path, *, limit: int | None = None) -> dict:
     """Run the held-out episodes; returns the JSON-able result (see ``summarize``)."""
-    set_torch_threads(max(config.torch_threads, config.actor.torch_threads))
+    set_torch_threads(
+        max(config.torch_threads, config.actor.torch_threads), deterministic=config.deterministic
+    )
     from agentgym.actor.policy import load_trained_policy
 
     model, tokenizer, ckpt = load_trained_policy(config, checkpoint, device=config.engine.device)

@@ -89,7 +89,7 @@ def env_training(config: RunConfig) -> dict:
 
 def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | None = None) -> None:
     """Build the model and learner, bind the channels and train until done or signalled."""
-    set_torch_threads(config.torch_threads)
+    set_torch_threads(config.torch_threads, deterministic=config.deterministic)
     from agentgym.actor.policy import load_policy, pad_token_id, prepare_model
     from agentgym.learner import Learner
     from agentgym.learner.distributed import from_environment

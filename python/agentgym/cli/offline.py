@@ -70,7 +70,7 @@ def offline_config(args: argparse.Namespace, section: str) -> RunConfig:
 
 def _policy(config: RunConfig) -> tuple[Any, Any, Any]:
     """(model, tokenizer, chat codec) of the run's policy."""
-    set_torch_threads(config.torch_threads)
+    set_torch_threads(config.torch_threads, deterministic=config.deterministic)
     from agentgym.actor.policy import load_policy, prepare_model
     from agentgym.agent.turns import ChatCodec
 

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
             )
     start = f", resuming from the checkpoint at step {step}" if args.resume else ""
     print(
-        f"agentgym train: run dir {run_dir} ({'sync' if args.sync else 'async'}, "
+        f"agentgym train: run dir {run_dir} ({_mode(args.sync, config)}, "
         f"{config.actor.num_actors} actor(s){start})",
         flush=True,
     )
@@ -127,13 +127,20 @@ def run(args: argparse.Namespace) -> int:
 
                 processes = RayProcesses(config, address=args.ray)
             launcher = Launcher(
-                config, sync=args.sync, resume=args.resume is not None, quiet=args.quiet,
+                config, sync=args.sync or config.deterministic, resume=args.resume is not None,
+                quiet=args.quiet,
                 processes=processes, servers=servers,
             )  # fmt: skip
             return launcher.run()
     except ServerFailed as e:
         print(f"agentgym train: {e}", file=sys.stderr, flush=True)
         return 1
+
+
+def _mode(sync: bool, config: RunConfig) -> str:
+    if config.deterministic:
+        return "deterministic: sync, one request per engine batch"
+    return "sync" if sync else "async"
 
 
 def _resolve(args: argparse.Namespace) -> RunConfig:

@@ -147,14 +147,19 @@ class GroupBuffer:
                 self.stats.dropped_superseded += len(self._pending.pop(gid))
 
     def pop_groups(self, n: int, version: int) -> list[list[Trajectory]] | None:
-        """``n`` fresh complete groups for training at ``version``, or None if not enough yet."""
+        """``n`` fresh complete groups for training at ``version``, or None if not enough yet.
+
+        The first ``n`` to complete are taken, then ordered by group id (members by episode
+        id): the update does not depend on the order in which they arrived, so a synchronous
+        run, whose steps take the same groups whatever their timing, is reproducible."""
         self.drop_stale(version)
         if len(self._ready) < n:
             return None
         groups, self._ready = self._ready[:n], self._ready[n:]
         for g in groups:
             self.stats.staleness.update(version - t.min_version for t in g)
-        return groups
+        ordered = sorted(groups, key=lambda g: g[0].group_id)
+        return [sorted(g, key=lambda t: t.episode_id) for g in ordered]
 
     def drop_stale(self, version: int) -> int:
         """Drop ready and pending groups with a member lagging too far; returns how many."""
