@@ -163,14 +163,15 @@ def main() -> None:
             "textcraft": EnvPool("textcraft"),
             "slow": EnvPool.remote(server.url, "slow", num_tasks=1000, timeout=30),
         }
-        n = args.slots
+        n, half = args.slots, args.slots // 2
+        split = f"{half}/{n - half}"
         cases = [
             ("babyai alone", {"babyai": n}),
             ("textcraft alone", {"textcraft": n}),
-            ("babyai + textcraft (slots 4/4)", {"babyai": n // 2, "textcraft": n - n // 2}),
+            (f"babyai + textcraft (slots {split})", {"babyai": half, "textcraft": n - half}),
             ("slow alone", {"slow": n}),
-            ("babyai + slow, per-env slots 4/4", {"babyai": n // 2, "slow": n - n // 2}),
-            ("babyai + slow, shared slots (8 for either)", {"babyai": n, "slow": n}),
+            (f"babyai + slow, per-env slots {split}", {"babyai": half, "slow": n - half}),
+            (f"babyai + slow, shared slots ({n} for either)", {"babyai": n, "slow": n}),
         ]
         print(f"# {platform.processor() or platform.machine()}, {args.seconds:.0f} s per case, "
               f"slow env {args.delay_ms:.0f} ms/step, group size 4, cap 6 turns")  # fmt: skip

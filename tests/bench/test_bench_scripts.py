@@ -80,6 +80,12 @@ CASES = [
         ["bm25s"],
     ),
     ("bench_e2e.py", ["--steps", "2"], "async / sync", ["torch", "transformers"]),
+    (
+        "bench_multi_env.py",
+        ["--seconds", "0.5", "--delay-ms", "5", "--slots", "2"],
+        "| babyai + slow, shared slots",
+        ["torch", "transformers"],
+    ),
 ]
 
 
