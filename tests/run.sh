@@ -6,9 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "== pip install pip, maturin"
 python3 -m pip install --quiet --upgrade "pip>=23" "maturin>=1.5,<2"
 # [train] pulls torch (large, CUDA wheels from PyPI): installed once per machine, then cached.
-python3 -m pip install --quiet ".[dev,train]"
+# pip's own lines show the progress (what it downloads, the Rust build); the packages already
+# there are left out of the listing.
+echo "== pip install .[dev,train] (first time: torch download and the Rust build, minutes)"
+python3 -m pip install --progress-bar off ".[dev,train]" 2>&1 \
+    | sed -u -e '/^Requirement already satisfied/d' -e '/^  Requirement already/d'
 
 # The hub's browser tests drive Debian's chromium with selenium; install it where we can
 # (root with apt-get), else those tests skip and say why.

@@ -6,6 +6,7 @@ is an error naming the key and the file).
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -175,6 +176,11 @@ class LearnerConfig:
     """JSONL file for per-update metrics; None: no file."""
     tensorboard_dir: str | None = None
     """TensorBoard log directory (needs the tensorboard package); None: off."""
+    wandb_project: str | None = None
+    """Weights & Biases project the metrics also go to (needs the wandb package; the run is
+    named after the run dir); None: off."""
+    wandb_mode: Literal["online", "offline"] = "online"
+    """offline: wandb writes the run under the run dir only (``wandb sync`` uploads it later)."""
     max_steps: int | None = None
     """Stop after this many updates; None: run until stopped."""
     keep_checkpoints: int | None = None
@@ -196,7 +202,15 @@ class LearnerConfig:
             ("pad_token_id", self.pad_token_id >= 0, "must be >= 0"),
             ("keep_checkpoints", none_or(self.keep_checkpoints, lambda v: v >= 1),
              "must be >= 1 (or null: keep all)"),
+            ("tensorboard_dir", self.tensorboard_dir is None or _installed("tensorboard"),
+             "needs the tensorboard package (pip install tensorboard), or null"),
+            ("wandb_project", self.wandb_project is None or _installed("wandb"),
+             "needs the wandb package (pip install 'agentgym-rs[wandb]'), or null"),
         )  # fmt: skip
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 @dataclass(frozen=True)

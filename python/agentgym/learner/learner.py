@@ -19,6 +19,7 @@ the advantages need pi_prox or values of every row first (KL reward, GAE).
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import time
@@ -548,7 +549,7 @@ class Learner:
         if not self.dist.is_main:
             return self._follow()
         max_steps = self.cfg.max_steps if max_steps is None else max_steps
-        writer = MetricsWriter(self.cfg.metrics_path, self.cfg.tensorboard_dir)
+        writer = MetricsWriter(self.cfg.metrics_path, self.cfg.tensorboard_dir, self._wandb())
         done = 0
         heartbeat_s = min(30.0, self.cfg.dist_timeout_s / 4)
         channels.actors.restore_launches(self._actor_launches)
@@ -579,6 +580,16 @@ class Learner:
             writer.close()
             self._write_actors(channels)
             channels.publish_control(self.control(stop=True), wait_s=2.0)
+
+    def _wandb(self) -> dict[str, Any] | None:
+        """The Weights & Biases run of ``learner.wandb_project``: named and kept beside the
+        metrics file (a resumed run continues the same wandb run)."""
+        if self.cfg.wandb_project is None or self.cfg.metrics_path is None:
+            return None
+        run_dir = Path(self.cfg.metrics_path).resolve().parent
+        run_id = "agentgym-" + hashlib.blake2b(str(run_dir).encode(), digest_size=6).hexdigest()
+        return {"project": self.cfg.wandb_project, "name": run_dir.name, "dir": run_dir,
+                "mode": self.cfg.wandb_mode, "id": run_id}  # fmt: skip
 
     def _write_actors(self, channels: LearnerChannels) -> None:
         """Per-actor counts (trajectories, last seen, connected) to ``actors.json`` beside the

@@ -1,4 +1,5 @@
-"""Per-update metrics: one JSON object per line, and TensorBoard scalars when available."""
+"""Per-update metrics: one JSON object per line, mirrored to TensorBoard and Weights & Biases
+when the config asks (the config check makes sure those packages are there)."""
 
 from __future__ import annotations
 
@@ -18,15 +19,22 @@ class MetricsWriter:
     TensorBoard.
 
     TensorBoard needs the ``tensorboard`` package; when it is missing the writer says so once
-    in the log and goes on with JSONL only.
+    in the log and goes on with JSONL only. ``wandb`` (a dict: ``project``, ``name``, ``dir``,
+    ``mode``, ``config``) starts a Weights & Biases run the scalars also go to.
     """
 
-    def __init__(self, path: str | Path | None, tensorboard_dir: str | Path | None = None):
+    def __init__(
+        self,
+        path: str | Path | None,
+        tensorboard_dir: str | Path | None = None,
+        wandb: dict[str, Any] | None = None,
+    ):
         self._file = None
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in close()
         self._tb = _tensorboard(tensorboard_dir) if tensorboard_dir else None
+        self._wandb = _wandb_run(wandb) if wandb else None
 
     def write(self, step: int, metrics: dict[str, Any]) -> None:
         """Record the metrics of update ``step``."""
@@ -34,10 +42,14 @@ class MetricsWriter:
             metrics = {k: _finite_or_none(v) for k, v in metrics.items()}
             row = {"step": step, "time": round(time.time(), 3), **metrics}
             self._file.write(json.dumps(row, allow_nan=False, default=_jsonable) + "\n")
+        scalars = {
+            k: v for k, v in metrics.items() if isinstance(v, int | float) and math.isfinite(v)
+        }
         if self._tb is not None:
-            for key, value in metrics.items():
-                if isinstance(value, int | float) and math.isfinite(value):
-                    self._tb.add_scalar(key, value, step)
+            for key, value in scalars.items():
+                self._tb.add_scalar(key, value, step)
+        if self._wandb is not None:
+            self._wandb.log(scalars, step=step)
 
     def close(self) -> None:
         """Flush and close."""
@@ -47,6 +59,9 @@ class MetricsWriter:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -66,3 +81,18 @@ def _tensorboard(directory: str | Path) -> Any:
         log.warning("tensorboard is not installed: metrics go to the JSONL file only")
         return None
     return SummaryWriter(str(directory))
+
+
+def _wandb_run(settings: dict[str, Any]) -> Any:
+    import wandb
+
+    Path(settings["dir"]).mkdir(parents=True, exist_ok=True)
+    return wandb.init(
+        project=settings["project"],
+        name=settings.get("name"),
+        dir=str(settings["dir"]),
+        mode=settings.get("mode", "online"),
+        config=settings.get("config"),
+        resume="allow",
+        id=settings.get("id"),
+    )
