@@ -227,6 +227,9 @@ def test_overwrite_starts_a_clean_run_and_eval_writes_into_the_run_dir(tmp_path)
     assert "evaluating step 2 (" in evaluated.stdout
     result = json.loads((run_dir / "eval" / "step_2.json").read_text())
     assert result["step"] == 2 and result["num_tasks"] == 2
+    kept = (run_dir / "eval" / "step_2.episodes.jsonl").read_text().splitlines()
+    assert len(kept) == len(result["episodes"]) and "record" not in result["episodes"][0]
+    assert {json.loads(x)["task_id"] for x in kept} == {e["task_id"] for e in result["episodes"]}
 
     again = agentgym(
         "train", str(tiny_run.QUICKSTART), *tiny_run.sets(TINY + [f"run_dir={run_dir}"])
@@ -237,6 +240,7 @@ def test_overwrite_starts_a_clean_run_and_eval_writes_into_the_run_dir(tmp_path)
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert "--overwrite: deleted config.yaml, metrics.jsonl, checkpoints/" in fresh.stdout
     assert "eval/step_2.json" in fresh.stdout and not (run_dir / "eval" / "step_2.json").exists()
+    assert not (run_dir / "eval" / "step_2.episodes.jsonl").exists()
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1]
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [

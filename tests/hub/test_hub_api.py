@@ -330,6 +330,36 @@ def test_evals_in_step_order_and_bad_files_named(hub):
     assert {e["name"] for e in evals if "error" in e} == {"broken", "norows"}
 
 
+def test_eval_episodes_list_tasks_and_split_a_tasks_episodes_into_turns(hub, tokenizer):
+    """``agentgym eval`` keeps each result's episodes beside it; the hub lists the tasks with
+    each sample's outcome and returns one task's episodes as turns."""
+    url, root = hub
+    _write_eval(root / "done", "step_2", 2, 0.5)
+    _write_eval(root / "done", "model", None, 0.0)
+    records = [
+        episode(tokenizer, 10, ["Thought: go.\nAction: go to red ball 1"], task_id=40),
+        episode(tokenizer, 11, ["Action: turn left"], task_id=40, success=False),
+        episode(tokenizer, 12, ["Action: turn right"], task_id=41),
+    ]
+    path = root / "done" / "eval" / "step_2.episodes.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + "{bad\n")
+    listed = {e["name"]: e["has_episodes"] for e in get(url, "evals", run="done").json()["evals"]}
+    assert listed == {"step_2": True, "model": False}
+    tasks = get(url, "eval_episodes", run="done", name="step_2").json()
+    assert tasks["tasks"] == [
+        {"task_id": 40, "env": "babyai", "success": [True, False]},
+        {"task_id": 41, "env": "babyai", "success": [True]},
+    ]
+    assert tasks["bad_lines"] == 1
+    one = get(url, "eval_episodes", run="done", name="step_2", task=40).json()["episodes"]
+    assert [e["episode_id"] for e in one] == [10, 11] and "tokens" not in one[0]
+    replies = [t for t in one[0]["turns"] if t["kind"] == "reply"]
+    assert replies[0]["action"] == "go to red ball 1"
+    for name in ("model", "../config", "nope"):
+        assert get(url, "eval_episodes", run="done", name=name).status_code == 404
+    assert get(url, "eval_episodes", run="done", name="step_2", task="x").status_code == 400
+
+
 def test_play_textcraft_draws_the_goal_tree_with_the_inventory(hub):
     url, _ = hub
     view = post(url, "play", {"env": "textcraft", "task_id": 3}).json()

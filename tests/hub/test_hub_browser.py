@@ -165,3 +165,38 @@ def test_eval_table_compares_two_results(browser, hub_url):
     rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#eval-table tbody tr")]
     assert rows[1] == "level 0 0.750 0.250 +0.500"
     assert _severe(browser) == []
+
+
+def test_eval_episodes_of_one_task_side_by_side(browser, hub_url):
+    """Two results' episodes of the chosen task, each in its column, as turns."""
+    from selenium.webdriver.support.ui import Select
+
+    from agentgym.models import load_tokenizer
+
+    url, run_dir = hub_url
+    tok = load_tokenizer(run_dir / "model")
+    (run_dir / "eval").mkdir()
+    cases = (("model", None, "no action here", False),
+             ("step_5", 5, "Action: go to red ball 1", True))  # fmt: skip
+    for name, step, reply, success in cases:
+        rows = {"babyai": {"avg@1": float(success)}}
+        result = {"env": "babyai", "k": 1, "rows": rows, "step": step}
+        (run_dir / "eval" / f"{name}.json").write_text(json.dumps(result))
+        records = [episode(tok, 7, [reply], task_id=40, success=success),
+                   episode(tok, 8, ["Action: turn left"], task_id=81, success=False)]  # fmt: skip
+        lines = "".join(json.dumps(r) + "\n" for r in records)
+        (run_dir / "eval" / f"{name}.episodes.jsonl").write_text(lines)
+    browser.get(url)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr"))
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="eval"]').click()
+    _wait(browser, lambda d: len(Select(d.find_element(By.ID, "eval-task")).options) == 2)
+    Select(browser.find_element(By.ID, "eval-a")).select_by_value("model")
+    Select(browser.find_element(By.ID, "eval-b")).select_by_value("step_5")
+    _wait(browser, lambda d: "\u2717 | \u2713" in d.find_element(By.ID, "eval-task").text)
+    Select(browser.find_element(By.ID, "eval-task")).select_by_value("40")
+    right = lambda d: d.find_element(By.ID, "eval-episodes-b").text  # noqa: E731
+    _wait(browser, lambda d: "action: go to red ball 1" in right(d))
+    left = browser.find_element(By.ID, "eval-episodes-a").text
+    assert "truncated" in left and "parse error" in left
+    assert "success" in browser.find_element(By.ID, "eval-episodes-b").text
+    assert _severe(browser) == []

@@ -70,12 +70,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"agentgym eval: {e}", file=sys.stderr, flush=True)
         return 1
     result["step"] = step
+    records = [e.pop("record") for e in result["episodes"] if "record" in e]
     outs = [eval_out(Path(config.run_dir), ckpt, step)]
     if args.out:
         outs.append(Path(args.out))
     for out in outs:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1))
+        write_episodes(episodes_path(out), records)
     print(format_table(result))
     print(f"evaluated {what}; written to {' and '.join(map(str, outs))}")
     return 0
@@ -160,6 +162,22 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
+def episodes_path(result_path: Path) -> Path:
+    """Where the episodes of the eval result at ``result_path`` go (``step_8.json`` ->
+    ``step_8.episodes.jsonl``)."""
+    return result_path.with_name(result_path.stem + ".episodes.jsonl")
+
+
+def write_episodes(path: Path, records: list[dict[str, Any]]) -> None:
+    """Each eval episode as a trajectory record (text, tokens, log-probs), one per line, in
+    task order: what ``agentgym hub`` shows side by side for two checkpoints."""
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
+    tmp.replace(path)
+
+
 def periodic_eval(config: RunConfig, model: Any, tokenizer: Any) -> Callable[[int], dict]:
     """For the learner: at every ``eval.every``-th version, the held-out results of its current
     weights (the first ``eval.every_tasks`` tasks of each env, the transformers engine on the
@@ -184,6 +202,7 @@ def periodic_eval(config: RunConfig, model: Any, tokenizer: Any) -> Callable[[in
 
 
 async def _episodes(config, entry, model, tokenizer, tasks, cap) -> list[dict[str, Any]]:
+    from agentgym.actor.actor import trajectory_record
     from agentgym.actor.episodes import EpisodeSpec, derive_seed, next_ids, run_group
     from agentgym.actor.policy import make_engine, sampling_params
     from agentgym.agent.turns import ChatCodec
@@ -220,6 +239,7 @@ async def _episodes(config, entry, model, tokenizer, tasks, cap) -> list[dict[st
                 "score": t.reward,
                 "turns": t.num_turns,
                 "invalid_replies": invalid,
+                "record": trajectory_record(t, codec),
             }
             for t, invalid in zip(result.trajectories, result.invalid_replies, strict=True)
         ] + [{"task_id": task_id, "level": levels[task_id], "error": e} for e in result.errors]

@@ -26,9 +26,10 @@ _STEP = re.compile(r"step_(\d+)$")
 
 def run_files(run_dir: Path) -> list[str]:
     """The names in ``run_dir`` that a training run wrote (a folder with a trailing ``/``),
-    and its checkpoints' eval results (``eval/step_*.json``)."""
+    and its checkpoints' eval results (``eval/step_*.json`` and their episodes)."""
     found = [n + "/" * (run_dir / n).is_dir() for n in RUN_FILES if (run_dir / n).exists()]
-    evals = sorted((run_dir / EVAL_DIR).glob("step_*.json"))
+    evals = sorted([*(run_dir / EVAL_DIR).glob("step_*.json"),
+                    *(run_dir / EVAL_DIR).glob("step_*.episodes.jsonl")])  # fmt: skip
     return found + [f"{EVAL_DIR}/{p.name}" for p in evals]
 
 

@@ -35,6 +35,14 @@ class UnknownTrajectory(KeyError):
     """A trajectory index past the end of a run's samples."""
 
 
+class UnknownEval(KeyError):
+    """An eval result name the run does not have (or one saved without its episodes)."""
+
+
+EPISODES_SUFFIX = ".episodes.jsonl"
+"""Beside ``eval/NAME.json``: the episodes of that result (``agentgym eval`` writes both)."""
+
+
 @dataclass
 class LineFile:
     """Complete JSON lines of an append-only file, read incrementally and indexed by offset.
@@ -217,9 +225,46 @@ class Run:
             except (OSError, ValueError, KeyError, TypeError) as e:
                 out.append({"name": path.stem, "error": f"{type(e).__name__}: {e}"})
                 continue
+            episodes = path.with_name(path.stem + EPISODES_SUFFIX).exists()
             out.append({"name": path.stem, "step": result.get("step"), "env": result.get("env"),
-                        "k": result.get("k"), "rows": rows})  # fmt: skip
+                        "k": result.get("k"), "rows": rows, "has_episodes": episodes})  # fmt: skip
         return sorted(out, key=lambda e: (e.get("step") is None, e.get("step") or 0, e["name"]))
+
+    def eval_episodes(self, name: str, task_id: int | None) -> dict[str, Any]:
+        """The episodes ``agentgym eval`` kept for result ``name`` (``eval/NAME.episodes.jsonl``):
+        without ``task_id``, each task with its samples' outcomes; with it, that task's
+        episodes split into turns (as ``trajectory``)."""
+        names = {p.stem for p in (self.path / "eval").glob("*.json")}
+        path = self.path / "eval" / (name + EPISODES_SUFFIX)
+        if name not in names or not path.exists():  # names come from the listing only
+            raise UnknownEval(name)
+        records, bad = [], 0
+        with open(path) as f:
+            for line in f:
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    bad += 1
+        if task_id is None:
+            tasks: dict[Any, dict[str, Any]] = {}
+            for r in records:
+                t = tasks.setdefault(
+                    r.get("task_id"),
+                    {"task_id": r.get("task_id"), "env": r.get("env"), "success": []},
+                )
+                t["success"].append(bool(r.get("success")))
+            return {"tasks": list(tasks.values()), "bad_lines": bad}
+        config = self.config()
+        reply_format = (config.get("actor") or {}).get("reply_format", "action_line")
+        tokenizer = self._tokenizer(config)
+        out = []
+        for r in records:
+            if r.get("task_id") != task_id:
+                continue
+            ep = {k: v for k, v in r.items() if k not in ("tokens", "loss_mask", "logprobs")}
+            ep["turns"] = turns(r, tokenizer, reply_format)
+            out.append(ep)
+        return {"episodes": out, "bad_lines": bad}
 
     def refresh_trajectories(self) -> None:
         """Index the trajectory samples appended since the last call."""

@@ -12,6 +12,7 @@ API (all GET, JSON; ``run`` is an id from ``/api/runs``):
                                                 sampled episodes (no tokens), filterable
     /api/trajectory?run=ID&index=N              one episode split into turns
     /api/evals?run=ID                           the run's ``agentgym eval`` results per level
+    /api/eval_episodes?run=ID&name=N[&task=T]   an eval result's tasks, or one task's episodes
     /api/envs                                   native envs one can play by hand
     POST /api/play {"env", "task_id"}           start a hand-played episode
     POST /api/play/step {"session", "action"}   one action in it
@@ -34,7 +35,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from agentgym.hub.play import Play, PlayError
-from agentgym.hub.runs import FILTERS, RunIndex, UnknownRun, UnknownTrajectory, matches
+from agentgym.hub.runs import (
+    FILTERS,
+    RunIndex,
+    UnknownEval,
+    UnknownRun,
+    UnknownTrajectory,
+    matches,
+)
 
 STATIC_FILES = ("index.html", "app.js", "style.css")
 MAX_PAGE = 1000
@@ -85,6 +93,9 @@ class Hub:
             return run.trajectory(_int(query, "index", None))
         if route == "evals":
             return {"evals": run.evals()}
+        if route == "eval_episodes":
+            task = _int(query, "task", None) if "task" in query else None
+            return run.eval_episodes(_required(query, "name"), task)
         raise KeyError(route)
 
     def post(self, route: str, body: Any) -> Any:
@@ -193,6 +204,8 @@ class Handler(BaseHTTPRequestHandler):
             self._json(HTTPStatus.NOT_FOUND, {"error": f"unknown run {e.args[0]!r}"})
         except UnknownTrajectory as e:
             self._json(HTTPStatus.NOT_FOUND, {"error": f"no trajectory {e.args[0]}"})
+        except UnknownEval as e:
+            self._json(HTTPStatus.NOT_FOUND, {"error": f"no eval episodes named {e.args[0]!r}"})
         except KeyError as e:
             self._json(HTTPStatus.NOT_FOUND, {"error": f"no such API route: {e.args[0]!r}"})
 

@@ -373,6 +373,56 @@ function renderEval() {
   }
   $("eval-note").textContent = `${measure} per level; last column: the second chosen result ` +
     "minus the first";
+  loadEvalTasks().catch(fail);
+}
+
+// Episodes of one task under the two chosen results, side by side (agentgym eval keeps them in
+// eval/NAME.episodes.jsonl).
+async function loadEvalTasks() {
+  const a = $("eval-a").value, b = $("eval-b").value;
+  const kept = [a, b].filter((n) => evals.list.find((e) => e.name === n)?.has_episodes);
+  $("eval-task").replaceChildren();
+  $("eval-sides").hidden = !kept.length;
+  if (!kept.length) {
+    $("eval-task-note").textContent = "these results were saved without their episodes";
+    return;
+  }
+  const tasks = new Map();
+  for (const name of kept) {
+    for (const t of (await api("eval_episodes", {run: evals.run, name})).tasks) {
+      const entry = tasks.get(t.task_id) || {env: t.env, marks: {}};
+      entry.marks[name] = t.success.map((s) => (s ? "\u2713" : "\u2717")).join("");
+      tasks.set(t.task_id, entry);
+    }
+  }
+  $("eval-task").replaceChildren(...[...tasks].map(([id, t]) => new Option(
+    `${t.env} ${id}: ${t.marks[a] ?? "-"} | ${t.marks[b] ?? "-"}`, String(id))));
+  $("eval-task-note").textContent = "\u2713/\u2717: each sample's outcome under the first | " +
+    "second chosen result";
+  await showEvalTask();
+}
+
+async function showEvalTask() {
+  const task = $("eval-task").value;
+  for (const [side, name] of [["a", $("eval-a").value], ["b", $("eval-b").value]]) {
+    const box = $(`eval-episodes-${side}`);
+    box.replaceChildren();
+    $(`eval-side-${side}`).textContent = name;
+    if (task === "" || !evals.list.find((e) => e.name === name)?.has_episodes) continue;
+    const {episodes} = await api("eval_episodes", {run: evals.run, name, task});
+    for (const ep of episodes) {
+      const div = document.createElement("div");
+      div.className = "episode";
+      const head = document.createElement("div");
+      head.className = "outcome";
+      head.textContent = `${ep.success ? "success" : ep.truncated ? "truncated" : "failed"}, ` +
+        `reward ${fmt(ep.reward)}, ${ep.num_turns} turns`;
+      div.appendChild(head);
+      if (ep.turns.length) ep.turns.forEach((t, k) => div.appendChild(renderTurn(t, k)));
+      else div.appendChild(Object.assign(document.createElement("pre"), {textContent: ep.text}));
+      box.appendChild(div);
+    }
+  }
 }
 
 // --- play -----------------------------------------------------------------------------------
@@ -551,6 +601,7 @@ function wire() {
   for (const id of ["eval-measure", "eval-a", "eval-b"]) {
     $(id).addEventListener("change", renderEval);
   }
+  $("eval-task").addEventListener("change", () => showEvalTask().catch(fail));
   $("play-env").addEventListener("change", showTaskRange);
   $("play-start").addEventListener("click", () => startPlay().catch(fail));
   $("play-form").addEventListener("submit", (e) => {
