@@ -268,10 +268,7 @@ class Actor:
                 continue
             waited = time.perf_counter()
             self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), 0.5)
-            except TimeoutError:
-                pass
+            await _wait_event(self._changed, 0.5)
             self.stats.waiting_admission_s += time.perf_counter() - waited
 
     def _may_admit(self) -> bool:
@@ -450,6 +447,18 @@ class Actor:
         with open(path, "a") as f:
             for t in trajectories:
                 f.write(json.dumps(trajectory_record(t, self.codec)) + "\n")
+
+
+async def _wait_event(event: asyncio.Event, timeout_s: float) -> None:
+    """Wait until ``event`` is set or ``timeout_s`` passed. Not ``wait_for`` with ``except
+    TimeoutError``: on Python 3.11 a cancellation of the caller that lands as that inner
+    timeout fires comes back as TimeoutError and would be swallowed (the actor's own
+    ``timeout_s`` then never stopped it)."""
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=timeout_s)
+    finally:
+        waiter.cancel()
 
 
 def trajectory_record(t: Trajectory, codec: ChatCodec) -> dict[str, Any]:
