@@ -20,6 +20,7 @@ import yaml
 
 from agentgym.actor.config import ActorConfig
 from agentgym.configtools import ConfigError, FieldProblems, check, from_dict, none_or
+from agentgym.curriculum import CurriculumConfig
 from agentgym.horizon import HorizonConfig
 from agentgym.learner.config import LearnerConfig, OptimConfig
 from agentgym.models import TinyModelSpec
@@ -143,15 +144,30 @@ class TasksConfig:
     """Tasks the actors sample from."""
     eval: TaskRange = field(default_factory=lambda: TaskRange(start=100_000, stop=100_400))
     """Held-out tasks ``agentgym eval`` runs."""
+    curriculum: CurriculumConfig | None = None
+    """BabyAI levels opened stage by stage as training success rises (``agentgym.curriculum``);
+    null: every level of ``train`` from the start."""
 
     def __post_init__(self) -> None:
         overlap = self.train.start < self.eval.stop and self.eval.start < self.train.stop
+        c = self.curriculum
+        staged = set() if c is None else {lvl for s in c.stages for lvl in s}
+        first_open = c is None or bool(c.stages and _open_ids(self.train, c))
         check(
             self,
             ("eval", not overlap, "overlaps tasks.train: eval would not be held out"),
             ("train", not _selects_nothing(self.train), "selects no task id"),
             ("eval", not _selects_nothing(self.eval), "selects no task id"),
-        )
+            ("curriculum", c is None or not self.train.levels or staged <= set(self.train.levels),
+             f"stages levels that tasks.train.levels leaves out ({sorted(staged)})"),
+            ("curriculum", first_open, "its first stage opens no task id of tasks.train"),
+        )  # fmt: skip
+
+
+def _open_ids(tasks: TaskRange, curriculum: CurriculumConfig) -> list[int]:
+    from agentgym.curriculum import open_task_ids
+
+    return open_task_ids(tasks.ids(), curriculum, 0)
 
 
 def _selects_nothing(tasks: TaskRange) -> bool:
@@ -446,10 +462,14 @@ class RunConfig:
         for i, name in enumerate(names):
             if name in names[:i]:
                 out.append((f"envs[{i}].env.name", f"{name!r} is listed twice"))
+            if self.envs[i].tasks.curriculum is not None and name != "babyai":
+                out.append((f"envs[{i}].tasks.curriculum", "stages BabyAI levels: babyai only"))
             if self.envs[i].env.serve:
                 out.append((f"envs[{i}].env.serve", "is for a single env; give env.remote"))
         if self.envs and (self.env != EnvConfig() or self.tasks != TasksConfig()):
             out.append(("env", "must be left out with envs (each entry has its env and tasks)"))
+        if not self.envs and self.tasks.curriculum is not None and self.env.name != "babyai":
+            out.append(("tasks.curriculum", "stages BabyAI levels: babyai only"))
         return out
 
     def _check_fields(self) -> None:

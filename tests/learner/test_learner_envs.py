@@ -69,3 +69,19 @@ def test_reward_scale_and_loss_weight_apply_to_their_env_only():
         assert after.reward == before.reward * factor
     weights = learner._loss_weights(trajectories).tolist()
     assert weights == [0.0 if t.env == "babyai" else 1.0 for t in trajectories]
+
+
+def test_the_learner_sends_each_stage_logs_it_and_keeps_it_across_a_resume(tmp_path):
+    from agentgym.curriculum import CurriculumConfig
+
+    cfg = LearnerConfig(groups_per_step=2, checkpoint_dir=str(tmp_path))
+    stages = CurriculumConfig(stages=((0,), (1,)), promote_at=0.5, window=4)
+    learner = Learner(tiny_model(), cfg, curricula={"babyai": stages})
+    groups = make_groups(tiny_model(), seed=1)  # half of them babyai, half successes
+    babyai = [replace(t, success=True) if t.env == "babyai" else t for t in groups]
+    metrics = learner.step(babyai)
+    assert metrics["curriculum_stage/babyai"] == 1 and learner.control().env_stages == {"babyai": 1}
+    learner.save_checkpoint()
+    resumed = Learner(tiny_model(), cfg, curricula={"babyai": stages})
+    resumed.load_checkpoint(tmp_path)
+    assert resumed.control().env_stages == {"babyai": 1}

@@ -50,6 +50,7 @@ from agentgym.actor.episodes import (
     run_group,
 )
 from agentgym.agent.turns import ChatCodec
+from agentgym.curriculum import CurriculumConfig, open_task_ids
 from agentgym.engines.base import Engine, SamplingParams
 from agentgym.envs import EnvPool
 from agentgym.transport.channels import AsyncActorChannels, Endpoints, WeightFetchError
@@ -71,6 +72,8 @@ class EnvDraw:
     weight: float = 1.0
     in_flight: int = 1
     """Groups of this env that may run at once."""
+    curriculum: CurriculumConfig | None = None
+    """Its level stages: tasks are drawn from the levels the learner's stage opens."""
 
 
 def in_flight_shares(weights: Sequence[float], total: int) -> list[int]:
@@ -112,11 +115,14 @@ class ActorSettings:
     """How often the actor tells the learner it is alive."""
     envs: tuple[EnvDraw, ...] = ()
     """The envs of a multi-env run (empty: ``env`` with ``task_ids``)."""
+    curriculum: CurriculumConfig | None = None
+    """The level curriculum of a single-env run (``EnvDraw.curriculum`` in a multi-env one)."""
 
     @property
     def draws(self) -> tuple[EnvDraw, ...]:
         """The envs groups are drawn from (one for a single-env run)."""
-        return self.envs or (EnvDraw(self.env, self.task_ids, 1.0, self.groups_in_flight),)
+        one = EnvDraw(self.env, self.task_ids, 1.0, self.groups_in_flight, self.curriculum)
+        return self.envs or (one,)
 
 
 @dataclass
@@ -163,6 +169,7 @@ class Actor:
         self.engine, self.codec, self.params = engine, codec, params
         self.pools = dict(pool) if isinstance(pool, Mapping) else {settings.draws[0].name: pool}
         self._running: Counter[str] = Counter()  # groups in flight per env
+        self._open_ids: dict[tuple[str, int], list[int]] = {}  # (env, stage) -> open task ids
         self.endpoints = endpoints
         self.stats = ActorStats()
         self.clocks = Clocks()
@@ -295,13 +302,23 @@ class Actor:
             return open_envs[0]
         return self._rng.choices(open_envs, weights=[d.weight for d in open_envs])[0]
 
+    def _open_tasks(self, draw: EnvDraw) -> Sequence[int]:
+        """``draw``'s task ids, only those of the levels open now where it has a curriculum."""
+        if draw.curriculum is None:
+            return draw.task_ids
+        assert self._control is not None
+        key = (draw.name, self._control.env_stages.get(draw.name, 0))
+        if key not in self._open_ids:
+            self._open_ids[key] = open_task_ids(draw.task_ids, draw.curriculum, key[1])
+        return self._open_ids[key]
+
     def _start_group(self) -> None:
         assert self._control is not None
         draw = self._draw_env()
         group_id = next(self._group_ids)
         spec = EpisodeSpec(
             env=draw.name,
-            task_id=self._rng.choice(draw.task_ids),
+            task_id=self._rng.choice(self._open_tasks(draw)),
             group_id=group_id,
             group_size=self.s.group_size,
             horizon_cap=self._control.cap_of(draw.name),

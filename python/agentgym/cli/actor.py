@@ -127,6 +127,7 @@ def run_actor(
         env=config.entries[0].env.name,
         task_ids=config.entries[0].tasks.train.ids(),
         envs=env_draws(config) if config.multi_env else (),
+        curriculum=config.entries[0].tasks.curriculum,
         group_size=a.group_size,
         groups_in_flight=a.groups_in_flight,
         max_staleness=0 if sync or config.deterministic else config.learner.max_staleness,
@@ -163,7 +164,7 @@ def env_draws(config: RunConfig) -> tuple:
     entries = config.entries
     shares = in_flight_shares([e.weight for e in entries], config.actor.groups_in_flight)
     return tuple(
-        EnvDraw(e.env.name, e.tasks.train.ids(), e.weight, n)
+        EnvDraw(e.env.name, e.tasks.train.ids(), e.weight, n, e.tasks.curriculum)
         for e, n in zip(entries, shares, strict=True)
     )
 

@@ -111,7 +111,8 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
         metrics_path=str(run_dir / "metrics.jsonl"),
         weights_dir=config.learner.weights_dir or str(run_dir / "weights"),
     )
-    learner = Learner(model, lcfg, dist=dist, envs=env_training(config))
+    curricula = {e.env.name: e.tasks.curriculum for e in config.entries if e.tasks.curriculum}
+    learner = Learner(model, lcfg, dist=dist, envs=env_training(config), curricula=curricula)
     if resume:
         learner.load_checkpoint(run_dir / "checkpoints")
     if max_steps is None and lcfg.max_steps is not None:

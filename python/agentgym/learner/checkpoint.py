@@ -45,6 +45,8 @@ class TrainingState:
     """Per actor index, how many actor processes the run has had (``ActorRegistry``)."""
     env_horizons: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per env of a multi-env run, its horizon controller's state."""
+    curricula: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per env with a level curriculum, its state (open stage, recent successes)."""
 
 
 def save_checkpoint(

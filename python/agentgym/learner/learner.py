@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from agentgym.curriculum import Curriculum, CurriculumConfig
 from agentgym.horizon import HorizonController, HorizonStats
 from agentgym.learner import advantages as adv_fns
 from agentgym.learner.batch import GroupBuffer, TrainBatch, collate
@@ -162,6 +163,7 @@ class Learner:
         ref_model: nn.Module | None = None,
         dist: Dist | None = None,
         envs: Mapping[str, EnvTraining] | None = None,
+        curricula: Mapping[str, CurriculumConfig] | None = None,
     ):
         self.cfg = config
         self.envs = dict(envs or {})
@@ -174,6 +176,7 @@ class Learner:
         self.version = 0
         self.horizon = HorizonController(config.horizon)
         self.horizons = {env: HorizonController(e.horizon) for env, e in self.envs.items()}
+        self.curricula = {env: Curriculum(c) for env, c in (curricula or {}).items()}
         self.buffer = GroupBuffer(config.max_staleness)
         self.counters: Counter[str] = Counter()
         self._actor_launches: dict[int, int] = {}
@@ -246,6 +249,7 @@ class Learner:
         env_caps = {env: h.cap for env, h in self.horizons.items()}
         self.version += 1
         self._observe_horizons(trajectories)
+        self._observe_curricula(trajectories)
         elapsed = time.perf_counter() - start
         num_tokens = int(batch.attention_mask.sum())
         self.counters["steps"] += 1
@@ -260,6 +264,7 @@ class Learner:
             horizon_cap_trained=cap,
             **{f"horizon_cap/{env}": h.cap for env, h in self.horizons.items()},
             **{f"horizon_cap_trained/{env}": c for env, c in env_caps.items()},
+            **{f"curriculum_stage/{env}": c.stage for env, c in self.curricula.items()},
             step_time_s=elapsed,
             tokens=num_tokens,
             tokens_per_s=num_tokens / elapsed,
@@ -294,10 +299,18 @@ class Learner:
             mine = [(t.horizon_cap, t.truncated, t.success) for t in trajectories if t.env == env]
             h.observe(HorizonStats.from_episodes(mine, h.cap))
 
+    def _observe_curricula(self, trajectories: Sequence[Trajectory]) -> None:
+        for env, c in self.curricula.items():
+            if c.observe(t.success for t in trajectories if t.env == env):
+                log.info("curriculum: %s opens stage %d at version %d", env, c.stage, self.version)
+
     def control(self, *, stop: bool = False) -> Control:
-        """What the actors are told now: version, caps (the run's and each env's), stop."""
+        """What the actors are told now: version, caps (the run's and each env's), each
+        curriculum's open stage, stop."""
         caps = {env: h.cap for env, h in self.horizons.items()}
-        return Control(self.version, self.horizon.cap, stop=stop, env_caps=caps)
+        stages = {env: c.stage for env, c in self.curricula.items()}
+        return Control(self.version, self.horizon.cap, stop=stop, env_caps=caps,
+                       env_stages=stages)  # fmt: skip
 
     @torch.no_grad()
     def _prepare(self, batch: TrainBatch, skip: Tensor | None = None) -> Prepared:
@@ -688,8 +701,14 @@ class Learner:
             self._actor_launches = self._registry.launches()
         launches = {str(k): v for k, v in self._actor_launches.items()}
         horizons = {env: h.state_dict() for env, h in self.horizons.items()}
+        curricula = {env: c.state_dict() for env, c in self.curricula.items()}
         state = TrainingState(
-            self.version, self.horizon.state_dict(), dict(self.counters), launches, horizons
+            self.version,
+            self.horizon.state_dict(),
+            dict(self.counters),
+            launches,
+            horizons,
+            curricula,
         )
         if self.dist.sharded:
             path = save_sharded_checkpoint(
@@ -732,6 +751,9 @@ class Learner:
                     f"{sorted(state.env_horizons) or 'one'}); resume with the run's own envs"
                 )
             h.load_state_dict(state.env_horizons[env])
+        for env, c in self.curricula.items():
+            if env in state.curricula:  # a curriculum added on resume starts at its first stage
+                c.load_state_dict(state.curricula[env])
         self.counters = Counter(state.counters)
         self._actor_launches = {int(k): int(v) for k, v in state.actor_launches.items()}
         log.info("resumed from %s at version %d", path, self.version)

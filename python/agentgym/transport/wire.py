@@ -160,6 +160,8 @@ class Control:
     """True once the learner is done; actors finish and exit."""
     env_caps: Mapping[str, int | None] = field(default_factory=dict)
     """Per env of a multi-env run, its own turn cap (an env not listed: ``horizon_cap``)."""
+    env_stages: Mapping[str, int] = field(default_factory=dict)
+    """Per env with a level curriculum, its open stage (``agentgym.curriculum``)."""
 
     def cap_of(self, env: str) -> int | None:
         """The turn cap for new episodes of ``env``."""
@@ -384,6 +386,7 @@ def encode_control(control: Control) -> bytes:
             "horizon_cap": control.horizon_cap,
             "stop": control.stop,
             "env_caps": dict(control.env_caps),
+            "env_stages": dict(control.env_stages),
         },
         use_bin_type=True,
     )
@@ -612,7 +615,16 @@ def decode_control(buf: Any) -> Control:
         horizon_cap=_field(msg, "horizon_cap", (int, type(None))),
         stop=_field(msg, "stop", bool),
         env_caps=_env_caps(_field(msg, "env_caps", dict)),
+        env_stages=_env_stages(_field(msg, "env_stages", dict)),
     )
+
+
+def _env_stages(stages: dict) -> dict[str, int]:
+    for env, stage in stages.items():
+        ok = isinstance(stage, int) and not isinstance(stage, bool) and stage >= 0
+        if not isinstance(env, str) or not ok:
+            raise WireError(f"control: env_stages must map env names to stages >= 0: {stages!r}")
+    return stages
 
 
 def _env_caps(caps: dict) -> dict[str, int | None]:

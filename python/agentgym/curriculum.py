@@ -1,0 +1,88 @@
+"""Level curriculum: which of an env's levels its training groups draw from, widened by success.
+
+An env's ``tasks.curriculum`` lists stages of BabyAI levels (``task_id % 40``). Training starts on
+the first stage's levels; once the mean success of the last ``window`` training episodes of that
+env (all drawn from the levels open at the time) reaches ``promote_at``, the next stage's levels
+are added, and the count starts over. The learner owns one ``Curriculum`` per env that has one,
+feeds it each update's episodes, sends the open stage to the actors (``Control.env_stages``),
+logs ``curriculum_stage/<env>`` per step, and saves its state in checkpoints. The actors draw
+task ids only from the open levels (``open_task_ids``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentgym.configtools import check
+
+BABYAI_LEVELS = 40
+
+
+@dataclass(frozen=True)
+class CurriculumConfig:
+    """Stages of BabyAI levels opened one after another as success rises."""
+
+    stages: tuple[tuple[int, ...], ...] = ()
+    """Levels each stage adds (``[[0, 1], [2], [3, 4]]``); training starts on the first."""
+    promote_at: float = 0.8
+    """Mean success over the last ``window`` episodes that opens the next stage."""
+    window: int = 32
+    """Training episodes the success is averaged over (counted from the last opening)."""
+
+    def __post_init__(self) -> None:
+        levels = [lvl for stage in self.stages for lvl in stage]
+        check(
+            self,
+            ("stages", len(self.stages) >= 2 and all(self.stages),
+             "must list at least two non-empty stages"),
+            ("stages", all(0 <= lvl < BABYAI_LEVELS for lvl in levels),
+             f"must hold BabyAI levels in [0, {BABYAI_LEVELS})"),
+            ("stages", len(set(levels)) == len(levels), "lists a level twice"),
+            ("promote_at", 0 < self.promote_at <= 1, "must be in (0, 1]"),
+            ("window", self.window >= 1, "must be >= 1"),
+        )  # fmt: skip
+
+    def open_levels(self, stage: int) -> frozenset[int]:
+        """The levels of stages ``0..stage``."""
+        return frozenset(lvl for s in self.stages[: stage + 1] for lvl in s)
+
+
+def open_task_ids(task_ids: Sequence[int], config: CurriculumConfig, stage: int) -> list[int]:
+    """The ids of ``task_ids`` whose level is open at ``stage``."""
+    levels = config.open_levels(stage)
+    return [t for t in task_ids if t % BABYAI_LEVELS in levels]
+
+
+class Curriculum:
+    """The open stage of one env, moved by its training episodes' success."""
+
+    def __init__(self, config: CurriculumConfig):
+        self.config = config
+        self.stage = 0
+        self._recent: deque[bool] = deque(maxlen=config.window)
+
+    def observe(self, successes: Iterable[bool]) -> bool:
+        """Account for one update's episodes of this env; True when a stage opened."""
+        self._recent.extend(bool(s) for s in successes)
+        last = len(self.config.stages) - 1
+        full = len(self._recent) == self.config.window
+        if self.stage < last and full and self.success >= self.config.promote_at:
+            self.stage += 1
+            self._recent.clear()
+            return True
+        return False
+
+    @property
+    def success(self) -> float:
+        """Mean success of the episodes counted since the last opening (0 before any)."""
+        return sum(self._recent) / len(self._recent) if self._recent else 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "recent": list(self._recent)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.stage = int(state["stage"])
+        self._recent = deque((bool(x) for x in state["recent"]), maxlen=self.config.window)

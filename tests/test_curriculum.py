@@ -1,0 +1,68 @@
+"""The level curriculum: stages open on success, actors draw only open levels, the learner sends
+the stage and keeps it across a resume, and configs that cannot work are refused at load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentgym.actor.actor import Actor, ActorSettings
+from agentgym.config import ConfigError, load_config
+from agentgym.curriculum import Curriculum, CurriculumConfig, open_task_ids
+from agentgym.transport.channels import Endpoints
+from agentgym.transport.wire import Control, decode_control, encode_control
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
+STAGES = CurriculumConfig(stages=((0,), (1, 2), (3,)), promote_at=0.75, window=4)
+
+
+def test_a_stage_opens_when_the_window_reaches_the_threshold_and_the_count_restarts():
+    c = Curriculum(STAGES)
+    assert not c.observe([True, True, True])  # 3 of a window of 4: too few yet
+    assert c.observe([False]) is True and c.stage == 1  # 3/4 = 0.75
+    assert c.success == 0.0  # counting starts over at the new stage
+    assert not c.observe([True, False, False, True, True])  # last 4: 2/4
+    assert c.observe([True]) and c.stage == 2  # last 4: 3/4
+    assert not c.observe([True] * 10) and c.stage == 2  # the last stage stays
+    again = Curriculum(STAGES)
+    again.load_state_dict(c.state_dict())
+    assert again.stage == 2 and again.success == c.success
+
+
+def test_open_task_ids_keep_the_open_levels():
+    ids = list(range(200))
+    assert {t % 40 for t in open_task_ids(ids, STAGES, 0)} == {0}
+    assert {t % 40 for t in open_task_ids(ids, STAGES, 1)} == {0, 1, 2}
+    assert {t % 40 for t in open_task_ids(ids, STAGES, 2)} == {0, 1, 2, 3}
+
+
+def test_curricula_that_cannot_work_are_refused_at_load():
+    def problems(*items):
+        with pytest.raises(ConfigError) as e:
+            load_config(QUICKSTART, list(items))
+        return "\n".join(e.value.problems)
+
+    assert "must list at least two non-empty stages" in problems("tasks.curriculum={stages: [[0]]}")
+    assert "lists a level twice" in problems("tasks.curriculum={stages: [[0], [0, 1]]}")
+    assert "leaves out ([0, 7])" in problems("tasks.curriculum={stages: [[0], [7]]}")
+    assert "promote_at: must be in (0, 1]" in problems(
+        "tasks.curriculum={stages: [[0], [1]], promote_at: 0}"
+    )
+    textcraft = problems(
+        "env.name=textcraft", "tasks.train.levels=[]", "tasks.eval.levels=[]",
+        "tasks.curriculum={stages: [[0], [1]]}", "model.menu_policy=false",
+        "actor.reply_format=action_line", "engine.max_new_tokens=8",
+    )  # fmt: skip
+    assert "tasks.curriculum: stages BabyAI levels: babyai only" in textcraft
+
+
+def test_the_actor_draws_only_from_the_stage_the_learner_sent():
+    settings = ActorSettings(env="babyai", task_ids=tuple(range(400)), curriculum=STAGES)
+    actor = Actor(settings, None, None, None, None, Endpoints())
+    (draw,) = settings.draws
+    actor._control = Control(0, 5)
+    assert {t % 40 for t in actor._open_tasks(draw)} == {0}
+    actor._control = decode_control(encode_control(Control(1, 5, env_stages={"babyai": 1})))
+    drawn = {actor._rng.choice(actor._open_tasks(draw)) % 40 for _ in range(200)}
+    assert drawn == {0, 1, 2}
