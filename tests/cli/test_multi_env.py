@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import tiny_run
 
 from agentgym.actor.actor import Actor, ActorSettings, EnvDraw, in_flight_shares
 from agentgym.config import ConfigError, load_config
@@ -148,20 +149,9 @@ def test_eval_results_of_several_envs_get_a_macro_row():
     assert "macro" in format_table(result)
 
 
-TINY_MULTI = [
-    "model.tiny.vocab_size=384",
-    "model.tiny.hidden_size=32",
-    "model.tiny.intermediate_size=64",
-    "model.tiny.num_hidden_layers=1",
-    "model.corpus_episodes=8",
-    "engine.max_new_tokens=8",
-    "actor.group_size=2",
-    "actor.groups_in_flight=2",
-    "actor.sample_every=1",
-    "learner.groups_per_step=2",
-    "learner.max_steps=2",
-    "learner.checkpoint_every=1",
-]
+# the tiny run's sizes (its horizon settings are the learner's, which each env here replaces
+# with its own), one layer, and room for a short "Action:" reply
+TINY_MULTI = [*tiny_run.TINY, "model.tiny.num_hidden_layers=1", "engine.max_new_tokens=8"]
 
 
 @pytest.mark.slow
@@ -170,8 +160,6 @@ def test_a_multi_env_run_trains_on_both_envs_and_resumes_their_schedules(tmp_pat
     each), each env's cap is in the metrics, and a resumed run continues each schedule."""
     pytest.importorskip("torch")
     import json
-
-    import tiny_run
 
     from agentgym.cli.main import main
 
