@@ -35,7 +35,7 @@ def test_remote_settings_are_checked_at_load():
         "env.name=webshop", "env.serve=1", "model.path=/tmp"
     )
     no_native = _problems("env.name=sciworld", "env.remote=[http://127.0.0.1:36002]")
-    assert "model.path: must be set for env 'sciworld'" in no_native
+    assert "model.path: must be set for env(s) ['sciworld'] without a native" in no_native
     assert "env.name: must be a native env" in _problems("env.name=sciworld")
 
 
