@@ -38,6 +38,7 @@ CHATML_TEMPLATE = (
 """ChatML: each message is <|im_start|>ROLE, newline, CONTENT, <|im_end|>, newline."""
 
 MANIFEST = "agentgym_tiny_model.json"
+MENU_MANIFEST = "agentgym_menu_model.json"
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,12 @@ class TinyModelSpec:
 
 
 Corpus = Iterable[str] | Callable[[], Iterable[str]]
+
+
+def menu_manifest(env: str, spec: TinyModelSpec, corpus_episodes: int, seed: int) -> dict:
+    """What a menu model's manifest records (``agentgym.actor.menu``; a build with another one
+    is not reused)."""
+    return {"spec": asdict(spec), "env": env, "corpus_episodes": corpus_episodes, "seed": seed}
 
 
 def build_tiny_model(

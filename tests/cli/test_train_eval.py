@@ -80,8 +80,14 @@ def test_eval_reports_avg_and_pass_at_k_per_level(trained):
     assert len(result["episodes"]) == 8
     table = format_table(result)
     assert "avg@2" in table and "level 1" in table
-    # seeded: the same checkpoint, tasks and eval.seed give the same episodes
-    assert evaluate(config, trained / "checkpoints", limit=4)["episodes"] == result["episodes"]
+    # seeded: the same checkpoint, tasks and eval.seed give the same episodes (the kept
+    # records too, but for log-probs, which move in the last bits with the engine's batching)
+    again = evaluate(config, trained / "checkpoints", limit=4)["episodes"]
+
+    def same(e):
+        return {**e, "record": {k: v for k, v in e["record"].items() if k != "logprobs"}}
+
+    assert [same(e) for e in again] == [same(e) for e in result["episodes"]]
 
 
 @pytest.mark.slow

@@ -27,21 +27,29 @@ import json
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from agentgym.models import IM_START, TinyModelSpec, builtin_corpus, env_corpus, init_model
+from agentgym.models import (
+    IM_START,
+    TinyModelSpec,
+    builtin_corpus,
+    env_corpus,
+    init_model,
+    menu_manifest,
+)
+from agentgym.models import (
+    MENU_MANIFEST as MANIFEST,
+)
 
 MASKED_LOGIT = -1e9
 """Logit of a token the menu rules out (finite, so 0 * logp stays 0 in masked sums)."""
 
 COLORS = ("red", "green", "blue", "purple", "yellow", "grey")
 KINDS = ("ball", "key", "box")
-MANIFEST = "agentgym_menu_model.json"
 
 
 def babyai_action_phrases(max_index: int = 6) -> list[str]:
@@ -81,7 +89,7 @@ def build_menu_model(
     agent's built-in text; the model is a randomly initialised Qwen2 sized by ``spec``.
     """
     directory = Path(directory)
-    want = {"spec": asdict(spec), "env": env, "corpus_episodes": corpus_episodes, "seed": seed}
+    want = menu_manifest(env, spec, corpus_episodes, seed)
     manifest = directory / MANIFEST
     if manifest.exists():
         have = json.loads(manifest.read_text())

@@ -19,6 +19,61 @@ def model_dir(config: RunConfig) -> Path:
     return Path(config.run_dir) / "model"
 
 
+def model_conflict(config: RunConfig) -> str | None:
+    """Why the run dir's model cannot serve ``config`` (it was built with other settings), or
+    None; reads the build's manifest only (no torch), so the launcher can refuse before any
+    process starts. The build itself is left to the learner and actors."""
+    if config.model.path is not None:
+        return None
+    directory = model_dir(config)
+    if config.model.menu_policy:
+        from agentgym.models import MENU_MANIFEST as MANIFEST
+        from agentgym.models import menu_manifest
+
+        want = menu_manifest(config.env.name, config.model.tiny, config.model.corpus_episodes,
+                             config.actor.seed)  # fmt: skip
+        have = _manifest(directory / MANIFEST)
+        ok = have is None or have == want
+        return None if ok else f"{directory} holds a different menu model: {have} != {want}"
+    from dataclasses import asdict
+
+    from agentgym.models import MANIFEST
+
+    have = _manifest(directory / MANIFEST)
+    if have is None or have.get("spec") == asdict(config.model.tiny):
+        return None
+    want = asdict(config.model.tiny)
+    return f"{directory} holds a tiny model built with {have.get('spec')}, not {want}"
+
+
+def _manifest(path: Path) -> dict | None:
+    import json
+
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def wait_for_model(config: RunConfig, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for another process (the learner) to finish building the
+    model directory; True when it is there."""
+    import time
+
+    from agentgym.models import MANIFEST as TINY
+    from agentgym.models import MENU_MANIFEST as MENU
+
+    if config.model.path is not None:
+        return True
+    directory = model_dir(config)
+    deadline = time.monotonic() + timeout_s
+    while not ((directory / MENU).exists() or (directory / TINY).exists()):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def prepare_model(config: RunConfig) -> Path:
     """Make sure the policy's directory exists (build the tiny model once); returns it."""
     directory = model_dir(config)

@@ -51,6 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="wait for every update before sampling again (no staleness)",
     )
+    parser.add_argument(
+        "--wait-model",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait up to this long for another process (the learner) to build the tiny model in "
+        "the run dir before building it here (agentgym train passes it)",
+    )
     return parser
 
 
@@ -64,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         endpoints = _learner_address(args.learner)
     else:
         endpoints = _endpoints(config, args.endpoints)
-    stats = run_actor(config, endpoints, index=args.index, sync=args.sync)
+    stats = run_actor(
+        config, endpoints, index=args.index, sync=args.sync, wait_model_s=args.wait_model
+    )
     log.info(
         "done: %d groups pushed, %d episodes dropped", stats.groups_pushed, stats.dropped_env_errors
     )
@@ -100,6 +110,7 @@ def run_actor(
     *,
     index: int = 0,
     sync: bool = False,
+    wait_model_s: float = 0.0,
 ):
     """Build the engine and env pool and run one actor until the learner stops. ``endpoints``
     may be a function, called once the engine and pool are built (the learner's endpoints
@@ -107,10 +118,18 @@ def run_actor(
     a = config.actor
     set_torch_threads(a.torch_threads, deterministic=config.deterministic)
     from agentgym.actor.actor import Actor, ActorSettings
-    from agentgym.actor.policy import load_policy, make_engine, prepare_model, sampling_params
+    from agentgym.actor.policy import (
+        load_policy,
+        make_engine,
+        prepare_model,
+        sampling_params,
+        wait_for_model,
+    )
     from agentgym.agent.turns import ChatCodec
     from agentgym.learner.weights import blobs_to_state_dict, stream_tensors
 
+    if wait_model_s > 0 and not wait_for_model(config, wait_model_s):
+        log.warning("no model appeared within %.0f s; building it here", wait_model_s)
     prepare_model(config)
     model, tokenizer = load_policy(config, device=config.engine.device)
     engine = make_engine(config, model, tokenizer, seed=a.seed + 1000 * index)

@@ -203,7 +203,7 @@ def periodic_eval(config: RunConfig, model: Any, tokenizer: Any) -> Callable[[in
 
 async def _episodes(config, entry, model, tokenizer, tasks, cap) -> list[dict[str, Any]]:
     from agentgym.actor.actor import trajectory_record
-    from agentgym.actor.episodes import EpisodeSpec, derive_seed, next_ids, run_group
+    from agentgym.actor.episodes import EpisodeSpec, derive_seed, run_group
     from agentgym.actor.policy import make_engine, sampling_params
     from agentgym.agent.turns import ChatCodec
 
@@ -212,7 +212,7 @@ async def _episodes(config, entry, model, tokenizer, tasks, cap) -> list[dict[st
     pool = entry.env.pool()
     codec = ChatCodec(tokenizer)
     params = sampling_params(config, temperature=config.eval.temperature)
-    ids = next_ids(0)
+    position = {t: i for i, t in enumerate(tasks)}
     levels = _levels(env, pool, tasks)
     semaphore = asyncio.Semaphore(config.eval.groups_in_flight)
     a = config.actor
@@ -230,6 +230,9 @@ async def _episodes(config, entry, model, tokenizer, tasks, cap) -> list[dict[st
             seed=derive_seed(config.eval.seed, task_id),
         )
         async with semaphore:
+            # episode ids by task and sample, whatever order the groups run in
+            first = config.eval.samples * position[task_id]
+            ids = iter(range(first, first + config.eval.samples))
             result = await run_group(spec, engine, pool, codec, params, ids)
         return [
             {

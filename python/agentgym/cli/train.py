@@ -30,6 +30,7 @@ from agentgym.cli.servers import ServerFailed, served
 from agentgym.config import RunConfig, absolute_paths, dump_config, load_config
 
 START_TIMEOUT_S = 600.0
+MODEL_WAIT_S = START_TIMEOUT_S  # actors wait this long for the learner's tiny-model build
 LEARNER_GRACE_S = 60.0  # the learner checkpoints before it exits
 ACTOR_GRACE_S = 10.0
 
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             "agentgym train: env.serve starts env servers on this machine, which actors on "
             "other Ray nodes may not reach; with --ray set env.remote to servers they can reach"
         )
-    _prepare_model(config)  # before the run's own files: a refusal here leaves none
+    _prepare_model(config, build=args.ray is not None)  # a refusal here leaves no run files
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
         with served(config, run_dir / "logs") as (config, servers):
@@ -159,19 +160,24 @@ def _resolve(args: argparse.Namespace) -> RunConfig:
     return resume_config(args.resume, args.overrides)
 
 
-def _prepare_model(config: RunConfig) -> None:
-    """Build the tiny model into the run dir once; one built there with other settings is
-    refused with what to do (it is the untrained policy other commands share, never replaced
-    silently)."""
-    from agentgym.actor.policy import model_dir, prepare_model
+def _prepare_model(config: RunConfig, *, build: bool) -> None:
+    """Refuse a run dir whose tiny model was built with other settings, with what to do (it is
+    the untrained policy other commands share, never replaced silently). The learner builds a
+    missing one while the actors start (they wait for it: ``--wait-model``), so the launcher
+    imports no torch; with ``build`` (Ray: actors on other nodes) it is built here first."""
+    from agentgym.actor.policy import model_conflict, model_dir, prepare_model
 
-    try:
-        prepare_model(config)
-    except ValueError as e:
+    problem = model_conflict(config)
+    if problem is None and build:
+        try:
+            prepare_model(config)
+        except ValueError as e:
+            problem = str(e)
+    if problem is not None:
         raise SystemExit(
-            f"agentgym train: {e}\n  delete {model_dir(config)} to build the configured model "
-            "there, or set another run_dir"
-        ) from None
+            f"agentgym train: {problem}\n  delete {model_dir(config)} to build the configured "
+            "model there, or set another run_dir"
+        )
 
 
 def _claim(run_dir: Path, args: argparse.Namespace) -> None:
@@ -375,9 +381,10 @@ class Launcher:
             # the endpoints file once the learner has written it.
             endpoints = str(self.run_dir / ENDPOINTS_FILE)
             extras = [
-                ["--index", str(i), "--endpoints", endpoints, *["--sync"] * self.sync]
+                ["--index", str(i), "--endpoints", endpoints, "--wait-model", str(MODEL_WAIT_S),
+                 *["--sync"] * self.sync]
                 for i in range(self.config.actor.num_actors)
-            ]
+            ]  # fmt: skip
             self.children += self.processes.start_actors(extras, stopping)
             self._wait_endpoints()
             self.progress.sampling = time.monotonic()
