@@ -55,6 +55,7 @@ def test_curricula_that_cannot_work_are_refused_at_load():
         "actor.reply_format=action_line", "engine.max_new_tokens=8",
     )  # fmt: skip
     assert "tasks.curriculum: stages BabyAI levels: babyai only" in textcraft
+    assert "env_mix.mode: by_failure needs two or more envs" in problems("env_mix.mode=by_failure")
 
 
 def test_the_actor_draws_only_from_the_stage_the_learner_sent():
@@ -66,3 +67,32 @@ def test_the_actor_draws_only_from_the_stage_the_learner_sent():
     actor._control = decode_control(encode_control(Control(1, 5, env_stages={"babyai": 1})))
     drawn = {actor._rng.choice(actor._open_tasks(draw)) % 40 for _ in range(200)}
     assert drawn == {0, 1, 2}
+
+
+def test_env_weights_move_toward_the_envs_not_yet_mastered():
+    from agentgym.curriculum import EnvMix, EnvMixConfig
+
+    mix = EnvMix(EnvMixConfig(mode="by_failure", window=4, floor=0.25), {"a": 1.0, "b": 2.0})
+    assert mix.weights() == {"a": 1.0, "b": 2.0}  # nothing seen yet: the configured weights
+    mix.observe([("a", True)] * 4 + [("b", True), ("b", False)] + [("c", True)])
+    assert mix.weights() == {"a": 0.25, "b": 1.0}  # a mastered: its floor; b half solved
+    again = EnvMix(mix.config, mix.base)
+    again.load_state_dict(mix.state_dict())
+    assert again.weights() == mix.weights()
+    fixed = EnvMix(EnvMixConfig(), {"a": 1.0, "b": 2.0})
+    fixed.observe([("a", True)] * 10)
+    assert fixed.weights() == {"a": 1.0, "b": 2.0}
+
+
+def test_actors_draw_envs_with_the_weights_the_learner_sent():
+    from collections import Counter
+
+    from agentgym.actor.actor import EnvDraw
+
+    draws = (EnvDraw("babyai", (0,), 1.0, 4), EnvDraw("textcraft", (0,), 1.0, 4))
+    settings = ActorSettings(env="babyai", task_ids=(0,), envs=draws)
+    actor = Actor(settings, None, {"babyai": None, "textcraft": None}, None, None, Endpoints())
+    sent = Control(3, 5, env_weights={"babyai": 0.1, "textcraft": 0.9})
+    actor._control = decode_control(encode_control(sent))
+    picks = Counter(actor._draw_env().name for _ in range(2000))
+    assert 0.05 < picks["babyai"] / 2000 < 0.15

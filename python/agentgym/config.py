@@ -20,7 +20,7 @@ import yaml
 
 from agentgym.actor.config import ActorConfig
 from agentgym.configtools import ConfigError, FieldProblems, check, from_dict, none_or
-from agentgym.curriculum import CurriculumConfig
+from agentgym.curriculum import CurriculumConfig, EnvMixConfig
 from agentgym.horizon import HorizonConfig
 from agentgym.learner.config import LearnerConfig, OptimConfig
 from agentgym.models import TinyModelSpec
@@ -427,6 +427,8 @@ class RunConfig:
     """Where the run writes its config, metrics, checkpoints, samples and model."""
     torch_threads: int = 1
     """Torch threads of the learner process."""
+    env_mix: EnvMixConfig = field(default_factory=EnvMixConfig)
+    """How the env weights of a multi-env run move during training (``agentgym.curriculum``)."""
     deterministic: bool = False
     """Reproducible runs: the same config gives the same metrics, step by step. Training is
     synchronous (as ``--sync``), the engine computes one request at a time (a request's
@@ -468,6 +470,8 @@ class RunConfig:
                 out.append((f"envs[{i}].env.serve", "is for a single env; give env.remote"))
         if self.envs and (self.env != EnvConfig() or self.tasks != TasksConfig()):
             out.append(("env", "must be left out with envs (each entry has its env and tasks)"))
+        if self.env_mix.mode != "fixed" and not self.multi_env:
+            out.append(("env_mix.mode", f"{self.env_mix.mode} needs two or more envs in envs"))
         if not self.envs and self.tasks.curriculum is not None and self.env.name != "babyai":
             out.append(("tasks.curriculum", "stages BabyAI levels: babyai only"))
         return out

@@ -7,6 +7,10 @@ are added, and the count starts over. The learner owns one ``Curriculum`` per en
 feeds it each update's episodes, sends the open stage to the actors (``Control.env_stages``),
 logs ``curriculum_stage/<env>`` per step, and saves its state in checkpoints. The actors draw
 task ids only from the open levels (``open_task_ids``).
+
+Across envs, ``env_mix`` (``EnvMix``) moves a multi-env run's env weights by each env's recent
+success in the same way: the learner computes them, sends them (``Control.env_weights``) and
+logs ``env_weight/<env>``; actors draw the next group's env with them.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from agentgym.configtools import check
 
@@ -86,3 +90,58 @@ class Curriculum:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.stage = int(state["stage"])
         self._recent = deque((bool(x) for x in state["recent"]), maxlen=self.config.window)
+
+
+@dataclass(frozen=True)
+class EnvMixConfig:
+    """How the env weights of a multi-env run move during training."""
+
+    mode: Literal["fixed", "by_failure"] = "fixed"
+    """fixed: each env's configured weight throughout. by_failure: weight x (1 - the env's
+    recent training success), at least ``floor`` x weight, so the envs the policy has not
+    mastered get more of the groups."""
+    window: int = 64
+    """Training episodes per env the success is averaged over."""
+    floor: float = 0.1
+    """Smallest share of its configured weight an env keeps (a mastered env is still seen)."""
+
+    def __post_init__(self) -> None:
+        check(
+            self,
+            ("window", self.window >= 1, "must be >= 1"),
+            ("floor", 0 < self.floor <= 1, "must be in (0, 1]"),
+        )
+
+
+class EnvMix:
+    """The current weight of each env (``EnvMixConfig``), from its episodes' success."""
+
+    def __init__(self, config: EnvMixConfig, weights: dict[str, float]):
+        self.config = config
+        self.base = dict(weights)
+        self._recent = {env: deque(maxlen=config.window) for env in weights}
+
+    def observe(self, episodes: Iterable[tuple[str, bool]]) -> None:
+        """Account for one update's (env, success) pairs."""
+        for env, success in episodes:
+            if env in self._recent:
+                self._recent[env].append(bool(success))
+
+    def weights(self) -> dict[str, float]:
+        """Each env's weight now (the configured ones in ``fixed`` mode)."""
+        if self.config.mode == "fixed":
+            return dict(self.base)
+        out = {}
+        for env, w in self.base.items():
+            recent = self._recent[env]
+            success = sum(recent) / len(recent) if recent else 0.0
+            out[env] = w * max(self.config.floor, 1.0 - success)
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {env: list(r) for env, r in self._recent.items()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for env, recent in state.items():
+            if env in self._recent:
+                self._recent[env].extend(bool(x) for x in recent)

@@ -85,3 +85,25 @@ def test_the_learner_sends_each_stage_logs_it_and_keeps_it_across_a_resume(tmp_p
     resumed = Learner(tiny_model(), cfg, curricula={"babyai": stages})
     resumed.load_checkpoint(tmp_path)
     assert resumed.control().env_stages == {"babyai": 1}
+
+
+def test_the_learner_sends_moving_env_weights_and_keeps_them_across_a_resume(tmp_path):
+    from agentgym.curriculum import EnvMix, EnvMixConfig
+
+    cfg = LearnerConfig(groups_per_step=2, checkpoint_dir=str(tmp_path))
+    config = EnvMixConfig(mode="by_failure", window=8, floor=0.1)
+
+    def mix():
+        return EnvMix(config, {"babyai": 1.0, "textcraft": 1.0})
+
+    learner = Learner(tiny_model(), cfg, env_mix=mix())
+    groups = make_groups(tiny_model(), seed=1)  # one group per env, half of each succeeds
+    metrics = learner.step(groups)
+    sent = learner.control().env_weights
+    assert sent == {"babyai": 0.5, "textcraft": 0.5} and metrics["env_weight/babyai"] == 0.5
+    learner.save_checkpoint()
+    resumed = Learner(tiny_model(), cfg, env_mix=mix())
+    resumed.load_checkpoint(tmp_path)
+    assert resumed.control().env_weights == sent
+    fixed = Learner(tiny_model(), cfg, env_mix=EnvMix(EnvMixConfig(), {"babyai": 1.0}))
+    assert fixed.control().env_weights == {}

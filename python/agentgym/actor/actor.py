@@ -300,7 +300,9 @@ class Actor:
         open_envs = self._open_envs()
         if len(self.s.draws) == 1:
             return open_envs[0]
-        return self._rng.choices(open_envs, weights=[d.weight for d in open_envs])[0]
+        now = self._control.env_weights if self._control is not None else {}
+        weights = [now.get(d.name, d.weight) for d in open_envs]
+        return self._rng.choices(open_envs, weights=weights)[0]
 
     def _open_tasks(self, draw: EnvDraw) -> Sequence[int]:
         """``draw``'s task ids, only those of the levels open now where it has a curriculum."""

@@ -112,7 +112,14 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
         weights_dir=config.learner.weights_dir or str(run_dir / "weights"),
     )
     curricula = {e.env.name: e.tasks.curriculum for e in config.entries if e.tasks.curriculum}
-    learner = Learner(model, lcfg, dist=dist, envs=env_training(config), curricula=curricula)
+    mix = None
+    if config.multi_env:
+        from agentgym.curriculum import EnvMix
+
+        mix = EnvMix(config.env_mix, {e.env.name: e.weight for e in config.entries})
+    learner = Learner(
+        model, lcfg, dist=dist, envs=env_training(config), curricula=curricula, env_mix=mix
+    )
     if resume:
         learner.load_checkpoint(run_dir / "checkpoints")
     if max_steps is None and lcfg.max_steps is not None:

@@ -47,6 +47,8 @@ class TrainingState:
     """Per env of a multi-env run, its horizon controller's state."""
     curricula: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per env with a level curriculum, its state (open stage, recent successes)."""
+    env_mix: dict[str, list[bool]] = field(default_factory=dict)
+    """Per env of a run whose env weights move, its recent successes."""
 
 
 def save_checkpoint(

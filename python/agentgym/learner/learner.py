@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from agentgym.curriculum import Curriculum, CurriculumConfig
+from agentgym.curriculum import Curriculum, CurriculumConfig, EnvMix
 from agentgym.horizon import HorizonController, HorizonStats
 from agentgym.learner import advantages as adv_fns
 from agentgym.learner.batch import GroupBuffer, TrainBatch, collate
@@ -164,6 +164,7 @@ class Learner:
         dist: Dist | None = None,
         envs: Mapping[str, EnvTraining] | None = None,
         curricula: Mapping[str, CurriculumConfig] | None = None,
+        env_mix: EnvMix | None = None,
     ):
         self.cfg = config
         self.envs = dict(envs or {})
@@ -177,6 +178,8 @@ class Learner:
         self.horizon = HorizonController(config.horizon)
         self.horizons = {env: HorizonController(e.horizon) for env, e in self.envs.items()}
         self.curricula = {env: Curriculum(c) for env, c in (curricula or {}).items()}
+        self.env_mix = env_mix
+        """Moves the env weights of a multi-env run (None: the configured weights hold)."""
         self.buffer = GroupBuffer(config.max_staleness)
         self.counters: Counter[str] = Counter()
         self._actor_launches: dict[int, int] = {}
@@ -250,6 +253,8 @@ class Learner:
         self.version += 1
         self._observe_horizons(trajectories)
         self._observe_curricula(trajectories)
+        if self.env_mix is not None:
+            self.env_mix.observe((t.env, t.success) for t in trajectories)
         elapsed = time.perf_counter() - start
         num_tokens = int(batch.attention_mask.sum())
         self.counters["steps"] += 1
@@ -265,6 +270,7 @@ class Learner:
             **{f"horizon_cap/{env}": h.cap for env, h in self.horizons.items()},
             **{f"horizon_cap_trained/{env}": c for env, c in env_caps.items()},
             **{f"curriculum_stage/{env}": c.stage for env, c in self.curricula.items()},
+            **{f"env_weight/{env}": w for env, w in self._env_weights().items()},
             step_time_s=elapsed,
             tokens=num_tokens,
             tokens_per_s=num_tokens / elapsed,
@@ -310,7 +316,11 @@ class Learner:
         caps = {env: h.cap for env, h in self.horizons.items()}
         stages = {env: c.stage for env, c in self.curricula.items()}
         return Control(self.version, self.horizon.cap, stop=stop, env_caps=caps,
-                       env_stages=stages)  # fmt: skip
+                       env_stages=stages, env_weights=self._env_weights())  # fmt: skip
+
+    def _env_weights(self) -> dict[str, float]:
+        moving = self.env_mix is not None and self.env_mix.config.mode != "fixed"
+        return self.env_mix.weights() if moving else {}
 
     @torch.no_grad()
     def _prepare(self, batch: TrainBatch, skip: Tensor | None = None) -> Prepared:
@@ -702,6 +712,7 @@ class Learner:
         launches = {str(k): v for k, v in self._actor_launches.items()}
         horizons = {env: h.state_dict() for env, h in self.horizons.items()}
         curricula = {env: c.state_dict() for env, c in self.curricula.items()}
+        mix = self.env_mix.state_dict() if self.env_mix is not None else {}
         state = TrainingState(
             self.version,
             self.horizon.state_dict(),
@@ -709,6 +720,7 @@ class Learner:
             launches,
             horizons,
             curricula,
+            mix,
         )
         if self.dist.sharded:
             path = save_sharded_checkpoint(
@@ -754,6 +766,8 @@ class Learner:
         for env, c in self.curricula.items():
             if env in state.curricula:  # a curriculum added on resume starts at its first stage
                 c.load_state_dict(state.curricula[env])
+        if self.env_mix is not None:
+            self.env_mix.load_state_dict(state.env_mix)
         self.counters = Counter(state.counters)
         self._actor_launches = {int(k): int(v) for k, v in state.actor_launches.items()}
         log.info("resumed from %s at version %d", path, self.version)

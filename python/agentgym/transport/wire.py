@@ -162,6 +162,8 @@ class Control:
     """Per env of a multi-env run, its own turn cap (an env not listed: ``horizon_cap``)."""
     env_stages: Mapping[str, int] = field(default_factory=dict)
     """Per env with a level curriculum, its open stage (``agentgym.curriculum``)."""
+    env_weights: Mapping[str, float] = field(default_factory=dict)
+    """Per env of a multi-env run whose weights move with success, its weight now."""
 
     def cap_of(self, env: str) -> int | None:
         """The turn cap for new episodes of ``env``."""
@@ -387,6 +389,7 @@ def encode_control(control: Control) -> bytes:
             "stop": control.stop,
             "env_caps": dict(control.env_caps),
             "env_stages": dict(control.env_stages),
+            "env_weights": dict(control.env_weights),
         },
         use_bin_type=True,
     )
@@ -616,7 +619,16 @@ def decode_control(buf: Any) -> Control:
         stop=_field(msg, "stop", bool),
         env_caps=_env_caps(_field(msg, "env_caps", dict)),
         env_stages=_env_stages(_field(msg, "env_stages", dict)),
+        env_weights=_env_weights(_field(msg, "env_weights", dict)),
     )
+
+
+def _env_weights(weights: dict) -> dict[str, float]:
+    for env, w in weights.items():
+        ok = isinstance(w, int | float) and not isinstance(w, bool) and math.isfinite(w) and w > 0
+        if not isinstance(env, str) or not ok:
+            raise WireError(f"control: env_weights must map env names to weights > 0: {weights!r}")
+    return {env: float(w) for env, w in weights.items()}
 
 
 def _env_stages(stages: dict) -> dict[str, int]:
