@@ -16,6 +16,11 @@ pub enum WireDialect {
     /// {env_idx, id}` answers the observation string (WebShop: `[observation, null]`),
     /// `/step {env_idx, action}` answers `{observation | state, reward, done}`.
     EnvIdx,
+    /// AgentGym's WebArena server: `/create` answers `{"env_idx": N}`, `/reset {env_idx, seed,
+    /// idx}` answers `{observation}` (the task's config file `idx`), `/step {env_idx, action}`
+    /// answers `{observation, reward, terminated, truncated, info}` (terminated meaning done),
+    /// `/close {env_idx}` answers the text `closed`.
+    WebArena,
 }
 
 impl WireDialect {
@@ -23,7 +28,8 @@ impl WireDialect {
         match name {
             "id" => Ok(WireDialect::Id),
             "env_idx" => Ok(WireDialect::EnvIdx),
-            other => Err(format!("unknown wire dialect {other:?}: expected \"id\" or \"env_idx\"")),
+            "webarena" => Ok(WireDialect::WebArena),
+            other => Err(format!("unknown wire dialect {other:?}: expected \"id\", \"env_idx\" or \"webarena\"")),
         }
     }
 
@@ -37,7 +43,7 @@ impl WireDialect {
     fn key(self) -> &'static str {
         match self {
             WireDialect::Id => "id",
-            WireDialect::EnvIdx => "env_idx",
+            WireDialect::EnvIdx | WireDialect::WebArena => "env_idx",
         }
     }
 }
@@ -73,6 +79,10 @@ pub async fn create(c: &ServerClient, d: WireDialect) -> Result<u64, CallError> 
             let reply = c.post("/create", &json!({"id": 0})).await?;
             uint(&reply).ok_or_else(|| garbage("/create", "an integer", &reply))
         }
+        WireDialect::WebArena => {
+            let reply = c.post("/create", &json!({})).await?;
+            uint(&reply["env_idx"]).ok_or_else(|| garbage("/create", "an object with an integer `env_idx`", &reply))
+        }
     }
 }
 
@@ -100,6 +110,13 @@ pub async fn reset(c: &ServerClient, d: WireDialect, remote_id: u64, task_id: u6
             observation
                 .map(|observation| ResetReply { observation, extra: Map::new() })
                 .ok_or_else(|| garbage("/reset", "a string (or [string, null])", &reply))
+        }
+        WireDialect::WebArena => {
+            let reply = c.post("/reset", &json!({"env_idx": remote_id, "seed": 0, "idx": task_id})).await?;
+            match reply.get("observation").and_then(Value::as_str) {
+                Some(observation) => Ok(ResetReply { observation: observation.to_string(), extra: Map::new() }),
+                None => Err(garbage("/reset", "an object with a string `observation`", &reply)),
+            }
         }
     }
 }
@@ -129,7 +146,11 @@ pub async fn step(
 pub async fn close(c: &ServerClient, d: WireDialect, remote_id: u64) -> Result<(), CallError> {
     let mut body = json!({});
     body[d.key()] = remote_id.into();
-    c.post("/close", &body).await.map(|_| ())
+    match c.post("/close", &body).await {
+        // WebArena's server answers a successful close with the plain text `closed`
+        Err(CallError::Garbage(_)) if d == WireDialect::WebArena => Ok(()),
+        other => other.map(|_| ()),
+    }
 }
 
 // --- agentgym-envserver batch routes ---------------------------------------------------------
@@ -208,7 +229,8 @@ pub async fn health(c: &ServerClient) -> Result<Option<Map<String, Value>>, Call
 fn parse_step(reply: &Value) -> Option<StepReply> {
     let observation = reply.get("observation").or_else(|| reply.get("state"))?.as_str()?.to_string();
     let reward = reply.get("reward")?.as_f64()? as f32;
-    let done = flag(reply.get("done")?)?;
+    // WebArena's server says `terminated` (gymnasium's name) where the others say `done`
+    let done = flag(reply.get("done").or_else(|| reply.get("terminated"))?)?;
     let truncated = match reply.get("truncated") {
         None | Some(Value::Null) => false,
         Some(v) => flag(v)?,
@@ -266,5 +288,16 @@ mod tests {
         assert_eq!(parse_step(&webshop).unwrap().reward, 0.5);
         assert_eq!(parse_step(&json!({"observation": 3, "reward": 0, "done": false})), None);
         assert_eq!(parse_step(&json!("ok")), None);
+        let webarena = json!({"observation": "p", "reward": 1.0, "terminated": true, "truncated": false, "info": {}});
+        let parsed = parse_step(&webarena).unwrap();
+        assert!(parsed.done && !parsed.truncated && parsed.reward == 1.0);
+        assert_eq!(parse_step(&json!({"observation": "p", "reward": 0})), None);
+    }
+
+    #[test]
+    fn dialect_names() {
+        assert_eq!(WireDialect::parse("webarena"), Ok(WireDialect::WebArena));
+        assert!(WireDialect::parse("web").unwrap_err().contains("\"webarena\""));
+        assert_eq!(WireDialect::WebArena.key(), "env_idx");
     }
 }
