@@ -36,6 +36,7 @@ use std::cell::OnceCell;
 use std::fmt::Write;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::json;
 
 use crate::env::{check_option_keys, EnvError, EnvFactory, ExpertMove, Options, StepOutcome, TextEnv};
@@ -163,9 +164,46 @@ pub fn plural(n: usize, word: &str) -> String {
     }
 }
 
+/// Recently generated sites, by site kind and seed, direct-mapped. The 30 tasks of a seed
+/// share one site and a GRPO group replays one task, so most resets clone a site here
+/// instead of generating it again (a clone is several times cheaper).
+pub struct SiteCache {
+    slots: Mutex<Vec<Option<CachedSite>>>,
+}
+
+/// A cache slot: the site of (kind, seed).
+type CachedSite = (SiteKind, u64, Arc<Site>);
+
+const CACHE_SLOTS: usize = 256;
+
+impl SiteCache {
+    fn new() -> Self {
+        Self { slots: Mutex::new(vec![None; CACHE_SLOTS]) }
+    }
+
+    /// The site of `kind` for `seed`, generated on a miss.
+    fn site(&self, kind: SiteKind, seed: u64) -> Site {
+        let slot = (seed.wrapping_mul(2).wrapping_add(kind as u64) % CACHE_SLOTS as u64) as usize;
+        let hit = match &self.slots.lock()[slot] {
+            Some((k, s, site)) if *k == kind && *s == seed => Some(site.clone()),
+            _ => None,
+        };
+        if let Some(site) = hit {
+            return Site::clone(&site);
+        }
+        let site = match kind {
+            SiteKind::Shop => Site::Shop(data::generate_shop(&mut Rng::derive(SITE_SEED, seed))),
+            SiteKind::Forum => Site::Forum(data::generate_forum(&mut Rng::derive(SITE_SEED ^ 1, seed))),
+        };
+        self.slots.lock()[slot] = Some((kind, seed, Arc::new(site.clone())));
+        site
+    }
+}
+
 /// Builds webnav sessions.
 pub struct WebNavFactory {
     settings: Arc<Settings>,
+    cache: Arc<SiteCache>,
 }
 
 impl WebNavFactory {
@@ -201,7 +239,11 @@ impl WebNavFactory {
             num_seeds: number("num_seeds", d.num_seeds, 1, u64::MAX / TEMPLATES.len() as u64)?,
             show_urls,
         };
-        Ok(Self { settings: Arc::new(settings) })
+        Ok(Self { settings: Arc::new(settings), cache: Arc::new(SiteCache::new()) })
+    }
+
+    fn session(&self) -> WebNav {
+        WebNav { settings: self.settings.clone(), cache: self.cache.clone(), episode: None, observation: String::new() }
     }
 }
 
@@ -215,7 +257,7 @@ impl EnvFactory for WebNavFactory {
     }
 
     fn make(&self) -> Box<dyn TextEnv> {
-        Box::new(WebNav { settings: self.settings.clone(), episode: None, observation: String::new() })
+        Box::new(self.session())
     }
 }
 
@@ -235,14 +277,11 @@ struct Episode {
 }
 
 impl Episode {
-    fn new(task_id: u64, settings: &Settings) -> Self {
+    fn new(task_id: u64, settings: &Settings, cache: &SiteCache) -> Self {
         let index = (task_id % TEMPLATES.len() as u64) as usize;
         let seed = task_id / TEMPLATES.len() as u64;
         let template = &TEMPLATES[index];
-        let site = match template.site {
-            SiteKind::Shop => Site::Shop(data::generate_shop(&mut Rng::derive(SITE_SEED, seed))),
-            SiteKind::Forum => Site::Forum(data::generate_forum(&mut Rng::derive(SITE_SEED ^ 1, seed))),
-        };
+        let site = cache.site(template.site, seed);
         let task = template.make(index, &site, &mut Rng::derive(TASK_SEED, task_id));
         let mut browser = Browser::new(site.home(), settings.viewport);
         browser.refresh(&site);
@@ -341,9 +380,9 @@ impl Episode {
     }
 
     /// Actions the planner needs from the start of this task (its difficulty).
-    fn difficulty(&self, settings: &Settings) -> u32 {
+    fn difficulty(&self, settings: &Settings, cache: &SiteCache) -> u32 {
         *self.difficulty.get_or_init(|| {
-            let mut sim = Episode::new(self.task_id, settings);
+            let mut sim = Episode::new(self.task_id, settings, cache);
             while !sim.done() && sim.steps < MAX_PLAN_STEPS {
                 let Ok(step) = sim.expert() else { break };
                 sim.step(&step.action, settings);
@@ -356,6 +395,7 @@ impl Episode {
 /// One webnav session.
 pub struct WebNav {
     settings: Arc<Settings>,
+    cache: Arc<SiteCache>,
     episode: Option<Episode>,
     observation: String,
 }
@@ -366,7 +406,7 @@ impl TextEnv for WebNav {
         if task_id >= num_tasks {
             return Err(EnvError::TaskOutOfRange { env: "webnav".into(), task_id, num_tasks });
         }
-        let episode = Episode::new(task_id, &self.settings);
+        let episode = Episode::new(task_id, &self.settings, &self.cache);
         self.observation = episode.observation(&self.settings);
         self.episode = Some(episode);
         Ok(self.observation.clone())
@@ -419,7 +459,7 @@ impl TextEnv for WebNav {
             "kind": template.kind.name(),
             "site": template.site.name(),
             "intent": e.task.intent,
-            "difficulty": e.difficulty(&self.settings),
+            "difficulty": e.difficulty(&self.settings, &self.cache),
             "steps": e.steps,
             "url": e.site.url(e.browser.tab().page()),
             "answer": e.answer,

@@ -18,8 +18,7 @@ fn session(task_id: u64) -> WebNav {
 }
 
 fn session_with(task_id: u64, options: &[(&str, &str)]) -> WebNav {
-    let f = factory(options);
-    let mut env = WebNav { settings: f.settings.clone(), episode: None, observation: String::new() };
+    let mut env = factory(options).session();
     env.reset(task_id).unwrap();
     env
 }
@@ -365,8 +364,12 @@ fn every_id_in_view_is_actionable() {
                 obs.lines().filter_map(|l| l.trim_start().strip_prefix('[')?.split_once(']')?.0.parse().ok()).collect();
             assert!(!ids.is_empty());
             for &id in &ids {
-                let mut probe =
-                    WebNav { settings: env.settings.clone(), episode: env.episode.clone(), observation: String::new() };
+                let mut probe = WebNav {
+                    settings: env.settings.clone(),
+                    cache: env.cache.clone(),
+                    episode: env.episode.clone(),
+                    observation: String::new(),
+                };
                 let line = obs.lines().find(|l| l.trim_start().starts_with(&format!("[{id}] "))).unwrap();
                 let editable = [" textbox '", " searchbox '", " combobox '"].iter().any(|r| line.contains(r));
                 let action = if editable && line.contains("combobox") {
@@ -492,4 +495,17 @@ fn golden_pages() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn the_site_cache_hands_out_copies() {
+    let f = factory(&[]);
+    let mut a = f.session();
+    a.reset(task_of("shop_add_to_cart", 4)).unwrap();
+    let fresh = data::generate_shop(&mut Rng::derive(SITE_SEED, 4));
+    assert_eq!(episode(&a).site, Site::Shop(fresh.clone()), "a cached site is the generated one");
+    solve(&mut a);
+    let mut b = f.session();
+    b.reset(task_of("shop_add_to_cart", 4)).unwrap();
+    assert_eq!(episode(&b).site, Site::Shop(fresh), "one session's changes stay in that session");
 }
