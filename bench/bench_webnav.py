@@ -12,6 +12,8 @@ In-process, two drivers, each step a full WebArena-style observation materialise
   round; the draw is included.
 
 RSS per open session is (RSS with the sessions open and stepped - RSS before creating them) / n.
+CPU us per step is the process's CPU time (every thread) over the timed rounds, per step: on a
+machine shared with other jobs it moves less than the wall-clock rates.
 
 Over HTTP: one ``agentgym-envserver --env webnav`` subprocess, sessions stepped with one
 ``/batch/step`` per round through ``EnvPool.remote``, each session clicking header links
@@ -53,6 +55,7 @@ class Cell:
     env_steps_per_s: float
     all_steps_per_s: float
     rss_per_session: float
+    cpu_us_per_step: float
 
 
 class Tasks:
@@ -100,11 +103,14 @@ def measure(sessions: int, seconds: float, driver: str, threads: int | None) -> 
 
     round_([0.0, 0.0])  # warm-up
     timers = [0.0, 0.0]
-    steps, start = 0, time.perf_counter()
+    steps, start, cpu = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - start < seconds or steps == 0:
         steps += round_(timers)
+    cpu_us = (time.process_time() - cpu) / steps * 1e6
     rss = rss_bytes() - before
-    cell = Cell(sessions, steps / timers[1], steps / (timers[0] + timers[1]), rss / sessions)
+    cell = Cell(
+        sessions, steps / timers[1], steps / (timers[0] + timers[1]), rss / sessions, cpu_us
+    )
     pool.close(ids)
     return cell
 
@@ -141,12 +147,15 @@ def http_steps(sessions: int, seconds: float) -> float | None:
 
 def table(title: str, cells: list[Cell], label: str) -> None:
     print(f"\n## {title}\n")
-    print(f"| sessions | env steps/s | steps/s with {label} | RSS KiB per open session |")
-    print("|---|---|---|---|")
+    print(
+        f"| sessions | env steps/s | steps/s with {label} | CPU us per step (all threads) "
+        "| RSS KiB per open session |"
+    )
+    print("|---|---|---|---|---|")
     for c in cells:
         print(
             f"| {c.sessions:,} | {c.env_steps_per_s:,.0f} | {c.all_steps_per_s:,.0f} | "
-            f"{c.rss_per_session / 1024:.1f} |"
+            f"{c.cpu_us_per_step:.1f} | {c.rss_per_session / 1024:.1f} |"
         )
 
 
