@@ -14,7 +14,7 @@ def pool(request):
 
 
 def test_env_names():
-    assert env_names() == ["babyai", "search", "textcraft"]
+    assert env_names() == ["babyai", "search", "textcraft", "webnav"]
 
 
 def test_batched_episode(pool):

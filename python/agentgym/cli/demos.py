@@ -1,11 +1,12 @@
 """``agentgym demos ENV --tasks A:B --out FILE.jsonl``: expert demonstrations from planners.
 
 Plans each task with the env's planner (``agentgym.envs.planners``: TextCraft's recipe tree;
-BabyAI's bot over the true world state, for every level), replays the plan in a fresh session
-and writes the successful episodes as ``messages`` records (system instruction, observations,
-``Thought: ... Action: ...`` replies), the form ``agentgym sft`` reads. Prints the planner's
-success rate per eval group (TextCraft: goal depth; BabyAI: level) and the tasks it could not
-solve, with the reasons the planner gave.
+BabyAI's bot over the true world state, for every level; webnav's planner over the generated
+site), replays the plan in a fresh session and writes the successful episodes as ``messages``
+records (system instruction, observations, replies in the family's format: ``Thought: ...
+Action: ...``, WebArena's for webnav), the form ``agentgym sft`` reads. Prints the planner's
+success rate per eval group (TextCraft: goal depth; BabyAI: level; webnav: site/kind) and the
+tasks it could not solve, with the reasons the planner gave.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-PLANNED_ENVS = ("textcraft", "babyai")
+PLANNED_ENVS = ("textcraft", "babyai", "webnav")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -26,7 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agentgym-envserver",
         description="Serve a native agentgym env over HTTP, wire-compatible with AgentGym.",
     )
-    p.add_argument("--env", required=True, help="native env name (babyai, search, textcraft)")
+    p.add_argument(
+        "--env", required=True, help="native env name (babyai, search, textcraft, webnav)"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=36001, help="port (0: pick a free one)")
     p.add_argument(

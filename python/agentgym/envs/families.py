@@ -12,6 +12,10 @@ task at score 100 (its ``completed`` flag), fails it at a negative score, and ot
 episode at its move limit, which is truncation; a search episode succeeds when its answer scores 1
 (exact match by default).
 
+The webnav family (generated websites in WebArena's format) also has its own reply grammar:
+WebArena's, where the action is the last ``` block after "the next action I will perform is";
+its horizon schedule is AgentGym-RL's WebArena one (``configs/horizon/webarena.yaml``).
+
 The search family has its own reply grammar (Search-R1's ``<search>``/``<answer>`` tags) instead
 of the "Thought: ... Action: ..." lines; its horizon schedule is AgentGym-RL's SearchQA one
 (``configs/horizon/searchqa.yaml``).
@@ -91,6 +95,40 @@ SEARCH_INVALID_REPLY = (
 """AgentGym-RL's and Search-R1's observation for a reply with neither tag (the native env's
 ``grammar::INVALID_ACTION``; a test keeps them equal)."""
 
+WEBNAV_INSTRUCTION = (
+    "You are an autonomous agent that operates a web browser to complete a task. Each turn you "
+    "receive an observation with:\n"
+    "- the accessibility tree of the current page, one element a line as [id] role 'name', "
+    "where id is the number you act on (only the part of the page in view is shown);\n"
+    "- the page's URL, the objective to complete, and your previous action.\n"
+    "Actions:\n"
+    "- click [id]: click the element with that id\n"
+    "- type [id] [text] [press_enter_after=0|1]: replace the content of a text field with text; "
+    "Enter is pressed afterwards unless press_enter_after is 0\n"
+    "- hover [id]: move the pointer over an element\n"
+    "- press [key_comb]: press a key or key combination, e.g. Enter or Control+a\n"
+    "- scroll [down] or scroll [up]: move the view down or up the page\n"
+    "- new_tab: open an empty tab; tab_focus [tab_index]: switch to a tab; close_tab: close "
+    "the current tab\n"
+    "- goto [url]: open a URL; go_back: the previous page; go_forward: the next page after "
+    "going back\n"
+    "- stop [answer]: end the task; put the answer in the brackets when the objective asks a "
+    "question (exactly as the page shows it, e.g. a number or a name), otherwise stop [N/A]\n"
+    "The websites are http://shop.test/ (an online store) and http://forum.test/ (a discussion "
+    "forum). Use only ids from the current observation and give one action per turn. Reason "
+    "briefly, then end your reply with: In summary, the next action I will perform is "
+    "```click [12]``` (with your action inside the triple backticks)."
+)
+
+WEBNAV_INVALID_REPLY = (
+    "Your reply has no action, so nothing happened. End your reply with 'In summary, the next "
+    "action I will perform is ```<action>```', for example ```click [12]``` or ```stop [N/A]```."
+)
+
+_WEBNAV_PHRASE = re.compile(r"the next action i will perform is", re.IGNORECASE)
+_FENCED = re.compile(r"```(.*?)```", re.DOTALL)
+_LANGUAGE_TAG = re.compile(r"[A-Za-z]+")
+
 _SEARCH_TAG = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
 _SPACES = re.compile(r"\s+")
 
@@ -120,6 +158,23 @@ def parse_search_reply(reply: str) -> tuple[str | None, str | None]:
     return f"<{tag}>{content}</{tag}>", None
 
 
+def parse_webnav_reply(reply: str) -> tuple[str | None, str | None]:
+    """WebArena's rule: the action is the last ``` block after the last "the next action I will
+    perform is" (case-insensitive), or the reply's last ``` block when the phrase is missing; a
+    language tag on its own first line (```text) is dropped and line breaks become spaces. A
+    reply without a non-empty block gets the corrective observation."""
+    phrases = list(_WEBNAV_PHRASE.finditer(reply))
+    blocks = _FENCED.findall(reply[phrases[-1].end() :]) if phrases else []
+    blocks = blocks or _FENCED.findall(reply)
+    if not blocks:
+        return None, WEBNAV_INVALID_REPLY
+    lines = [line.strip() for line in blocks[-1].strip().splitlines()]
+    if len(lines) > 1 and _LANGUAGE_TAG.fullmatch(lines[0]):
+        lines = lines[1:]
+    action = " ".join(line for line in lines if line)
+    return (action, None) if action else (None, WEBNAV_INVALID_REPLY)
+
+
 def _answer_correct(reward: float, done: bool, truncated: bool) -> Outcome:
     # The reward is the answer's score; success is a full score (EM or subEM of 1, F1 of 1).
     return Outcome(success=done and reward >= 1.0, truncated=truncated and not done)
@@ -136,6 +191,17 @@ def _sciworld_outcome(score: float, done: bool, truncated: bool) -> Outcome:
     completed = done and score >= 100
     out_of_moves = done and 0 <= score < 100
     return Outcome(success=completed, truncated=(truncated and not done) or out_of_moves)
+
+
+def _agentgym_reply(thought: str, action: str) -> str:
+    return f"Thought: {thought}\nAction: {action}"
+
+
+def _webarena_reply(thought: str, action: str) -> str:
+    return (
+        f"Let's think step-by-step. {thought} In summary, the next action I will perform is "
+        f"```{action}```"
+    )
 
 
 @dataclass(frozen=True)
@@ -164,6 +230,9 @@ class EnvFamily:
     parse_reply: Callable[[str], tuple[str | None, str | None]] | None = None
     """The family's own reply grammar: reply -> (action, None) or (None, corrective observation).
     None: AgentGym's "Action:" line rules (``agentgym.agent.parsing``)."""
+    format_reply: Callable[[str, str], str] = _agentgym_reply
+    """(thought, action) -> the reply an expert's step becomes in demonstrations; it must parse
+    back to the action with this family's rules."""
 
     def group(self, env: str, task_id: int, info: Mapping[str, Any]) -> str:
         """The eval row of ``task_id`` (the env's name when the family has no grouping)."""
@@ -196,6 +265,14 @@ FAMILIES: dict[str, EnvFamily] = {
             eval_group=lambda task_id, info: str(info.get("data_source") or "search"),
             reward_scale="0..1 (exact match of the normalised answer; subem or token F1 by option)",
             parse_reply=parse_search_reply,
+        ),
+        EnvFamily(
+            "webnav",
+            WEBNAV_INSTRUCTION,
+            eval_group=lambda task_id, info: f"{info['site']}/{info['kind']}",
+            reward_scale="0..1 (1 when the task's check accepts the state or answer at stop)",
+            parse_reply=parse_webnav_reply,
+            format_reply=_webarena_reply,
         ),
         EnvFamily(
             "sciworld",

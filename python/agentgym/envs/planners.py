@@ -182,7 +182,9 @@ def demo_episode(pool: Any, env: str, task_id: int, steps: list[Step]) -> dict[s
         ]
         reward, done, truncated = 0.0, False, False
         for step in steps:
-            messages.append({"role": "assistant", "content": reply_text(step)})
+            messages.append(
+                {"role": "assistant", "content": rules.format_reply(step.thought, step.action)}
+            )
             batch = pool.step([sid], [step.action])
             if batch.errors[0] is not None:
                 raise RuntimeError(batch.errors[0])

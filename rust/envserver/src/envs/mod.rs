@@ -7,9 +7,10 @@ use crate::env::{EnvError, Options, SharedFactory};
 pub mod babyai;
 pub mod search;
 pub mod textcraft;
+pub mod webnav;
 
 /// Names accepted by [`factory`].
-pub const ENV_NAMES: &[&str] = &["babyai", "search", "textcraft"];
+pub const ENV_NAMES: &[&str] = &["babyai", "search", "textcraft", "webnav"];
 
 /// Builds the factory for env `name` with its options.
 pub fn factory(name: &str, options: &Options) -> Result<SharedFactory, EnvError> {
@@ -17,6 +18,7 @@ pub fn factory(name: &str, options: &Options) -> Result<SharedFactory, EnvError>
         "babyai" => Ok(Arc::new(babyai::BabyAiFactory::new(options)?)),
         "search" => Ok(Arc::new(search::SearchFactory::new(options)?)),
         "textcraft" => Ok(Arc::new(textcraft::TextCraftFactory::new(options)?)),
+        "webnav" => Ok(Arc::new(webnav::WebNavFactory::new(options)?)),
         _ => Err(EnvError::UnknownEnv { name: name.to_string(), known: ENV_NAMES.join(", ") }),
     }
 }

@@ -1,0 +1,556 @@
+//! Task templates: from a site and a seed, an intent and the exact check of its outcome.
+//!
+//! WebArena's three kinds: information seeking (the `stop [answer]` text, normalised, must
+//! equal one accepted answer or include every required string), navigation (the page open at
+//! `stop` must be the target page) and state changes (a program check on the site's state at
+//! `stop`). Each template also names where the evidence of an answer is shown, for the planner.
+
+use super::data::{money, Forum, Line, Shop, FORUMS};
+use super::forum::listing;
+use super::pages::{Page, PostSort, Sort};
+use super::shop::search_results;
+use super::Site;
+use crate::rng::Rng;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SiteKind {
+    Shop,
+    Forum,
+}
+
+impl SiteKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SiteKind::Shop => "shop",
+            SiteKind::Forum => "forum",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Info,
+    Nav,
+    State,
+}
+
+impl Kind {
+    /// WebArena's names of the three kinds.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Info => "information_seeking",
+            Kind::Nav => "navigation",
+            Kind::State => "state_change",
+        }
+    }
+}
+
+/// How a `stop [answer]` is judged (both sides normalised by [`normalize`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnswerRule {
+    /// Equal to one of these.
+    Exact(Vec<String>),
+    /// Contains every one of these.
+    MustInclude(Vec<String>),
+}
+
+/// The site state a state-change task asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    CartQty {
+        product: u16,
+        qty: u32,
+    },
+    /// The product is gone from the cart and the other lines are as they were.
+    CartWithout {
+        product: u16,
+        rest: Vec<Line>,
+    },
+    /// An order placed during the episode holds exactly this line.
+    Ordered {
+        product: u16,
+        qty: u32,
+        orders_before: usize,
+    },
+    Phone(String),
+    PostVote {
+        post: u16,
+        vote: i8,
+    },
+    CommentVote {
+        post: u16,
+        comment: u8,
+        vote: i8,
+    },
+    Commented {
+        post: u16,
+        text: String,
+    },
+    Posted {
+        forum: u8,
+        title: String,
+        body: String,
+    },
+    Subscribed {
+        forum: u8,
+        subscribed: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Goal {
+    /// `evidence`: the page showing the answer and a text of the node showing it.
+    Answer {
+        rule: AnswerRule,
+        evidence: (Page, String),
+    },
+    Url(Page),
+    State(Check),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    pub template: usize,
+    pub intent: String,
+    pub goal: Goal,
+}
+
+pub struct Template {
+    pub name: &'static str,
+    pub site: SiteKind,
+    pub kind: Kind,
+    make: fn(&Site, &mut Rng) -> (String, Goal),
+}
+
+impl Template {
+    /// The task of this template on `site` (which is of the template's site kind).
+    pub fn make(&self, index: usize, site: &Site, rng: &mut Rng) -> Task {
+        let (intent, goal) = (self.make)(site, rng);
+        Task { template: index, intent, goal }
+    }
+}
+
+const fn t(name: &'static str, site: SiteKind, kind: Kind, make: fn(&Site, &mut Rng) -> (String, Goal)) -> Template {
+    Template { name, site, kind, make }
+}
+
+use Kind::{Info, Nav, State};
+use SiteKind::{Forum as F, Shop as S};
+
+/// Every template, in task id order (`task_id % TEMPLATES.len()`).
+pub const TEMPLATES: &[Template] = &[
+    t("shop_product_price", S, Info, product_price),
+    t("shop_review_count", S, Info, review_count),
+    t("shop_review_stars", S, Info, review_stars),
+    t("shop_cheapest_in_category", S, Info, cheapest_in_category),
+    t("shop_order_total", S, Info, order_total),
+    t("shop_order_products", S, Info, order_products),
+    t("shop_account_email", S, Info, account_email),
+    t("shop_search_count", S, Info, search_count),
+    t("shop_open_product", S, Nav, open_product),
+    t("shop_category_by_price", S, Nav, category_by_price),
+    t("shop_search_page", S, Nav, search_page),
+    t("shop_open_order", S, Nav, open_order),
+    t("shop_add_to_cart", S, State, add_to_cart),
+    t("shop_remove_from_cart", S, State, remove_from_cart),
+    t("shop_set_cart_qty", S, State, set_cart_qty),
+    t("shop_buy_product", S, State, buy_product),
+    t("shop_update_phone", S, State, update_phone),
+    t("forum_post_author", F, Info, post_author),
+    t("forum_comment_count", F, Info, comment_count),
+    t("forum_post_score", F, Info, post_score),
+    t("forum_top_post", F, Info, top_post),
+    t("forum_author_post_count", F, Info, author_post_count),
+    t("forum_open_forum", F, Nav, open_forum),
+    t("forum_open_author", F, Nav, open_author),
+    t("forum_open_newest", F, Nav, open_newest),
+    t("forum_upvote_post", F, State, upvote_post),
+    t("forum_downvote_comment", F, State, downvote_comment),
+    t("forum_comment", F, State, comment_on_post),
+    t("forum_create_post", F, State, create_post),
+    t("forum_subscription", F, State, subscription),
+];
+
+fn shop(site: &Site) -> &Shop {
+    match site {
+        Site::Shop(s) => s,
+        Site::Forum(_) => unreachable!("a shop template on a forum site"),
+    }
+}
+
+fn forum(site: &Site) -> &Forum {
+    match site {
+        Site::Forum(f) => f,
+        Site::Shop(_) => unreachable!("a forum template on a shop site"),
+    }
+}
+
+fn exact(answers: &[&str], page: Page, evidence: String) -> Goal {
+    Goal::Answer {
+        rule: AnswerRule::Exact(answers.iter().map(|a| a.to_string()).collect()),
+        evidence: (page, evidence),
+    }
+}
+
+/// A uniformly chosen element of `items`, which generation keeps non-empty.
+fn pick<T: Copy>(rng: &mut Rng, items: &[T], what: &str) -> T {
+    assert!(!items.is_empty(), "webnav: no {what} to ask about");
+    *rng.choice(items)
+}
+
+// ---- shop ----
+
+fn product_price(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let p = rng.index(s.products.len());
+    let price = money(s.products[p].price_cents);
+    let intent = format!("What is the price of the {}?", s.product_name(p));
+    (intent, exact(&[&price], Page::Product(p as u16), format!("Price: {price}")))
+}
+
+fn review_count(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let p = rng.index(s.products.len());
+    let n = s.products[p].reviews.len();
+    let intent = format!("How many customer reviews does the {} have?", s.product_name(p));
+    (intent, exact(&[&n.to_string()], Page::Product(p as u16), format!("Customer Reviews ({n})")))
+}
+
+fn review_stars(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let reviewed: Vec<usize> = (0..s.products.len()).filter(|&p| !s.products[p].reviews.is_empty()).collect();
+    let p = pick(rng, &reviewed, "reviewed product");
+    let review = *rng.choice(&s.products[p].reviews);
+    let who = review.author.short();
+    let intent = format!("How many stars did {who} give the {} in their review?", s.product_name(p));
+    let stars = review.stars.to_string();
+    let goal = exact(
+        &[&stars, &format!("{stars} stars"), &format!("{stars} out of 5")],
+        Page::Product(p as u16),
+        format!("{who} rated it"),
+    );
+    (intent, goal)
+}
+
+fn cheapest_in_category(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let c = rng.index(s.categories.len());
+    let cheapest = s.in_category(c).min_by_key(|&p| s.products[p].price_cents).expect("categories have products");
+    let name = s.product_name(cheapest);
+    let intent = format!("What is the cheapest product in the {} category?", s.category_kind(c).name);
+    (intent, exact(&[&name], Page::Category { cat: c as u8, sort: Sort::Price, page: 1 }, name.clone()))
+}
+
+fn order_total(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let order = rng.choice(&s.orders);
+    let total = money(s.order_subtotal(order) + super::data::SHIPPING_CENTS);
+    let intent = format!("What was the grand total of my order #{}?", order.number);
+    (intent, exact(&[&total], Page::Order(order.number), format!("Grand Total: {total}")))
+}
+
+fn order_products(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let order = rng.choice(&s.orders);
+    let names = order.lines.iter().map(|l| s.product_name(l.product as usize)).collect();
+    let intent = format!("Which products did I buy in the order I placed on {}?", super::data::date_text(order.day));
+    let evidence = (Page::Order(order.number), "Grand Total".to_string());
+    (intent, Goal::Answer { rule: AnswerRule::MustInclude(names), evidence })
+}
+
+fn account_email(site: &Site, _rng: &mut Rng) -> (String, Goal) {
+    let email = shop(site).account.email();
+    ("What is the email address of my account?".into(), exact(&[&email], Page::Account, format!("Email: {email}")))
+}
+
+fn search_count(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let p = rng.index(s.products.len());
+    let name = s.product_name(p);
+    let word = name.rsplit(' ').next().expect("names have words").to_lowercase();
+    let n = search_results(s, &word).len();
+    let intent = format!("How many products does a search for '{word}' in the shop find?");
+    (intent, exact(&[&n.to_string()], Page::search(&word, 1), format!("{n} items")))
+}
+
+fn open_product(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let p = rng.index(s.products.len());
+    (format!("Open the product page of the {}.", s.product_name(p)), Goal::Url(Page::Product(p as u16)))
+}
+
+fn category_by_price(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let c = rng.index(s.categories.len());
+    let intent = format!("Show me the {} category with its products sorted by price.", s.category_kind(c).name);
+    (intent, Goal::Url(Page::Category { cat: c as u8, sort: Sort::Price, page: 1 }))
+}
+
+fn search_page(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let p = rng.index(s.products.len());
+    let brand = s.product_name(p).split(' ').next().expect("names have words").to_string();
+    (format!("Show me the shop's search results for '{brand}'."), Goal::Url(Page::search(&brand, 1)))
+}
+
+fn open_order(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let order = rng.choice(&shop(site).orders);
+    (format!("Open the details page of my order #{}.", order.number), Goal::Url(Page::Order(order.number)))
+}
+
+fn not_in_cart(s: &Shop) -> Vec<usize> {
+    (0..s.products.len()).filter(|&p| s.cart_qty(p).is_none()).collect()
+}
+
+fn add_to_cart(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let p = pick(rng, &not_in_cart(s), "product outside the cart");
+    let qty = rng.int(1, 6) as u32;
+    let intent = format!("Add {qty} of the {} to my shopping cart.", s.product_name(p));
+    (intent, Goal::State(Check::CartQty { product: p as u16, qty }))
+}
+
+fn remove_from_cart(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let line = *rng.choice(&s.cart);
+    let rest = s.cart.iter().filter(|l| l.product != line.product).copied().collect();
+    let intent = format!("Remove the {} from my shopping cart.", s.product_name(line.product as usize));
+    (intent, Goal::State(Check::CartWithout { product: line.product, rest }))
+}
+
+fn set_cart_qty(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let line = *rng.choice(&s.cart);
+    let qty = loop {
+        let q = rng.int(1, 8) as u32;
+        if q != line.qty {
+            break q;
+        }
+    };
+    let intent =
+        format!("Change the quantity of the {} in my shopping cart to {qty}.", s.product_name(line.product as usize));
+    (intent, Goal::State(Check::CartQty { product: line.product, qty }))
+}
+
+fn buy_product(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let p = pick(rng, &not_in_cart(s), "product outside the cart");
+    let qty = rng.int(1, 4) as u32;
+    let intent = format!("Buy {qty} of the {}. The order must contain nothing else.", s.product_name(p));
+    (intent, Goal::State(Check::Ordered { product: p as u16, qty, orders_before: s.orders.len() }))
+}
+
+fn update_phone(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let s = shop(site);
+    let phone = loop {
+        let phone = format!("555-{:04}", rng.int(100, 10_000));
+        if phone != s.account.phone {
+            break phone;
+        }
+    };
+    (format!("Change the phone number of my account to {phone}."), Goal::State(Check::Phone(phone)))
+}
+
+// ---- forum ----
+
+fn post_ref(f: &Forum, p: usize) -> String {
+    format!("'{}' in f/{}", f.posts[p].title, f.forum_name(f.posts[p].forum as usize))
+}
+
+fn post_author(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let p = rng.index(f.posts.len());
+    let author = f.user_name(f.posts[p].author as usize);
+    (format!("Who submitted the post {}?", post_ref(f, p)), exact(&[&author], Page::Post(p as u16), author.clone()))
+}
+
+fn comment_count(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let p = rng.index(f.posts.len());
+    let n = f.posts[p].comments.len();
+    let intent = format!("How many comments does the post {} have?", post_ref(f, p));
+    (intent, exact(&[&n.to_string()], Page::Post(p as u16), super::plural(n, "comment")))
+}
+
+fn post_score(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let p = rng.index(f.posts.len());
+    let score = f.posts[p].score;
+    let intent = format!("How many points does the post {} have?", post_ref(f, p));
+    let goal =
+        exact(&[&score.to_string(), &format!("{score} points")], Page::Post(p as u16), format!("{score} points"));
+    (intent, goal)
+}
+
+fn top_post(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let forum_index = rng.index(f.forums.len());
+    let top = listing(f, forum_index, PostSort::Top)[0];
+    let title = f.posts[top].title.to_string();
+    let intent = format!("What is the title of the highest-scoring post in f/{}?", f.forum_name(forum_index));
+    let page = Page::Forum { forum: forum_index as u8, sort: PostSort::Top, page: 1 };
+    (intent, exact(&[&title], page, title.clone()))
+}
+
+fn author_post_count(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let p = rng.index(f.posts.len());
+    let author = f.posts[p].author;
+    let n = f.posts.iter().filter(|q| q.author == author).count();
+    let intent = format!("How many posts has the author of the post {} submitted in total?", post_ref(f, p));
+    (intent, exact(&[&n.to_string()], Page::User(author), format!("Submissions ({n})")))
+}
+
+fn open_forum(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let i = rng.index(f.forums.len());
+    (format!("Open the forum f/{}.", f.forum_name(i)), Goal::Url(Page::forum(i)))
+}
+
+fn open_author(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let p = rng.index(f.posts.len());
+    let intent = format!("Go to the user page of the author of the post {}.", post_ref(f, p));
+    (intent, Goal::Url(Page::User(f.posts[p].author)))
+}
+
+fn open_newest(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let i = rng.index(f.forums.len());
+    let newest = listing(f, i, PostSort::New)[0];
+    (format!("Open the newest post in f/{}.", f.forum_name(i)), Goal::Url(Page::Post(newest as u16)))
+}
+
+fn upvote_post(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let p = rng.index(f.posts.len());
+    (format!("Upvote the post {}.", post_ref(f, p)), Goal::State(Check::PostVote { post: p as u16, vote: 1 }))
+}
+
+fn downvote_comment(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    // Comments whose author wrote no other comment on that post, so "the comment by X" is one.
+    let mut candidates = Vec::new();
+    for (p, post) in f.posts.iter().enumerate() {
+        for (i, c) in post.comments.iter().enumerate() {
+            if post.comments.iter().filter(|d| d.author == c.author).count() == 1 {
+                candidates.push((p, i));
+            }
+        }
+    }
+    let (p, i) = pick(rng, &candidates, "comment");
+    let who = f.user_name(f.posts[p].comments[i].author as usize);
+    let intent = format!("Downvote the comment by {who} on the post {}.", post_ref(f, p));
+    (intent, Goal::State(Check::CommentVote { post: p as u16, comment: i as u8, vote: -1 }))
+}
+
+const REPLIES: [&str; 8] = [
+    "Thanks, this helped me a lot.",
+    "I will try this next weekend.",
+    "Great write-up, bookmarked.",
+    "Could you share more details about your setup?",
+    "Same experience here, well said.",
+    "This deserves more attention.",
+    "I changed my mind after reading this.",
+    "Where did you buy yours?",
+];
+
+fn comment_on_post(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let p = rng.index(f.posts.len());
+    let text = rng.choice(&REPLIES).to_string();
+    let intent = format!("Reply to the post {} with the comment \"{text}\"", post_ref(f, p));
+    (intent, Goal::State(Check::Commented { post: p as u16, text }))
+}
+
+const NEW_TITLES: [&str; 5] = [
+    "Tips for a {} newbie",
+    "Photos of my new {}",
+    "Question about {} upkeep",
+    "Budget {} recommendations",
+    "Show and tell: my {}",
+];
+const NEW_BODIES: [&str; 4] = [
+    "Any advice about the {} is welcome.",
+    "Here is what I learned about the {} this month.",
+    "Looking for opinions on the {} before I buy.",
+    "My {} finally works the way I wanted.",
+];
+
+fn create_post(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let i = rng.index(f.forums.len());
+    let noun = *rng.choice(&FORUMS[f.forums[i] as usize].nouns);
+    let title = rng.choice(&NEW_TITLES).replace("{}", noun);
+    let body = rng.choice(&NEW_BODIES).replace("{}", noun);
+    let intent = format!("Create a post in f/{} titled \"{title}\" with the body \"{body}\"", f.forum_name(i));
+    (intent, Goal::State(Check::Posted { forum: i as u8, title, body }))
+}
+
+fn subscription(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let i = rng.index(f.forums.len());
+    let want = !f.subscribed[i];
+    let verb = if want { "Subscribe to" } else { "Unsubscribe from" };
+    (
+        format!("{verb} the forum f/{}.", f.forum_name(i)),
+        Goal::State(Check::Subscribed { forum: i as u8, subscribed: want }),
+    )
+}
+
+// ---- checking ----
+
+/// Lower case, single spaces, no surrounding quotes or final period, no `$`.
+pub fn normalize(text: &str) -> String {
+    let lowered = text.to_lowercase().replace('$', "");
+    let words: Vec<&str> = lowered.split_whitespace().collect();
+    let joined = words.join(" ");
+    let trimmed = joined.trim_matches(|c| c == '"' || c == '\'' || c == '`').trim();
+    trimmed.strip_suffix('.').unwrap_or(trimmed).trim().to_string()
+}
+
+pub fn answer_accepted(rule: &AnswerRule, answer: &str) -> bool {
+    let answer = normalize(answer);
+    match rule {
+        AnswerRule::Exact(golds) => golds.iter().any(|g| normalize(g) == answer),
+        AnswerRule::MustInclude(parts) => parts.iter().all(|p| answer.contains(&normalize(p))),
+    }
+}
+
+/// Whether the site's state satisfies `check`.
+pub fn state_accepted(check: &Check, site: &Site) -> bool {
+    match (check, site) {
+        (Check::CartQty { product, qty }, Site::Shop(s)) => s.cart_qty(*product as usize) == Some(*qty),
+        (Check::CartWithout { product, rest }, Site::Shop(s)) => {
+            s.cart_qty(*product as usize).is_none() && &s.cart == rest
+        }
+        (Check::Ordered { product, qty, orders_before }, Site::Shop(s)) => s.orders
+            [*orders_before.min(&s.orders.len())..]
+            .iter()
+            .any(|o| o.lines == [Line { product: *product, qty: *qty }]),
+        (Check::Phone(phone), Site::Shop(s)) => normalize(&s.account.phone) == normalize(phone),
+        (Check::PostVote { post, vote }, Site::Forum(f)) => f.posts[*post as usize].vote == *vote,
+        (Check::CommentVote { post, comment, vote }, Site::Forum(f)) => {
+            f.posts[*post as usize].comments[*comment as usize].vote == *vote
+        }
+        (Check::Commented { post, text }, Site::Forum(f)) => {
+            f.posts[*post as usize].comments.iter().any(|c| c.author == f.me && normalize(c.text()) == normalize(text))
+        }
+        (Check::Posted { forum, title, body }, Site::Forum(f)) => f.posts.iter().any(|p| {
+            p.forum == *forum
+                && p.author == f.me
+                && normalize(&p.title) == normalize(title)
+                && normalize(&p.body) == normalize(body)
+        }),
+        (Check::Subscribed { forum, subscribed }, Site::Forum(f)) => f.subscribed[*forum as usize] == *subscribed,
+        _ => false,
+    }
+}
+
+/// The answer the planner gives at `stop` for an information task.
+pub fn gold_answer(rule: &AnswerRule) -> String {
+    match rule {
+        AnswerRule::Exact(golds) => golds[0].clone(),
+        AnswerRule::MustInclude(parts) => parts.join(", "),
+    }
+}

@@ -1,0 +1,511 @@
+//! webnav's behaviour: determinism, the planner solving every template, near misses rejected,
+//! bad input, ids in view being actionable, and golden renders of every page type.
+//!
+//! Goldens live in `rust/envserver/tests/webnav_golden/`; after an intended change of the
+//! rendering, rewrite them with `WEBNAV_BLESS=1 cargo test webnav` and review the diff.
+
+use super::data::Line;
+use super::tasks::Check;
+use super::*;
+
+fn factory(pairs: &[(&str, &str)]) -> WebNavFactory {
+    let options: Options = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    WebNavFactory::new(&options).unwrap()
+}
+
+fn session(task_id: u64) -> WebNav {
+    session_with(task_id, &[])
+}
+
+fn session_with(task_id: u64, options: &[(&str, &str)]) -> WebNav {
+    let mut env = factory(options).session();
+    env.reset(task_id).unwrap();
+    env
+}
+
+fn episode(env: &WebNav) -> &Episode {
+    env.episode.as_ref().unwrap()
+}
+
+fn feedback(env: &WebNav) -> Option<&str> {
+    episode(env).feedback.as_deref()
+}
+
+/// Plays the planner to the end; returns (reward, actions).
+fn solve(env: &mut WebNav) -> (f32, Vec<String>) {
+    let mut actions = Vec::new();
+    for _ in 0..MAX_PLAN_STEPS {
+        let step = env.expert().unwrap();
+        actions.push(step.action.clone());
+        let out = env.step(&step.action);
+        let fb = feedback(env).unwrap_or("");
+        assert!(
+            out.done || fb.is_empty(),
+            "task {}: planner action {:?} was refused: {fb}\n{}",
+            episode(env).task_id,
+            step.action,
+            out.observation
+        );
+        if out.done {
+            return (out.reward, actions);
+        }
+    }
+    panic!("task {}: the planner did not finish: {actions:?}", episode(env).task_id);
+}
+
+const T: u64 = TEMPLATES.len() as u64;
+
+#[test]
+fn there_are_thirty_templates_over_both_sites_and_kinds() {
+    assert_eq!(TEMPLATES.len(), 30);
+    let names: std::collections::BTreeSet<&str> = TEMPLATES.iter().map(|t| t.name).collect();
+    assert_eq!(names.len(), TEMPLATES.len());
+    for site in [SiteKind::Shop, SiteKind::Forum] {
+        for kind in [tasks::Kind::Info, tasks::Kind::Nav, tasks::Kind::State] {
+            assert!(TEMPLATES.iter().filter(|t| t.site == site && t.kind == kind).count() >= 3);
+        }
+    }
+}
+
+#[test]
+fn same_task_same_episode_different_tasks_differ() {
+    for task_id in [0, 7, 31, 29 + 30 * 5, 12_345] {
+        let a = session(task_id);
+        let b = session(task_id);
+        assert_eq!(a.observation, b.observation);
+        assert_eq!(episode(&a).site, episode(&b).site);
+        assert_eq!(episode(&a).task, episode(&b).task);
+    }
+    // Same template, next seed: another site and objective.
+    let a = session(3);
+    let b = session(3 + T);
+    assert_ne!(episode(&a).site, episode(&b).site);
+    assert_ne!(a.observation, b.observation);
+    // Same seed, other template: the same site, another objective.
+    let c = session(4);
+    assert_eq!(episode(&a).site, episode(&c).site);
+    assert_ne!(episode(&a).task.intent, episode(&c).task.intent);
+}
+
+#[test]
+fn the_site_of_a_seed_is_pinned() {
+    // A changed draw changes every task on every machine: this pins the stream.
+    let env = session(0);
+    let Site::Shop(shop) = &episode(&env).site else { panic!("template 0 is a shop task") };
+    let first = format!("{} {}", shop.product_name(0), data::money(shop.products[0].price_cents));
+    let again = session(0);
+    let Site::Shop(shop2) = &episode(&again).site else { unreachable!() };
+    assert_eq!(first, format!("{} {}", shop2.product_name(0), data::money(shop2.products[0].price_cents)));
+    assert_eq!(shop.products.len(), shop2.products.len());
+}
+
+#[test]
+fn the_planner_solves_every_template() {
+    let mut difficulty = vec![Vec::new(); TEMPLATES.len()];
+    for seed in 0..40 {
+        for template in 0..T {
+            let task_id = seed * T + template;
+            let mut env = session(task_id);
+            let (reward, actions) = solve(&mut env);
+            assert_eq!(reward, 1.0, "task {task_id} ({}): {actions:?}", TEMPLATES[template as usize].name);
+            assert_eq!(env.info()["difficulty"], actions.len(), "task {task_id}");
+            assert_eq!(env.info()["success"], true);
+            difficulty[template as usize].push(actions.len());
+        }
+    }
+    for (t, counts) in difficulty.iter().enumerate() {
+        assert!(counts.iter().all(|&n| n >= 2), "{}: {counts:?}", TEMPLATES[t].name);
+    }
+}
+
+#[test]
+fn info_names_the_task() {
+    let env = session(12);
+    let info = env.info();
+    assert_eq!(info["template"], "shop_add_to_cart");
+    assert_eq!(info["kind"], "state_change");
+    assert_eq!(info["site"], "shop");
+    assert!(info["intent"].as_str().unwrap().starts_with("Add "));
+    assert!(info["difficulty"].as_u64().unwrap() >= 3);
+}
+
+/// The task id of `template` with seed `seed`.
+fn task_of(name: &str, seed: u64) -> u64 {
+    seed * T + TEMPLATES.iter().position(|t| t.name == name).unwrap() as u64
+}
+
+#[test]
+fn near_miss_answers_are_rejected() {
+    for seed in 0..20 {
+        let env = session(task_of("shop_product_price", seed));
+        let Goal::Answer { rule, .. } = &episode(&env).task.goal else { panic!() };
+        let tasks::AnswerRule::Exact(golds) = rule else { panic!() };
+        let gold = &golds[0];
+        assert!(answer_accepted(rule, gold) && answer_accepted(rule, &gold.replace('$', "")));
+        assert!(answer_accepted(rule, &format!("  {}. ", gold.to_uppercase())));
+        let cents: u32 = gold.replace(['$', '.'], "").parse().unwrap();
+        for wrong in [cents + 1, cents - 1, cents + 100] {
+            assert!(!answer_accepted(rule, &data::money(wrong)), "{gold} vs {wrong}");
+        }
+        let env = session(task_of("shop_order_products", seed));
+        let Goal::Answer { rule: tasks::AnswerRule::MustInclude(names), .. } = &episode(&env).task.goal else {
+            panic!()
+        };
+        assert!(answer_accepted(&episode(&env).task.goal_rule(), &names.join(" and ")));
+        if names.len() > 1 {
+            assert!(!answer_accepted(&episode(&env).task.goal_rule(), &names[1..].join(", ")));
+        }
+        let env = session(task_of("forum_comment_count", seed));
+        let rule = episode(&env).task.goal_rule();
+        let tasks::AnswerRule::Exact(golds) = &rule else { panic!() };
+        let n: i64 = golds[0].parse().unwrap();
+        assert!(!answer_accepted(&rule, &(n + 1).to_string()) && !answer_accepted(&rule, &format!("1{n}")));
+    }
+}
+
+impl Task {
+    fn goal_rule(&self) -> tasks::AnswerRule {
+        match &self.goal {
+            Goal::Answer { rule, .. } => rule.clone(),
+            _ => panic!("not an information task"),
+        }
+    }
+}
+
+/// Runs the planner to completion on a clone, then lets `spoil` change the final state; the
+/// spoiled state must fail the check.
+fn spoiled(name: &str, seed: u64, spoil: impl Fn(&mut Site, &Check)) {
+    let mut env = session(task_of(name, seed));
+    let Goal::State(check) = episode(&env).task.goal.clone() else { panic!("{name} is not a state task") };
+    // Play until just before `stop`.
+    loop {
+        let step = env.expert().unwrap();
+        if step.action.starts_with("stop") {
+            break;
+        }
+        env.step(&step.action);
+    }
+    let e = env.episode.as_mut().unwrap();
+    assert!(state_accepted(&check, &e.site), "{name} seed {seed}: the planner's state passes");
+    spoil(&mut e.site, &check);
+    assert!(!state_accepted(&check, &e.site), "{name} seed {seed}: a near miss passed");
+    let out = env.step("stop [done]");
+    assert!(out.done && out.reward == 0.0);
+}
+
+#[test]
+fn near_miss_states_are_rejected() {
+    for seed in 0..10 {
+        let off_by_one = |site: &mut Site, check: &Check| {
+            let (Site::Shop(s), Check::CartQty { product, .. }) = (site, check) else { panic!() };
+            s.cart.iter_mut().find(|l| l.product == *product).unwrap().qty += 1;
+        };
+        spoiled("shop_add_to_cart", seed, off_by_one);
+        spoiled("shop_set_cart_qty", seed, off_by_one);
+        spoiled("shop_add_to_cart", seed, |site, check| {
+            // The wrong item: the product's line moved to another product.
+            let (Site::Shop(s), Check::CartQty { product, .. }) = (site, check) else { panic!() };
+            let other = (0..s.products.len() as u16).find(|p| s.cart_qty(*p as usize).is_none()).unwrap();
+            s.cart.iter_mut().find(|l| l.product == *product).unwrap().product = other;
+        });
+        spoiled("shop_remove_from_cart", seed, |site, check| {
+            // The wrong item removed too, or the item still there.
+            let (Site::Shop(s), Check::CartWithout { product, rest }) = (site, check) else { panic!() };
+            if rest.is_empty() {
+                s.cart.push(Line { product: *product, qty: 1 });
+            } else {
+                s.cart.remove(0);
+            }
+        });
+        spoiled("shop_buy_product", seed, |site, _| {
+            let Site::Shop(s) = site else { panic!() };
+            s.orders.last_mut().unwrap().lines[0].qty -= 1;
+        });
+        spoiled("shop_update_phone", seed, |site, _| {
+            let Site::Shop(s) = site else { panic!() };
+            s.account.phone.push('1');
+        });
+        spoiled("forum_upvote_post", seed, |site, check| {
+            // Upvoted twice: the vote is taken back.
+            let (Site::Forum(f), Check::PostVote { post, .. }) = (site, check) else { panic!() };
+            f.posts[*post as usize].vote = 0;
+        });
+        spoiled("forum_downvote_comment", seed, |site, check| {
+            let (Site::Forum(f), Check::CommentVote { post, comment, .. }) = (site, check) else { panic!() };
+            f.posts[*post as usize].comments[*comment as usize].vote = 1;
+        });
+        spoiled("forum_comment", seed, |site, check| {
+            // The comment in the wrong thread.
+            let (Site::Forum(f), Check::Commented { post, .. }) = (site, check) else { panic!() };
+            let moved = f.posts[*post as usize].comments.pop().unwrap();
+            let other = (*post as usize + 1) % f.posts.len();
+            f.posts[other].comments.push(moved);
+        });
+        spoiled("forum_comment", seed, |site, check| {
+            let (Site::Forum(f), Check::Commented { post, .. }) = (site, check) else { panic!() };
+            let c = f.posts[*post as usize].comments.last_mut().unwrap();
+            c.text = data::Text::Own(format!("{}!", c.text().trim_end_matches('.')).into());
+        });
+        spoiled("forum_create_post", seed, |site, check| {
+            let (Site::Forum(f), Check::Posted { forum, .. }) = (site, check) else { panic!() };
+            let p = f.posts.last_mut().unwrap();
+            p.forum = (*forum + 1) % f.forums.len() as u8;
+        });
+        spoiled("forum_subscription", seed, |site, check| {
+            let (Site::Forum(f), Check::Subscribed { forum, .. }) = (site, check) else { panic!() };
+            f.subscribed[*forum as usize] = !f.subscribed[*forum as usize];
+        });
+    }
+}
+
+#[test]
+fn stopping_on_the_wrong_page_fails_a_navigation_task() {
+    let mut env = session(task_of("shop_category_by_price", 2));
+    // The category, but in its default order.
+    let step = env.expert().unwrap();
+    env.step(&step.action);
+    assert!(episode(&env).browser.tab().page().clone() != Page::ShopHome);
+    let out = env.step("stop [N/A]");
+    assert!(out.done && out.reward == 0.0);
+}
+
+#[test]
+fn bad_input_gets_feedback_and_the_episode_goes_on() {
+    let cases: &[(&str, &str)] = &[
+        ("", "is not valid"),
+        ("click [9999]", "no element [9999]"),
+        ("click [abc]", "not an element id"),
+        ("type [2] [hello]", "cannot be typed into"),
+        ("press [Hyper+x]", "not a key combination"),
+        ("goto [http://evil.example/]", "outside the websites"),
+        ("goto [http://forum.test/]", "not part of this task"),
+        ("goto [http://shop.test/product/1]", "page not found"),
+        ("tab_focus [3]", "no tab 3"),
+        ("close_tab", "cannot be closed"),
+        ("go_back", "no previous page"),
+        ("go_forward", "no next page"),
+        ("scroll [sideways]", "scroll takes"),
+        ("fly [1]", "is not valid"),
+        ("stop [aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]", "too long"),
+    ];
+    let mut env = session_with(0, &[("viewport", "10")]);
+    for (action, want) in cases {
+        let out = env.step(action);
+        assert!(!out.done, "{action:?}");
+        let fb = feedback(&env).unwrap_or_default();
+        assert!(fb.contains(want), "{action:?}: {fb}");
+        assert!(out.observation.contains(&format!("FEEDBACK: {fb}")));
+    }
+    // A field in view takes text; a node below the view does not.
+    let obs = env.observation();
+    assert!(obs.contains("(content below"), "{obs}");
+    let last = episode(&env).browser.tree.nodes.len();
+    env.step(&format!("click [{last}]"));
+    assert!(feedback(&env).unwrap().contains("not in the current view"));
+}
+
+#[test]
+fn random_garbage_never_panics() {
+    let mut rng = Rng::new(5);
+    let pieces = [
+        "click",
+        "type",
+        "[",
+        "]",
+        "1",
+        "12",
+        "99999999999",
+        "scroll",
+        "[down]",
+        "stop",
+        "goto",
+        "http://shop.test/",
+        "press",
+        "[Enter]",
+        "new_tab",
+        "close_tab",
+        "tab_focus",
+        "go_back",
+        "\n",
+        "é",
+        "[0]",
+        "[1]",
+        " ",
+        "hover",
+        "http://shop.test/search?q=%ZZ",
+        "http://shop.test/category/x?page=0",
+        "%",
+        "]]",
+        "[[",
+    ];
+    for task_id in 0..60 {
+        let mut env = session(task_id);
+        for _ in 0..30 {
+            let n = rng.int(1, 6);
+            let action: String =
+                (0..n).map(|_| *rng.choice(&pieces)).collect::<Vec<_>>().join(if rng.bool() { " " } else { "" });
+            if action.starts_with("stop") {
+                continue;
+            }
+            let out = env.step(&action);
+            assert!(out.observation.contains("OBJECTIVE:"));
+        }
+    }
+}
+
+#[test]
+fn every_id_in_view_is_actionable() {
+    let mut rng = Rng::new(9);
+    for task_id in 0..90 {
+        let mut env = session(task_id);
+        for _ in 0..12 {
+            let obs = env.observation();
+            let ids: Vec<u32> =
+                obs.lines().filter_map(|l| l.trim_start().strip_prefix('[')?.split_once(']')?.0.parse().ok()).collect();
+            assert!(!ids.is_empty());
+            for &id in &ids {
+                let mut probe = WebNav {
+                    settings: env.settings.clone(),
+                    cache: env.cache.clone(),
+                    episode: env.episode.clone(),
+                    observation: String::new(),
+                };
+                let line = obs.lines().find(|l| l.trim_start().starts_with(&format!("[{id}] "))).unwrap();
+                let editable = [" textbox '", " searchbox '", " combobox '"].iter().any(|r| line.contains(r));
+                let action = if editable && line.contains("combobox") {
+                    format!("type [{id}] [Price] [0]")
+                } else if editable {
+                    format!("type [{id}] [2] [0]")
+                } else {
+                    format!("click [{id}]")
+                };
+                probe.step(&action);
+                assert_eq!(feedback(&probe), None, "task {task_id}: {action} on {line}");
+            }
+            // Move on: a random valid action.
+            let menu = env.available_actions().unwrap();
+            let action = rng.choice(&menu).clone();
+            env.step(&action);
+        }
+    }
+}
+
+#[test]
+fn scrolling_moves_the_view_and_says_so() {
+    let mut env = session_with(task_of("shop_review_stars", 1), &[("viewport", "10")]);
+    let top = env.observation();
+    let out = env.step("scroll [down]");
+    assert_ne!(top, out.observation);
+    assert!(out.observation.contains("(content above"));
+    let out = env.step("scroll [up]");
+    assert_eq!(out.observation.replace("scroll [up]", ""), top.replace("None", ""));
+}
+
+#[test]
+fn tabs_open_focus_and_close() {
+    let mut env = session(0);
+    let out = env.step("new_tab");
+    assert!(out.observation.contains("Tab 0: ") && out.observation.contains("Tab 1 (current): New Tab"));
+    assert!(out.observation.contains("URL: about:blank"));
+    env.step("goto [http://shop.test/cart]");
+    assert!(env.observation().contains("Tab 1 (current): Shopping Cart"));
+    env.step("tab_focus [0]");
+    assert!(env.observation().contains("Tab 0 (current): "));
+    env.step("close_tab");
+    assert!(!env.observation().contains("Tab 1"));
+    assert!(env.observation().contains("Tab 0 (current): Shopping Cart"));
+}
+
+#[test]
+fn options_are_checked() {
+    let bad = |pairs: &[(&str, &str)]| {
+        let options: Options = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        WebNavFactory::new(&options).err().unwrap().to_string()
+    };
+    assert!(bad(&[("colour", "red")]).contains("colour"));
+    assert!(bad(&[("viewport", "2")]).contains("viewport"));
+    assert!(bad(&[("show_urls", "maybe")]).contains("show_urls"));
+    let f = factory(&[("num_seeds", "3"), ("viewport", "12"), ("show_urls", "true")]);
+    assert_eq!(f.num_tasks(), 90);
+    let mut env = f.make();
+    assert!(env.reset(90).is_err());
+    let obs = env.reset(0).unwrap();
+    assert!(obs.contains(" url: http://shop.test/cart"), "{obs}");
+    let shown = obs.lines().filter(|l| l.trim_start().starts_with('[')).count();
+    assert_eq!(shown, 13, "the root and 12 lines");
+}
+
+#[test]
+fn max_steps_ends_an_episode() {
+    let mut env = factory(&[("max_steps", "2")]).make();
+    env.reset(5).unwrap();
+    assert!(!env.step("scroll [down]").done);
+    let out = env.step("scroll [down]");
+    assert!(out.done && out.reward == 0.0 && out.observation.contains("step limit (2)"));
+}
+
+/// Observations of every page type, kept as files.
+#[test]
+fn golden_pages() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/webnav_golden");
+    let shop_pages: &[(&str, &[&str])] = &[
+        ("shop_home", &[]),
+        ("shop_category", &["goto [http://shop.test/category/garden?sort=price]"]),
+        ("shop_search", &["type [6] [pro] [1]"]),
+        ("shop_product", &["click [16]"]),
+        ("shop_cart", &["click [5]"]),
+        ("shop_checkout", &["goto [http://shop.test/checkout]"]),
+        ("shop_orders", &["click [4]"]),
+        ("shop_account", &["click [3]", "type [17] [555-0000] [0]"]),
+        ("shop_errors", &["type [6] [ ] [1]", "click [999]"]),
+        ("blank_tab", &["new_tab"]),
+    ];
+    let forum_pages: &[(&str, &[&str])] = &[
+        ("forum_home", &[]),
+        ("forum_listing", &["click [5]", "click [14]"]),
+        ("forum_post", &["click [15]"]),
+        ("forum_user", &["click [15]", "click [11]"]),
+        ("forum_submit", &["click [5]", "click [11]"]),
+    ];
+    let bless = std::env::var_os("WEBNAV_BLESS").is_some();
+    let mut failures = Vec::new();
+    for (task_id, pages) in [(0u64, shop_pages), (17, forum_pages)] {
+        for (name, actions) in pages {
+            let mut env = session(task_id);
+            for action in *actions {
+                env.step(action);
+            }
+            let mut text = env.observation();
+            if *name == "shop_orders" {
+                // The orders page with one order opened, too.
+                let id = episode(&env).browser.tree.find_text("View Order").unwrap() + 1;
+                env.step(&format!("click [{id}]"));
+                text = format!("{text}\n\n---\n\n{}", env.observation());
+            }
+            let path = dir.join(format!("{name}.txt"));
+            if bless {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, &text).unwrap();
+            } else {
+                let want = std::fs::read_to_string(&path).unwrap_or_default();
+                if want != text {
+                    failures.push(format!("{name}: differs from {} (WEBNAV_BLESS=1 rewrites)\n{text}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn the_site_cache_hands_out_copies() {
+    let f = factory(&[]);
+    let mut a = f.session();
+    a.reset(task_of("shop_add_to_cart", 4)).unwrap();
+    let fresh = data::generate_shop(&mut Rng::derive(SITE_SEED, 4));
+    assert_eq!(episode(&a).site, Site::Shop(fresh.clone()), "a cached site is the generated one");
+    solve(&mut a);
+    let mut b = f.session();
+    b.reset(task_of("shop_add_to_cart", 4)).unwrap();
+    assert_eq!(episode(&b).site, Site::Shop(fresh), "one session's changes stay in that session");
+}
