@@ -111,6 +111,21 @@ def test_episodes_over_agentgym_webarena_wire(server):
     assert ("/close", {"env_idx": 0}) in server.bodies
 
 
+def test_the_webarena_family_speaks_the_dialect_and_sends_the_fenced_action(server):
+    from agentgym.envs.families import family
+
+    rules = family("webarena")
+    assert rules.remote_options["dialect"] == "webarena"
+    reply = "The mug costs $12. In summary, the next action I will perform is ```stop [$12]```"
+    action, error = rules.parse_reply(reply)
+    assert (action, error) == ("```stop [$12]```", None)
+    assert rules.parse_reply("no action")[0] is None
+    pool = EnvPool.remote(server.url, "webarena", num_tasks=2, timeout=5)  # dialect from family
+    ids = pool.create(1)
+    pool.reset(ids, [0])
+    assert pool.step(ids, [action]).rewards.tolist() == [1.0]
+
+
 def test_a_server_error_fails_only_its_session(server):
     pool = EnvPool.remote(server.url, "webarena", dialect="webarena", num_tasks=2, timeout=5)
     ids = pool.create(2)

@@ -175,6 +175,13 @@ def parse_webnav_reply(reply: str) -> tuple[str | None, str | None]:
     return (action, None) if action else (None, WEBNAV_INVALID_REPLY)
 
 
+def parse_webarena_reply(reply: str) -> tuple[str | None, str | None]:
+    """For AgentGym's WebArena server, which reads the action from the first ``` block of what
+    it is sent: the action webnav's rule finds, sent inside one fenced block."""
+    action, error = parse_webnav_reply(reply)
+    return (f"```{action}```", None) if action is not None else (None, error)
+
+
 def _answer_correct(reward: float, done: bool, truncated: bool) -> Outcome:
     # The reward is the answer's score; success is a full score (EM or subEM of 1, F1 of 1).
     return Outcome(success=done and reward >= 1.0, truncated=truncated and not done)
@@ -272,6 +279,15 @@ FAMILIES: dict[str, EnvFamily] = {
             eval_group=lambda task_id, info: f"{info['site']}/{info['kind']}",
             reward_scale="0..1 (1 when the task's check accepts the state or answer at stop)",
             parse_reply=parse_webnav_reply,
+            format_reply=_webarena_reply,
+        ),
+        EnvFamily(
+            "webarena",
+            WEBNAV_INSTRUCTION,
+            group_needs_info=False,
+            remote_options={"dialect": "webarena"},
+            reward_scale="0..1 (WebArena's evaluator on the final state or answer)",
+            parse_reply=parse_webarena_reply,
             format_reply=_webarena_reply,
         ),
         EnvFamily(
