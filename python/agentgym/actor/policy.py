@@ -37,7 +37,8 @@ def prepare_model(config: RunConfig) -> Path:
     from agentgym.models import build_tiny_model, env_corpus
 
     env, n = config.env.name, config.model.corpus_episodes
-    corpus = lambda: env_corpus(env, episodes=n, seed=config.actor.seed)  # noqa: E731
+    options = config.env.options
+    corpus = lambda: env_corpus(env, episodes=n, seed=config.actor.seed, **options)  # noqa: E731
     return build_tiny_model(directory, corpus, config.model.tiny)
 
 

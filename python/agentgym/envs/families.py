@@ -120,6 +120,14 @@ def parse_search_reply(reply: str) -> tuple[str | None, str | None]:
     return f"<{tag}>{content}</{tag}>", None
 
 
+def _thought_action(thought: str, action: str) -> str:
+    return f"Thought: {thought}\nAction: {action}"
+
+
+def _think_then_tag(thought: str, action: str) -> str:
+    return f"<think>{thought}</think>\n{action}"
+
+
 def _answer_correct(reward: float, done: bool, truncated: bool) -> Outcome:
     # The reward is the answer's score; success is a full score (EM or subEM of 1, F1 of 1).
     return Outcome(success=done and reward >= 1.0, truncated=truncated and not done)
@@ -164,6 +172,10 @@ class EnvFamily:
     parse_reply: Callable[[str], tuple[str | None, str | None]] | None = None
     """The family's own reply grammar: reply -> (action, None) or (None, corrective observation).
     None: AgentGym's "Action:" line rules (``agentgym.agent.parsing``)."""
+    write_reply: Callable[[str, str], str] = _thought_action
+    """(thought, action) -> the agent's reply in this family's format (expert demos, tokenizer
+    corpora): "Thought: ...\nAction: ..." by default; ``<think>...</think>`` then the tag for
+    search."""
 
     def group(self, env: str, task_id: int, info: Mapping[str, Any]) -> str:
         """The eval row of ``task_id`` (the env's name when the family has no grouping)."""
@@ -196,6 +208,7 @@ FAMILIES: dict[str, EnvFamily] = {
             eval_group=lambda task_id, info: str(info.get("data_source") or "search"),
             reward_scale="0..1 (exact match of the normalised answer; subem or token F1 by option)",
             parse_reply=parse_search_reply,
+            write_reply=_think_then_tag,
         ),
         EnvFamily(
             "sciworld",

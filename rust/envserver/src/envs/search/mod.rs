@@ -413,25 +413,36 @@ impl TextEnv for SearchEnv {
     }
 
     /// The chain of titles from the question to a gold answer ([`expert::find_chain`]): the
-    /// first title not searched yet, then the first gold answer.
+    /// first title not searched yet, then the first gold answer. The thoughts name no entity,
+    /// so that a reply copies each name once, into its tag.
     fn expert(&self) -> Result<ExpertMove, EnvError> {
         let item = self.item();
         let chain = expert::find_chain(&item.question, &item.golden_answers, |q, k| self.retrieve(q, k))
             .map_err(EnvError::Unsupported)?;
         let searched = |title: &String| self.queries.iter().any(|q| q == title);
-        let Some(at) = chain.iter().position(|t| !searched(t)) else {
-            let last = chain.last().map_or("", String::as_str);
-            return Ok(ExpertMove {
-                action: format!("<answer>{}</answer>", item.golden_answers[0].trim()),
-                thought: format!("The passage about {last} gives the answer."),
-            });
+        let at = chain.iter().position(|t| !searched(t));
+        // Beyond the first search, what the move copies must be in the last observation: a
+        // chain whose passage the search did not rank within top-k is not followed blindly.
+        // The gold answer the observation shows (the first one when it shows none).
+        let answer = item.golden_answers.iter().map(|a| a.trim()).find(|a| self.observation.contains(a));
+        let answer = answer.unwrap_or(item.golden_answers[0].trim());
+        let copied = match at {
+            Some(0) => None,
+            Some(at) => Some(chain[at].as_str()),
+            None => Some(answer),
         };
-        let title = &chain[at];
-        let thought = match at {
-            0 => format!("The question names {title}; I look it up."),
-            _ => format!("The passage about {} names {title}; I look it up.", chain[at - 1]),
+        if let Some(text) = copied.filter(|t| !self.observation.contains(t)) {
+            return Err(EnvError::Unsupported(format!(
+                "the last observation does not show {text:?}, which the next move needs (top-{} too small?)",
+                self.shared.settings.topk
+            )));
+        }
+        let (action, thought) = match at {
+            None => (format!("<answer>{answer}</answer>"), "The passage I found gives the answer."),
+            Some(0) => (format!("<search>{}</search>", chain[0]), "The question names what to look up first."),
+            Some(at) => (format!("<search>{}</search>", chain[at]), "The passage I found names what to look up next."),
         };
-        Ok(ExpertMove { action: format!("<search>{title}</search>"), thought })
+        Ok(ExpertMove { action, thought: thought.to_string() })
     }
 
     fn info(&self) -> serde_json::Value {
