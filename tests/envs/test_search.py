@@ -210,7 +210,8 @@ def test_the_expert_demos_solve_every_question(
     world: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``agentgym demos search``: the expert follows each question's chain (2 or 3 searches,
-    each copying a name the question or the last passages show), then answers."""
+    each copying a name the question or the last passages show), then answers; tags hold their
+    content between spaces, as Search-R1's prompt writes them."""
     from agentgym.cli.main import main
 
     out = tmp_path / "demos.jsonl"
@@ -225,9 +226,10 @@ def test_the_expert_demos_solve_every_question(
         assert record["success"] and len(replies) == searches + 1
         for seen, reply in zip(messages[1::2], replies, strict=True):
             thought, tag = re.fullmatch(
-                r"<think>(.*)</think>\n<(?:search|answer)>(.*)</.*>", reply
+                r"<think>(.*)</think>\n<(?:search|answer)> (.*) </.*>", reply
             ).groups()
-            assert tag in seen["content"], (tag, seen["content"])
+            # After a space where it is copied from too: the same tokens in both places.
+            assert f" {tag}" in seen["content"], (tag, seen["content"])
             assert tag not in thought
 
 

@@ -413,8 +413,10 @@ impl TextEnv for SearchEnv {
     }
 
     /// The chain of titles from the question to a gold answer ([`expert::find_chain`]): the
-    /// first title not searched yet, then the first gold answer. The thoughts name no entity,
-    /// so that a reply copies each name once, into its tag.
+    /// first title not searched yet, then the gold answer the last observation shows. The
+    /// thoughts name no entity, so that a reply copies each name once, into its tag; the tag's
+    /// content stands between spaces (as in Search-R1's prompt, `<search> query </search>`), so
+    /// a name is the same tokens in the tag as in the question or passage it is copied from.
     fn expert(&self) -> Result<ExpertMove, EnvError> {
         let item = self.item();
         let chain = expert::find_chain(&item.question, &item.golden_answers, |q, k| self.retrieve(q, k))
@@ -438,9 +440,11 @@ impl TextEnv for SearchEnv {
             )));
         }
         let (action, thought) = match at {
-            None => (format!("<answer>{answer}</answer>"), "The passage I found gives the answer."),
-            Some(0) => (format!("<search>{}</search>", chain[0]), "The question names what to look up first."),
-            Some(at) => (format!("<search>{}</search>", chain[at]), "The passage I found names what to look up next."),
+            None => (format!("<answer> {answer} </answer>"), "The passage I found gives the answer."),
+            Some(0) => (format!("<search> {} </search>", chain[0]), "The question names what to look up first."),
+            Some(at) => {
+                (format!("<search> {} </search>", chain[at]), "The passage I found names what to look up next.")
+            }
         };
         Ok(ExpertMove { action, thought: thought.to_string() })
     }
