@@ -228,34 +228,51 @@ def load_tokenizer(path: str | Path) -> Any:
 def env_corpus(
     env: str, *, episodes: int = 64, max_steps: int = 20, seed: int = 0, **options: Any
 ) -> list[str]:
-    """Text of `episodes` random-action episodes of native env `env` (a tokenizer corpus).
+    """Text of `episodes` episodes of native env `env` (a tokenizer corpus).
 
-    Actions come from the env's menu of available actions when it has one (BabyAI), otherwise
-    from the commands its first observation lists (TextCraft: each "craft ..." line and a "get"
-    of each ingredient) plus "inventory". Each action is also written as an agent reply
-    ("Thought: ...\nAction: <action>") so the reply format gets its own merges.
-    Deterministic for a given (env, episodes, max_steps, seed).
+    Actions come from the env's menu of available actions when it has one (BabyAI, random
+    choices); otherwise from the env's expert when it has one (search: the searches and answer
+    of the expert), else from the commands the first observation lists (TextCraft: each
+    "craft ..." line and a "get" of each ingredient) plus "inventory". Each action is also
+    written as an agent reply in the family's format ("Thought: ...\nAction: <action>", or
+    search's tags) so the reply format gets its own merges; the family's instruction is added
+    when ``builtin_corpus`` lacks it. Deterministic for a given (env, episodes, max_steps, seed,
+    options).
     """
     from agentgym.envs import EnvPool
+    from agentgym.envs.families import family
 
+    rules = family(env)
     rng = random.Random(seed)
     pool = EnvPool(env, seed=seed, **options)
     ids = pool.create(episodes)
     texts = pool.reset(ids, pool.sample_task_ids(episodes))
     fallback = {i: _commands_in(obs) for i, obs in zip(ids, texts, strict=True)}
+    if rules.instruction not in builtin_corpus():
+        texts.append(rules.instruction)
     live = list(ids)
     for _ in range(max_steps):
         menus = pool.available_actions(live)
-        actions = [rng.choice(m or fallback[i]) for i, m in zip(live, menus, strict=True)]
+        experts = pool.expert(live).moves if any(m is None for m in menus) else [None] * len(live)
+        moves = [
+            move if menu is None and move is not None else _random_move(rng, menu or fallback[i])
+            for i, menu, move in zip(live, menus, experts, strict=True)
+        ]
+        actions = [action for action, _ in moves]
         batch = pool.step(live, actions)
         texts += [o for o in batch.observations if o]
-        texts += [f"Thought: I will {a}.\nAction: {a}" for a in actions]
+        texts += [rules.format_reply(thought, action) for action, thought in moves]
         ended = batch.dones | batch.truncated
         live = [i for k, i in enumerate(live) if not ended[k] and batch.errors[k] is None]
         if not live:
             break
     pool.close(ids)
     return texts
+
+
+def _random_move(rng: random.Random, actions: list[str]) -> tuple[str, str]:
+    action = rng.choice(actions)
+    return action, f"I will {action}."
 
 
 _CRAFT_LINE = re.compile(r"^craft .+$", re.MULTILINE)

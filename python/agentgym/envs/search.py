@@ -4,6 +4,14 @@
 >>> report = build_index("corpus.jsonl", "index/")  # doctest: +SKIP
 >>> pool = EnvPool("search", index="index/", qa="qa.jsonl", topk=3)  # doctest: +SKIP
 
+Or with passages from a retrieval server of Search-R1's API (``POST /retrieve {"queries",
+"topk", "return_scores"}``; e.g. an E5/FAISS retriever on a GPU), no local index needed; the
+searches of one batched step go out as one request, and a retriever that fails or answers
+garbage within ``retriever_timeout`` seconds gives the searching sessions a per-session error:
+
+>>> url = "http://127.0.0.1:8000/retrieve"
+>>> pool = EnvPool("search", retriever=url, qa="qa.jsonl")  # doctest: +SKIP
+
 Corpus lines are ``{"id": ..., "contents": "\\"Title\\"\\ntext"}``; a line that is not such a JSON
 object is skipped and counted (``IndexBuildReport.first_skipped`` names the first line numbers).
 Ranking is BM25 (k1 = 1.2, b = 0.75) over alphanumeric, lower-cased tokens; the index directory

@@ -1,5 +1,6 @@
 //! The environment contract: what every native env implements, and the errors they share.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -61,6 +62,14 @@ pub trait TextEnv: Send {
     /// Applies one text action. Must not be called before `reset`; the pool guarantees it.
     fn step(&mut self, action: &str) -> StepOutcome;
 
+    /// [`TextEnv::step`] within a batched step, reading what the factory fetched for the whole
+    /// batch ([`EnvFactory::prepare_step`]; `None` when it fetched nothing). `Err(message)`: the
+    /// step could not be taken for a reason outside the game (a remote service failed) and the
+    /// session is as it was, so the same action can be sent again.
+    fn step_prepared(&mut self, action: &str, _prepared: Option<&Prepared>) -> Result<StepOutcome, String> {
+        Ok(self.step(action))
+    }
+
     /// The current observation, as last returned by `reset` or `step`.
     fn observation(&self) -> String;
 
@@ -101,9 +110,19 @@ pub trait EnvFactory: Send + Sync {
     }
     /// A fresh session, not yet reset.
     fn make(&self) -> Box<dyn TextEnv>;
+    /// Work done once for a batched step before its sessions step, given the actions of the
+    /// sessions that will step: e.g. one request to a remote service for all of them instead of
+    /// one per session. `None` (the default): nothing to share.
+    fn prepare_step(&self, _actions: &[&str]) -> Option<Box<Prepared>> {
+        None
+    }
 }
 
 pub type SharedFactory = Arc<dyn EnvFactory>;
+
+/// What a factory fetched once for a whole batched step, read by each session's
+/// [`TextEnv::step_prepared`] (which downcasts it to the factory's own type).
+pub type Prepared = dyn Any + Send + Sync;
 
 /// Rejects option keys an env does not read, naming them and the accepted ones.
 pub fn check_option_keys(options: &Options, accepted: &[&str]) -> Result<(), EnvError> {

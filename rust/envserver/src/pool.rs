@@ -5,7 +5,8 @@
 //! - A batch is validated before any work: an unknown/closed id, the same id twice, or lists of
 //!   different lengths reject the whole batch with a [`PoolError`] and change nothing.
 //! - Per-session problems (an over-long action, stepping a finished episode, a panic inside the
-//!   env) become that session's `error` while the rest of the batch proceeds normally.
+//!   env, a remote service the env relies on failing) become that session's `error` while the
+//!   rest of the batch proceeds normally.
 //! - With a horizon cap, a session that has taken `cap` steps since its reset without finishing
 //!   returns `truncated = true`; it must be reset before stepping again.
 
@@ -17,7 +18,7 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::env::{CustomTask, EnvError, ExpertMove, Options, SharedFactory, TextEnv};
+use crate::env::{CustomTask, EnvError, ExpertMove, Options, Prepared, SharedFactory, TextEnv};
 use crate::rng::Rng;
 use crate::workers::Workers;
 
@@ -377,14 +378,32 @@ impl EnvPool {
     ) -> Result<Vec<StepResult>, PoolError> {
         let sessions = self.lookup(ids)?;
         let cap = self.horizon();
+        let prepared = self.prepare_step(ids.len(), &action);
+        let prepared = prepared.as_deref();
         let out = self.run_batch(Op::Step, Some(ids), ids.len(), MIN_PARALLEL_STEPS, |i| match action(i) {
-            Ok(a) => self.step_one(&sessions[i], ids[i], a, cap),
+            Ok(a) => self.step_one(&sessions[i], ids[i], a, cap, prepared),
             Err(reason) => StepResult::failed(format!("session {}: {reason}; not sent to the env", ids[i])),
         });
         self.stats.steps.fetch_add(ids.len() as u64, Ordering::Relaxed);
         let errors = out.iter().filter(|r| r.error.is_some()).count();
         self.stats.step_errors.fetch_add(errors as u64, Ordering::Relaxed);
         Ok(out)
+    }
+
+    /// The factory's work shared by a whole step ([`crate::env::EnvFactory::prepare_step`]),
+    /// given the actions that will be sent to envs. Sessions that cannot step are not filtered
+    /// out (that would lock every session once more per batch): an answer prepared for one of
+    /// them is only unused. A panic there is counted and the sessions step without it.
+    fn prepare_step<'a>(&self, n: usize, action: &impl Fn(usize) -> Result<&'a str, &'a str>) -> Option<Box<Prepared>> {
+        let actions: Vec<&str> =
+            (0..n).filter_map(|i| action(i).ok()).filter(|a| a.len() <= self.max_action_bytes).collect();
+        if actions.is_empty() {
+            return None;
+        }
+        catch_unwind(AssertUnwindSafe(|| self.factory.prepare_step(&actions))).unwrap_or_else(|_| {
+            self.stats.env_panics.fetch_add(1, Ordering::Relaxed);
+            None
+        })
     }
 
     /// Closes sessions, freeing their envs. Returns how many were closed (all of them, or the
@@ -467,7 +486,14 @@ impl EnvPool {
         ids
     }
 
-    fn step_one(&self, session: &SessionRef, id: u64, action: &str, cap: Option<u32>) -> StepResult {
+    fn step_one(
+        &self,
+        session: &SessionRef,
+        id: u64,
+        action: &str,
+        cap: Option<u32>,
+        prepared: Option<&Prepared>,
+    ) -> StepResult {
         let mut s = session.lock();
         if let Some(refusal) = s.phase.step_refusal(id) {
             return StepResult::failed(refusal);
@@ -479,9 +505,10 @@ impl EnvPool {
                 self.max_action_bytes
             ));
         }
-        let outcome = catch_unwind(AssertUnwindSafe(|| s.env.step(action)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| s.env.step_prepared(action, prepared)));
         match outcome {
-            Ok(o) => {
+            Ok(Err(message)) => StepResult::failed(format!("session {id}: {message}")),
+            Ok(Ok(o)) => {
                 s.steps += 1;
                 let truncated = !o.done && cap.is_some_and(|c| s.steps >= c);
                 if o.done || truncated {

@@ -1,8 +1,9 @@
 //! EnvPool behaviour on a scripted test env: ids, batches, errors, horizon, panics, memory.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use agentgym_envserver::env::{EnvError, EnvFactory, StepOutcome, TextEnv};
+use agentgym_envserver::env::{EnvError, EnvFactory, Prepared, StepOutcome, TextEnv};
 use agentgym_envserver::{EnvPool, PoolError};
 
 /// Counts steps; "win" finishes with reward 1; "panic" panics; the observation echoes.
@@ -266,4 +267,79 @@ fn expert_moves_per_session_or_why_not() {
         }
     }
     assert_eq!(done, [true; 3]);
+}
+
+/// Looks each action up in what the factory prepared for the batch: a prepared `Err` is a
+/// per-session error, an action the factory did not prepare is echoed.
+struct Lookup {
+    obs: String,
+}
+
+impl TextEnv for Lookup {
+    fn reset(&mut self, _task_id: u64) -> Result<String, EnvError> {
+        self.obs = "start".into();
+        Ok(self.obs.clone())
+    }
+    fn step(&mut self, action: &str) -> StepOutcome {
+        self.step_prepared(action, None).unwrap()
+    }
+    fn step_prepared(&mut self, action: &str, prepared: Option<&Prepared>) -> Result<StepOutcome, String> {
+        let table = prepared.and_then(|p| p.downcast_ref::<HashMap<String, Result<String, String>>>());
+        let answer = table.and_then(|t| t.get(action).cloned()).unwrap_or_else(|| Ok(format!("unprepared {action}")));
+        self.obs = answer?;
+        Ok(StepOutcome { observation: self.obs.clone(), reward: 0.0, done: false })
+    }
+    fn observation(&self) -> String {
+        self.obs.clone()
+    }
+}
+
+/// Prepares an answer per distinct action ("down" fails), counting its calls.
+#[derive(Default)]
+struct LookupFactory {
+    calls: Mutex<Vec<Vec<String>>>,
+}
+
+impl EnvFactory for LookupFactory {
+    fn name(&self) -> &str {
+        "lookup"
+    }
+    fn num_tasks(&self) -> u64 {
+        1
+    }
+    fn make(&self) -> Box<dyn TextEnv> {
+        Box::new(Lookup { obs: String::new() })
+    }
+    fn prepare_step(&self, actions: &[&str]) -> Option<Box<Prepared>> {
+        self.calls.lock().unwrap().push(actions.iter().map(|a| a.to_string()).collect());
+        let answer = |a: &str| if a == "down" { Err("service down".to_string()) } else { Ok(format!("prepared {a}")) };
+        let table: HashMap<String, Result<String, String>> =
+            actions.iter().map(|a| (a.to_string(), answer(a))).collect();
+        Some(Box::new(table))
+    }
+}
+
+#[test]
+fn a_batch_is_prepared_once_and_a_prepared_error_leaves_the_session_unchanged() {
+    let factory = Arc::new(LookupFactory::default());
+    let mut pool = EnvPool::with_factory(factory.clone(), Some(2));
+    pool.set_max_action_bytes(8);
+    let ids = pool.create(40).unwrap();
+    pool.reset(&ids, &vec![0; 40]).unwrap();
+    let actions: Vec<&str> = (0..40).map(|i| ["a", "b", "down", "far too long"][i % 4]).collect();
+    let out = pool.step(&ids, &actions).unwrap();
+    let calls = factory.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1, "one preparation per batch");
+    assert_eq!(calls[0].len(), 30, "actions over the length cap are not prepared");
+    for (i, r) in out.iter().enumerate() {
+        match i % 4 {
+            0 => assert_eq!(r.observation, "prepared a"),
+            1 => assert_eq!(r.observation, "prepared b"),
+            2 => assert_eq!(r.error.as_deref(), Some(format!("session {}: service down", ids[i]).as_str())),
+            _ => assert!(r.error.as_ref().unwrap().contains("byte cap")),
+        }
+    }
+    let info = pool.info(&ids[2..3]).unwrap().remove(0);
+    assert_eq!((info["pool_steps"].as_u64(), info["phase"].as_str()), (Some(0), Some("running")));
+    assert_eq!(pool.observations(&ids[2..3]).unwrap(), ["start"]);
 }

@@ -11,7 +11,8 @@
 //! - A server that dies, hangs or answers garbage fails only its own sessions, each with an error
 //!   naming the server and the cause. A step whose request may have reached the server is never
 //!   retried (the env may have moved); the session is then marked failed until it is reset.
-//! - The runtime and connections are built per process id, so a forked child gets fresh ones.
+//! - The runtime and connections are built per process id ([`ProcessClients`]), so a forked
+//!   child gets fresh ones.
 //! - Observations are the last ones the servers returned, kept here; `info` adds the reset
 //!   reply's other fields (e.g. ScienceWorld's `task_name`, `var_num`, `task_description`).
 //! - Per env family, as AgentGym's clients read their servers: `task_field` names a reset-reply
@@ -21,6 +22,7 @@
 //!   optional `truncated` flag ends the episode as truncated, not done.
 
 mod client;
+mod runtime;
 mod wire;
 
 use std::collections::{BTreeMap, HashMap};
@@ -34,6 +36,7 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 pub use client::{CallError, ClientOptions, ServerClient};
+pub use runtime::{Io, ProcessClients};
 pub use wire::WireDialect;
 
 use crate::pool::{check_ids, check_lengths, HorizonCap, Phase, PoolError, StepResult, DEFAULT_MAX_ACTION_BYTES};
@@ -124,16 +127,9 @@ struct Probe {
     num_tasks: Option<u64>,
 }
 
-/// The runtime and clients of one process.
-struct Io {
-    pid: u32,
-    runtime: tokio::runtime::Runtime,
-    clients: Vec<Arc<ServerClient>>,
-}
-
 pub struct RemotePool {
     config: RemoteConfig,
-    io: Mutex<Option<Arc<Io>>>,
+    io: ProcessClients,
     probes: Mutex<Vec<Option<Probe>>>,
     sessions: Mutex<HashMap<u64, Session>>,
     next_id: AtomicU64,
@@ -158,9 +154,10 @@ impl RemotePool {
             }
         }
         let probes = Mutex::new(vec![None; config.urls.len()]);
+        let io = ProcessClients::new(config.urls.clone(), config.client.clone());
         let pool = Self {
             config,
-            io: Mutex::new(None),
+            io,
             probes,
             sessions: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
@@ -528,33 +525,9 @@ impl RemotePool {
 
     // --- helpers -----------------------------------------------------------------------------
 
-    /// This process's runtime and clients, rebuilt after a fork (a child must not touch the
-    /// parent's runtime threads or connections; the parent's copies are leaked, not dropped).
+    /// This process's runtime and clients ([`ProcessClients`]: rebuilt after a fork).
     fn io(&self) -> Result<Arc<Io>, RemoteError> {
-        let pid = std::process::id();
-        let mut slot = self.io.lock();
-        if let Some(io) = slot.as_ref() {
-            if io.pid == pid {
-                return Ok(Arc::clone(io));
-            }
-        }
-        if let Some(stale) = slot.take() {
-            std::mem::forget(stale);
-        }
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| RemoteError::Config(format!("cannot start the HTTP client runtime: {e}")))?;
-        let clients = self
-            .config
-            .urls
-            .iter()
-            .map(|url| ServerClient::new(url, &self.config.client).map(Arc::new))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(RemoteError::Config)?;
-        let io = Arc::new(Io { pid, runtime, clients });
-        *slot = Some(Arc::clone(&io));
-        Ok(io)
+        self.io.get().map_err(RemoteError::Config)
     }
 
     /// Asks each not-yet-probed server what it is. Returns the servers that could not be

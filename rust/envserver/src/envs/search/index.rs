@@ -121,6 +121,23 @@ struct CorpusLine {
 }
 
 /// The analyzer used for passages and queries alike.
+/// The distinct tokens of `query` under the index's tokenizer, sorted (no index needed: the
+/// search env checks a remote retriever's queries with it too).
+pub fn query_terms(query: &str) -> Vec<String> {
+    terms_with(&mut analyzer(), query)
+}
+
+fn terms_with(analyzer: &mut TextAnalyzer, query: &str) -> Vec<String> {
+    let mut stream = analyzer.token_stream(query);
+    let mut terms = Vec::new();
+    while let Some(token) = stream.next() {
+        terms.push(token.text.clone());
+    }
+    terms.sort_unstable();
+    terms.dedup();
+    terms
+}
+
 fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(MAX_TOKEN_BYTES))
@@ -353,15 +370,7 @@ impl SearchIndex {
 
     /// The distinct tokens of `query`, sorted: what is searched for.
     pub fn query_terms(&self, query: &str) -> Vec<String> {
-        let mut analyzer = self.analyzer.clone();
-        let mut stream = analyzer.token_stream(query);
-        let mut terms = Vec::new();
-        while let Some(token) = stream.next() {
-            terms.push(token.text.clone());
-        }
-        terms.sort_unstable();
-        terms.dedup();
-        terms
+        terms_with(&mut self.analyzer.clone(), query)
     }
 
     /// The `k` best passages for `query` (fewer when fewer contain a query token), best first,

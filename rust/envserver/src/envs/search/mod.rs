@@ -9,34 +9,60 @@
 //! an over-long one gets a corrective observation and costs a turn. After `max_turns` turns
 //! without an answer the episode ends with reward 0.
 //!
-//! Options (`EnvPool("search", ...)`): `index` (a directory built by `agentgym index build`,
-//! required), `qa` (QA JSONL, required), `topk` (3), `max_passage_chars` (0: whole passages),
+//! Options (`EnvPool("search", ...)`): `qa` (QA JSONL, required) and the passages' source, one
+//! of `index` (a directory built by `agentgym index build`) or `retriever` (the URL of a
+//! retrieval server with Search-R1's API, e.g. `http://127.0.0.1:8000/retrieve`), with
+//! `retriever_timeout` (seconds, 30); `topk` (3), `max_passage_chars` (0: whole passages),
 //! `max_turns` (10), `reward` (`em`, `subem` or `f1`), `max_query_chars` (1000).
 //!
 //! The index is opened once per process and directory and shared by every pool and session
 //! (memory-mapped, read-only). Sessions of one batched step search concurrently on the pool's
 //! threads, through one shared searcher; a query that another session sent recently (the
 //! episodes of a GRPO group often search alike) is answered from a shared cache of results.
+//!
+//! With a remote retriever, the distinct queries of a batched step go to the server in one
+//! request before the sessions step (`EnvFactory::prepare_step`), and each session formats its
+//! own result exactly as the local path does. When the retriever fails (no connection, timeout,
+//! HTTP error, a reply of the wrong shape), the sessions whose searches it carried get a
+//! per-session error and stay as they were (the turn is not counted, the same reply can be sent
+//! again); the other sessions of the batch step normally.
 
 pub mod cache;
+pub mod expert;
 pub mod grammar;
 pub mod index;
 pub mod qa;
+pub mod retriever;
 pub mod reward;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::env::{check_option_keys, EnvError, EnvFactory, Options, StepOutcome, TextEnv};
+use crate::env::{check_option_keys, EnvError, EnvFactory, ExpertMove, Options, Prepared, StepOutcome, TextEnv};
 use grammar::{parse_action, Action, INVALID_ACTION};
 use index::{Hit, SearchIndex};
 use qa::QaItem;
+use retriever::{RemoteRetriever, Retrieved};
 use reward::{RewardKind, Score};
 
-const OPTION_KEYS: &[&str] = &["index", "qa", "topk", "max_passage_chars", "max_turns", "reward", "max_query_chars"];
+const OPTION_KEYS: &[&str] = &[
+    "index",
+    "retriever",
+    "retriever_timeout",
+    "qa",
+    "topk",
+    "max_passage_chars",
+    "max_turns",
+    "reward",
+    "max_query_chars",
+];
+
+/// `retriever_timeout` when not given, in seconds.
+const DEFAULT_RETRIEVER_TIMEOUT_S: f64 = 30.0;
 
 /// The per-pool settings every session reads.
 #[derive(Debug, Clone)]
@@ -55,8 +81,16 @@ impl Default for Settings {
     }
 }
 
+/// Where passages come from.
+pub enum Passages {
+    /// The embedded BM25 index.
+    Local(Arc<SearchIndex>),
+    /// A retrieval server (Search-R1's API).
+    Remote(RemoteRetriever),
+}
+
 struct Shared {
-    index: Arc<SearchIndex>,
+    passages: Passages,
     qa: Vec<QaItem>,
     settings: Settings,
 }
@@ -76,7 +110,6 @@ impl SearchFactory {
                 .map(PathBuf::from)
                 .ok_or_else(|| EnvError::InvalidOption { key: key.into(), message: format!("required: {what}") })
         };
-        let index_dir = required("index", "an index directory built by `agentgym index build CORPUS INDEX_DIR`")?;
         let qa_path = required("qa", "a QA JSONL file of {\"question\", \"golden_answers\"} rows")?;
         let defaults = Settings::default();
         let settings = Settings {
@@ -92,14 +125,46 @@ impl SearchFactory {
             },
             max_query_chars: parse_number(options, "max_query_chars", defaults.max_query_chars, 1)?,
         };
-        let index = open_shared(&index_dir)?;
+        let passages = passages(options)?;
         let qa = qa::load_qa(&qa_path)?;
-        Ok(Self::from_parts(index, qa, settings))
+        Ok(Self::from_parts(passages, qa, settings))
     }
 
-    /// A factory over an opened index and a loaded QA set.
-    pub fn from_parts(index: Arc<SearchIndex>, qa: Vec<QaItem>, settings: Settings) -> Self {
-        Self { shared: Arc::new(Shared { index, qa, settings }) }
+    /// A factory over an opened index or a retriever, and a loaded QA set.
+    pub fn from_parts(passages: Passages, qa: Vec<QaItem>, settings: Settings) -> Self {
+        Self { shared: Arc::new(Shared { passages, qa, settings }) }
+    }
+}
+
+/// The passages' source the options name: `index` or `retriever`, exactly one of them.
+fn passages(options: &Options) -> Result<Passages, EnvError> {
+    let invalid = |key: &str, message: String| EnvError::InvalidOption { key: key.into(), message };
+    let timeout = match options.get("retriever_timeout") {
+        None => DEFAULT_RETRIEVER_TIMEOUT_S,
+        Some(text) => match text.trim().parse::<f64>() {
+            Ok(s) if s > 0.0 && s <= 86_400.0 => s,
+            _ => {
+                return Err(invalid("retriever_timeout", format!("{text:?} is not a number of seconds in (0, 86400]")))
+            }
+        },
+    };
+    match (options.get("index"), options.get("retriever")) {
+        (Some(_), Some(_)) => {
+            Err(invalid("retriever", "give either `index` (a local index) or `retriever` (a URL), not both".into()))
+        }
+        (Some(dir), None) => {
+            if options.contains_key("retriever_timeout") {
+                return Err(invalid("retriever_timeout", "only applies with `retriever`".into()));
+            }
+            Ok(Passages::Local(open_shared(Path::new(dir))?))
+        }
+        (None, Some(url)) => Ok(Passages::Remote(RemoteRetriever::new(url, Duration::from_secs_f64(timeout))?)),
+        (None, None) => Err(invalid(
+            "index",
+            "required: an index directory built by `agentgym index build CORPUS INDEX_DIR`, \
+             or `retriever`: the URL of a retrieval server (Search-R1's /retrieve API)"
+                .into(),
+        )),
     }
 }
 
@@ -141,6 +206,52 @@ impl EnvFactory for SearchFactory {
     fn make(&self) -> Box<dyn TextEnv> {
         Box::new(SearchEnv::new(self.shared.clone()))
     }
+
+    /// With a remote retriever: the batch's distinct usable queries, retrieved in one request.
+    fn prepare_step(&self, actions: &[&str]) -> Option<Box<Prepared>> {
+        let Passages::Remote(retriever) = &self.shared.passages else { return None };
+        let mut queries: Vec<&str> = actions
+            .iter()
+            .filter_map(|a| match parse_action(a) {
+                Action::Search(q) if query_problem(q, &self.shared.settings).is_none() => Some(q),
+                _ => None,
+            })
+            .collect();
+        // Sorted so that the request does not depend on the order of sessions in the batch.
+        queries.sort_unstable();
+        queries.dedup();
+        if queries.is_empty() {
+            return None;
+        }
+        let k = self.shared.settings.topk;
+        let results = retriever.retrieve(&queries, k);
+        let answers = queries.iter().map(|q| q.to_string()).zip(results).collect();
+        Some(Box::new(Fetched { k, answers }))
+    }
+}
+
+/// One batched step's retrieved results, by query text.
+struct Fetched {
+    k: usize,
+    answers: HashMap<String, Retrieved>,
+}
+
+/// The corrective observation for a query that is not searched, or `None` for a usable one.
+fn query_problem(query: &str, settings: &Settings) -> Option<String> {
+    if query.is_empty() {
+        return Some("The search query is empty. Put the query between <search> and </search>.".into());
+    }
+    let chars = query.chars().count();
+    if chars > settings.max_query_chars {
+        return Some(format!(
+            "The search query is too long ({chars} characters; at most {}). Search with a shorter query.",
+            settings.max_query_chars
+        ));
+    }
+    if index::query_terms(query).is_empty() {
+        return Some("The search query has no words to search for. Search with words from the question.".into());
+    }
+    None
 }
 
 /// One search session.
@@ -149,6 +260,8 @@ pub struct SearchEnv {
     task: usize,
     turns: u32,
     searches: u32,
+    /// The queries searched so far, in order (what the expert has looked up).
+    queries: Vec<String>,
     observation: String,
     answer: Option<String>,
     score: Option<Score>,
@@ -156,34 +269,53 @@ pub struct SearchEnv {
 
 impl SearchEnv {
     fn new(shared: Arc<Shared>) -> Self {
-        Self { shared, task: 0, turns: 0, searches: 0, observation: String::new(), answer: None, score: None }
+        Self {
+            shared,
+            task: 0,
+            turns: 0,
+            searches: 0,
+            queries: Vec::new(),
+            observation: String::new(),
+            answer: None,
+            score: None,
+        }
+    }
+
+    /// The top `k` passages for `query` from the env's source (the expert's searches).
+    fn retrieve(&self, query: &str, k: usize) -> Result<Vec<Hit>, String> {
+        match &self.shared.passages {
+            Passages::Local(index) => index.search(query, k).map_err(|e| e.to_string()),
+            Passages::Remote(retriever) => retriever.retrieve(&[query], k).remove(0).map(|hits| hits.to_vec()),
+        }
     }
 
     fn item(&self) -> &QaItem {
         &self.shared.qa[self.task]
     }
 
-    /// The observation for a search, or the corrective one for an unusable query.
-    fn search(&mut self, query: &str) -> String {
+    /// The observation for a search and whether it searched, the corrective observation for an
+    /// unusable query, or `Err` when the remote retriever failed.
+    fn search(&self, query: &str, prepared: Option<&Prepared>) -> Result<(String, bool), String> {
         let settings = &self.shared.settings;
-        if query.is_empty() {
-            return "The search query is empty. Put the query between <search> and </search>.".into();
+        if let Some(problem) = query_problem(query, settings) {
+            return Ok((problem, false));
         }
-        let chars = query.chars().count();
-        if chars > settings.max_query_chars {
-            return format!(
-                "The search query is too long ({chars} characters; at most {}). Search with a shorter query.",
-                settings.max_query_chars
-            );
-        }
-        if self.shared.index.query_terms(query).is_empty() {
-            return "The search query has no words to search for. Search with words from the question.".into();
-        }
-        self.searches += 1;
-        match self.shared.index.search(query, settings.topk) {
-            Ok(hits) => format_information(&hits, settings.max_passage_chars),
-            Err(e) => format!("The search failed ({e}). Try again."),
-        }
+        let observation = match &self.shared.passages {
+            Passages::Local(index) => match index.search(query, settings.topk) {
+                Ok(hits) => format_information(&hits, settings.max_passage_chars),
+                Err(e) => format!("The search failed ({e}). Try again."),
+            },
+            Passages::Remote(retriever) => {
+                let fetched = prepared.and_then(|p| p.downcast_ref::<Fetched>()).filter(|f| f.k == settings.topk);
+                let hits = match fetched.and_then(|f| f.answers.get(query)) {
+                    Some(answer) => answer.clone()?,
+                    // Stepped outside a batch that prepared it: a request of its own.
+                    None => retriever.retrieve(&[query], settings.topk).remove(0)?,
+                };
+                format_information(&hits, settings.max_passage_chars)
+            }
+        };
+        Ok((observation, true))
     }
 }
 
@@ -224,19 +356,37 @@ impl TextEnv for SearchEnv {
         self.task = task_id as usize;
         self.turns = 0;
         self.searches = 0;
+        self.queries.clear();
         self.answer = None;
         self.score = None;
         self.observation = format!("Question: {}", self.item().question.trim());
         Ok(self.observation.clone())
     }
 
+    /// Outside a pool's batched step a failed retriever gives a corrective observation (this
+    /// signature has no error), and the turn is not counted.
     fn step(&mut self, action: &str) -> StepOutcome {
+        self.step_prepared(action, None).unwrap_or_else(|e| StepOutcome {
+            observation: format!("The search failed ({e}). Try again."),
+            reward: 0.0,
+            done: false,
+        })
+    }
+
+    fn step_prepared(&mut self, action: &str, prepared: Option<&Prepared>) -> Result<StepOutcome, String> {
         if self.score.is_some() {
-            return StepOutcome { observation: self.observation.clone(), reward: 0.0, done: true };
+            return Ok(StepOutcome { observation: self.observation.clone(), reward: 0.0, done: true });
         }
-        self.turns += 1;
         let (observation, reward, done) = match parse_action(action) {
-            Action::Search(query) => (self.search(query), 0.0, false),
+            Action::Search(query) => {
+                // `?` before anything changes: a failed retriever leaves the session as it was.
+                let (observation, searched) = self.search(query, prepared)?;
+                if searched {
+                    self.searches += 1;
+                    self.queries.push(query.to_string());
+                }
+                (observation, 0.0, false)
+            }
             Action::Answer(text) => {
                 let score = reward::score(self.shared.settings.reward, text, &self.item().golden_answers);
                 let reward = score.value;
@@ -246,6 +396,7 @@ impl TextEnv for SearchEnv {
             }
             Action::Invalid => (INVALID_ACTION.to_string(), 0.0, false),
         };
+        self.turns += 1;
         let max_turns = self.shared.settings.max_turns;
         let (observation, done) = if !done && self.turns >= max_turns {
             self.score = Some(Score { value: 0.0, matched: None });
@@ -254,11 +405,48 @@ impl TextEnv for SearchEnv {
             (observation, done)
         };
         self.observation = observation.clone();
-        StepOutcome { observation, reward, done }
+        Ok(StepOutcome { observation, reward, done })
     }
 
     fn observation(&self) -> String {
         self.observation.clone()
+    }
+
+    /// The chain of titles from the question to a gold answer ([`expert::find_chain`]): the
+    /// first title not searched yet, then the gold answer the last observation shows. The
+    /// thoughts name no entity, so that a reply copies each name once, into its tag; the tag's
+    /// content stands between spaces (as in Search-R1's prompt, `<search> query </search>`), so
+    /// a name is the same tokens in the tag as in the question or passage it is copied from.
+    fn expert(&self) -> Result<ExpertMove, EnvError> {
+        let item = self.item();
+        let chain = expert::find_chain(&item.question, &item.golden_answers, |q, k| self.retrieve(q, k))
+            .map_err(EnvError::Unsupported)?;
+        let searched = |title: &String| self.queries.iter().any(|q| q == title);
+        let at = chain.iter().position(|t| !searched(t));
+        // Beyond the first search, what the move copies must be in the last observation: a
+        // chain whose passage the search did not rank within top-k is not followed blindly.
+        // The gold answer the observation shows (the first one when it shows none).
+        let answer = item.golden_answers.iter().map(|a| a.trim()).find(|a| self.observation.contains(a));
+        let answer = answer.unwrap_or(item.golden_answers[0].trim());
+        let copied = match at {
+            Some(0) => None,
+            Some(at) => Some(chain[at].as_str()),
+            None => Some(answer),
+        };
+        if let Some(text) = copied.filter(|t| !self.observation.contains(t)) {
+            return Err(EnvError::Unsupported(format!(
+                "the last observation does not show {text:?}, which the next move needs (top-{} too small?)",
+                self.shared.settings.topk
+            )));
+        }
+        let (action, thought) = match at {
+            None => (format!("<answer> {answer} </answer>"), "The passage I found gives the answer."),
+            Some(0) => (format!("<search> {} </search>", chain[0]), "The question names what to look up first."),
+            Some(at) => {
+                (format!("<search> {} </search>", chain[at]), "The passage I found names what to look up next.")
+            }
+        };
+        Ok(ExpertMove { action, thought: thought.to_string() })
     }
 
     fn info(&self) -> serde_json::Value {
