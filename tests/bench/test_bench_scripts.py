@@ -86,6 +86,19 @@ CASES = [
         "| babyai + slow, shared slots",
         ["torch", "transformers"],
     ),
+    (
+        "bench_webnav.py",
+        ["--sessions", "1", "4", "--seconds", "0.05", "--threads", "1", "--http-sessions", "8"],
+        " env steps/s\n",  # the HTTP line: the server started and answered
+        [],
+    ),
+    (
+        "bench_search_memory.py",
+        "--passages 300 --vocab 500 --sessions 20 --servers 2 --server-searches 5 "
+        "--threads 1".split(),
+        "| all |",
+        [],
+    ),
 ]
 
 

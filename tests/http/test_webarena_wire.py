@@ -104,8 +104,8 @@ def test_episodes_over_agentgym_webarena_wire(server):
     assert step.errors == [None, None]
     assert step.dones.tolist() == [True, False] and step.rewards.tolist() == [1.0, 0.0]
     assert step.observations[1] == "PREVIOUS ACTION: scroll [down]"
-    bodies = dict((path, b) for path, b in server.bodies if path != "/step")
-    assert bodies["/reset"] == {"env_idx": 1, "seed": 0, "idx": 1}
+    resets = sorted((b for path, b in server.bodies if path == "/reset"), key=lambda b: b["idx"])
+    assert resets == [{"env_idx": i, "seed": 0, "idx": i} for i in (0, 1)]  # sent concurrently
     assert [b for path, b in server.bodies if path == "/step"][0]["action"].endswith("```")
     pool.close(ids[:1])  # a plain-text "closed" is a close that worked
     assert ("/close", {"env_idx": 0}) in server.bodies
