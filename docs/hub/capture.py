@@ -1,11 +1,13 @@
 """Screenshots of agentgym hub's pages, for the README.
 
     agentgym train configs/quickstart.yaml --set run_dir=/tmp/hubruns/quickstart
-    python docs/hub/capture.py /tmp/hubruns docs/hub
+    python docs/hub/capture.py /tmp/hubruns docs/hub [--eval-run RUN_ID --eval-task TASK_ID]
 
 Serves the runs under RUNS_DIR with the hub in this process and saves runs.png, curves.png,
 trajectories.png (an episode replayed to its last turn) and play.png (BabyAI task 3 played to
-success) into OUT_DIR, using headless Chromium (Debian's chromium and chromium-driver).
+success) into OUT_DIR, using headless Chromium (Debian's chromium and chromium-driver). With
+``--eval-run``, also eval.png: that run's first and last `agentgym eval` results side by side
+with one task's episodes under both (the run needs two results saved with their episodes).
 """
 
 from __future__ import annotations
@@ -25,6 +27,20 @@ from agentgym.hub.server import Hub, make_server
 
 def _until(driver, condition, timeout=60):
     return WebDriverWait(driver, timeout).until(lambda d: condition(d))
+
+
+def capture_eval(driver, url: str, out: Path, run: str, task: str | None) -> None:
+    """The Eval page of ``run``: its first and last results and one task's episodes."""
+    driver.get(url)
+    driver.find_element(By.CSS_SELECTOR, 'nav button[data-view="eval"]').click()
+    _until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#eval-run option"))
+    Select(driver.find_element(By.ID, "eval-run")).select_by_value(run)
+    _until(driver, lambda d: len(Select(d.find_element(By.ID, "eval-task")).options) > 0)
+    if task is not None:
+        Select(driver.find_element(By.ID, "eval-task")).select_by_value(task)
+    _until(driver, lambda d: d.find_element(By.ID, "eval-episodes-b").text)
+    time.sleep(1)
+    driver.save_screenshot(str(out / "eval.png"))
 
 
 def capture(driver, url: str, out: Path) -> None:
@@ -70,6 +86,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs_dir", type=Path)
     ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--eval-run", help="run id whose eval results go into eval.png")
+    ap.add_argument("--eval-task", help="task id shown in eval.png (default: the first)")
     args = ap.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     server = make_server(Hub([args.runs_dir]), "127.0.0.1", 0)
@@ -80,7 +98,10 @@ def main() -> None:
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     try:
-        capture(driver, f"http://127.0.0.1:{server.server_address[1]}/", args.out_dir)
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        capture(driver, url, args.out_dir)
+        if args.eval_run:
+            capture_eval(driver, url, args.out_dir, args.eval_run, args.eval_task)
     finally:
         driver.quit()
         server.shutdown()

@@ -271,6 +271,50 @@ def test_play_babyai_and_textcraft_to_success(hub):
     assert view["success"] and view["steps"] == 2
 
 
+def test_play_search_with_env_options(tmp_path, tokenizer):
+    """The search env needs an index and a QA set: without them it is listed as unavailable with
+    the flag to give; with them a question can be answered by hand."""
+    from agentgym.cli.hub import parse_env_options
+    from agentgym.envs.search import build_index
+    from agentgym.envs.search_data import write_dataset
+
+    data = write_dataset(tmp_path / "w", seed=0, num_questions=5)
+    build_index(tmp_path / "w" / "corpus.jsonl", tmp_path / "w" / "index", threads=1)
+    plain = {e["name"]: e for e in Hub([tmp_path]).play.envs()}
+    assert "--env-option search:KEY=VALUE" in plain["search"]["unavailable"]
+    options = parse_env_options(
+        [f"search:index={tmp_path / 'w' / 'index'}", f"search:qa={tmp_path / 'w' / 'qa.jsonl'}"]
+    )
+    server = make_server(Hub([tmp_path], env_options=options), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        envs = {e["name"]: e for e in get(url, "envs").json()["envs"]}
+        assert envs["search"]["num_tasks"] == 5 and "unavailable" not in envs["search"]
+        start = post(url, "play", {"env": "search", "task_id": 0}).json()
+        assert data.questions[0]["question"] in start["observation"]
+        answer = data.questions[0]["golden_answers"][0]
+        view = post(url, "play/step", {"session": start["session"], "action": "<search>x"})
+        assert not view.json()["ended"]  # an unclosed tag gets the corrective text, no crash
+        view = post(
+            url, "play/step", {"session": start["session"], "action": f"<answer>{answer}</answer>"}
+        )
+        assert view.json()["success"] and view.json()["ended"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    "pairs", [["search"], ["search:index"], [":index=x"], ["chess:index=x"], ["search:=x"]]
+)
+def test_bad_env_options_are_refused(pairs):
+    from agentgym.cli.hub import parse_env_options
+
+    with pytest.raises(ValueError, match="ENV:KEY=VALUE|unknown env"):
+        parse_env_options(pairs)
+
+
 @pytest.mark.parametrize(
     ("route", "body", "message"),
     [

@@ -116,6 +116,8 @@ def test_play_babyai_to_success_by_clicking(browser, hub_url):
     browser.get(url)
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="play"]').click()
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#play-env option"))
+    search = browser.find_element(By.CSS_SELECTOR, '#play-env option[value="search"]')
+    assert not search.is_enabled() and "--env-option" in search.get_attribute("title")
     Select(browser.find_element(By.ID, "play-env")).select_by_value("babyai")
     task = browser.find_element(By.ID, "play-task")
     task.clear()

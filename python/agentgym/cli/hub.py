@@ -20,6 +20,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--token", default=None,
         help="require this bearer token on every API call (open the page with ?token=...)",
     )  # fmt: skip
+    p.add_argument(
+        "--env-option", action="append", default=[], metavar="ENV:KEY=VALUE",
+        help="an option of ENV's pool on the Play page, repeatable (the search env needs "
+        "--env-option search:index=DIR --env-option search:qa=FILE)",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,7 +37,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"agentgym hub: no such directory: {', '.join(missing)}", file=sys.stderr)
         return 2
     try:
-        hub = Hub(roots, token=args.token)
+        env_options = parse_env_options(args.env_option)
+    except ValueError as e:
+        print(f"agentgym hub: --env-option: {e}", file=sys.stderr)
+        return 2
+    try:
+        hub = Hub(roots, token=args.token, env_options=env_options)
         server = make_server(hub, args.host, args.port)
     except (RuntimeError, OSError) as e:
         print(f"agentgym hub: {e}", file=sys.stderr)
@@ -55,6 +65,22 @@ def run(args: argparse.Namespace) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def parse_env_options(pairs: list[str]) -> dict[str, dict[str, str]]:
+    """``ENV:KEY=VALUE`` pairs as options per env (an unknown env or a malformed pair raises)."""
+    from agentgym.envs import env_names
+
+    options: dict[str, dict[str, str]] = {}
+    for pair in pairs:
+        env, colon, rest = pair.partition(":")
+        key, equals, value = rest.partition("=")
+        if not colon or not equals or not env or not key:
+            raise ValueError(f"expected ENV:KEY=VALUE, got {pair!r}")
+        if env not in env_names():
+            raise ValueError(f"unknown env {env!r} in {pair!r}; envs: {', '.join(env_names())}")
+        options.setdefault(env, {})[key] = value
+    return options
 
 
 def _loopback(host: str) -> bool:

@@ -41,8 +41,10 @@ class _Session:
 class Play:
     """Hand-played sessions of the native envs, keyed by the hub's own session numbers."""
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, env_options: dict[str, dict[str, str]] | None = None):
         self.seed = seed
+        self.env_options = env_options or {}
+        """Options per env for its ``EnvPool`` (the search env's ``index`` and ``qa``)."""
         self._pools: dict[str, Any] = {}
         self._sessions: OrderedDict[int, _Session] = OrderedDict()
         self._numbers = itertools.count(1)
@@ -59,7 +61,8 @@ class Play:
                 try:
                     out.append({"name": name, "num_tasks": self._pool(name).num_tasks})
                 except (ValueError, TypeError, OSError, ImportError) as e:
-                    out.append({"name": name, "num_tasks": None, "unavailable": str(e)})
+                    hint = f" (start the hub with --env-option {name}:KEY=VALUE)"
+                    out.append({"name": name, "num_tasks": None, "unavailable": f"{e}{hint}"})
         return out
 
     def start(self, env: Any, task_id: Any) -> dict[str, Any]:
@@ -139,7 +142,8 @@ class Play:
         if env not in self._pools:
             from agentgym.envs import EnvPool
 
-            self._pools[env] = EnvPool(env, seed=self.seed, threads=1)
+            options = self.env_options.get(env, {})
+            self._pools[env] = EnvPool(env, seed=self.seed, threads=1, **options)
         return self._pools[env]
 
 

@@ -68,11 +68,16 @@ def plotly_js() -> Path:
 class Hub:
     """What the request handler serves: the run index, the token, the static files."""
 
-    def __init__(self, roots: list[Path], token: str | None = None):
+    def __init__(
+        self,
+        roots: list[Path],
+        token: str | None = None,
+        env_options: dict[str, dict[str, str]] | None = None,
+    ):
         self.index = RunIndex(roots)
         self.token = token
         self.plotly = plotly_js()
-        self.play = Play()
+        self.play = Play(env_options=env_options)
 
     def api(self, route: str, query: dict[str, str]) -> Any:
         """The JSON answer of one API call (raises BadRequest, UnknownRun...)."""

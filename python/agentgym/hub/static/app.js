@@ -431,8 +431,15 @@ const play = {envs: [], session: null};
 
 async function openPlay() {
   if (play.envs.length) return;
-  play.envs = (await api("envs")).envs.filter((e) => !e.unavailable);
-  $("play-env").replaceChildren(...play.envs.map((e) => new Option(e.name, e.name)));
+  const envs = (await api("envs")).envs;
+  play.envs = envs.filter((e) => !e.unavailable);
+  // An env that cannot start here is listed, disabled, with the reason as its tooltip.
+  $("play-env").replaceChildren(...envs.map((e) => {
+    const option = new Option(e.unavailable ? `${e.name} (unavailable)` : e.name, e.name);
+    option.disabled = Boolean(e.unavailable);
+    if (e.unavailable) option.title = e.unavailable;
+    return option;
+  }));
   showTaskRange();
 }
 
