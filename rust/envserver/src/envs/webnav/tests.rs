@@ -90,6 +90,15 @@ fn same_task_same_episode_different_tasks_differ() {
     let c = session(4);
     assert_eq!(episode(&a).site, episode(&c).site);
     assert_ne!(episode(&a).task.intent, episode(&c).task.intent);
+    // The same on the code host: one site per seed, generated the same way twice.
+    let (code, again, next_seed, same_seed) = (session(30), session(30), session(30 + T), session(44));
+    assert!(matches!(episode(&code).site, Site::Code(_)));
+    assert_eq!(episode(&code).site, episode(&again).site);
+    assert_eq!(code.observation, again.observation);
+    assert_ne!(episode(&code).site, episode(&next_seed).site);
+    assert_eq!(episode(&code).site, episode(&same_seed).site);
+    let Site::Code(site) = &episode(&code).site else { unreachable!() };
+    assert_eq!(*site, data::generate_code(&mut Rng::derive(SITE_SEED ^ 2, 0)));
 }
 
 #[test]
