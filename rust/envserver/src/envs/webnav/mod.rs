@@ -17,7 +17,8 @@
 //! WebArena's grammar (`grammar.rs`); ids are positions in the page render, so only ids shown
 //! can be acted on. `type` replaces a field's content (a combobox takes one of its options).
 //! The episode ends at `stop [answer]` with reward 1 when the task's check accepts, else 0;
-//! invalid actions cost a turn and say what was wrong. Each episode hosts one site: URLs of the other sites are refused.
+//! invalid actions cost a turn and say what was wrong. Each episode hosts one site: URLs of
+//! the other sites are refused.
 //!
 //! Options (`EnvPool("webnav", **options)`): `viewport` (40: tree lines shown at once),
 //! `max_answer_len` (200: longer answers are refused), `max_steps` (0: no limit of its own; the
