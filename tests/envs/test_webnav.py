@@ -11,7 +11,8 @@ from agentgym.envs import EnvPool
 from agentgym.envs.families import WEBNAV_INVALID_REPLY, family, parse_webnav_reply
 from agentgym.envs.planners import run_expert
 
-NUM_TEMPLATES = 30
+NUM_TEMPLATES = 45
+SITES = ("shop", "forum", "code")
 _ID_LINE = re.compile(r"^\t*\[(\d+)\] (\w+) '")
 
 
@@ -54,27 +55,31 @@ def test_info_and_eval_grouping() -> None:
     sids = pool.create(NUM_TEMPLATES)
     pool.reset(sids, list(range(NUM_TEMPLATES)))
     infos = pool.info(sids)
-    assert {i["site"] for i in infos} == {"shop", "forum"}
+    assert {i["site"] for i in infos} == set(SITES)
     assert {i["kind"] for i in infos} == {"information_seeking", "navigation", "state_change"}
     assert len({i["template"] for i in infos}) == NUM_TEMPLATES
     rules = family("webnav")
     groups = {rules.group("webnav", t, info) for t, info in enumerate(infos)}
     assert groups == {
-        f"{s}/{k}"
-        for s in ("shop", "forum")
-        for k in ("information_seeking", "navigation", "state_change")
+        f"{s}/{k}" for s in SITES for k in ("information_seeking", "navigation", "state_change")
     }
     assert all(i["difficulty"] >= 2 and i["intent"] for i in infos)
 
 
+# An option of each combobox: the shop's Sort By, the code host's Role and Label.
+_OPTIONS = {"Sort By": "Price", "Role": "Developer", "Label": "bug"}
+
+
 def _probe(line: str) -> str | None:
-    """The action that uses the node of an observation line: type into fields, click the rest."""
+    """The action that uses the node of an observation line: type into fields (an option into
+    a combobox), click the rest."""
     match = _ID_LINE.match(line)
     if match is None:
         return None
     node, role = match.groups()
     if role == "combobox":
-        return f"type [{node}] [Price] [0]"
+        name = line.split("'")[1]
+        return f"type [{node}] [{_OPTIONS[name]}] [0]"
     return f"type [{node}] [2] [0]" if role in ("textbox", "searchbox") else f"click [{node}]"
 
 
@@ -108,6 +113,7 @@ BAD_INPUT = [
     ("type [2] [text]", "cannot be typed into"),
     ("press [Hyper+q]", "not a key combination"),
     ("goto [https://example.com/]", "outside the websites"),
+    ("goto [http://code.test/]", "not part of this task"),
     ("tab_focus [4]", "no tab 4"),
     ("close_tab", "cannot be closed"),
     ("go_back", "no previous page"),

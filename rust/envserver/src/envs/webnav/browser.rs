@@ -1,6 +1,7 @@
 //! The browser: tabs with their history, scroll position, typed form values and focus, and
 //! how each action of the grammar changes them and the site.
 
+use super::code::{self, CodePage};
 use super::grammar::{clip, Action};
 use super::pages::{Field, Form, Op, Page, Sort};
 use super::tree::{Role, Target, Tree, View};
@@ -180,9 +181,12 @@ impl Browser {
                 text.chars().count()
             ));
         }
-        if node.role == Role::Combobox {
-            return self.choose_sort(text);
-        }
+        let text = match (node.role, field) {
+            (Role::Combobox, Field::Sort) => return self.choose_sort(text),
+            // A combobox holds one of its options, spelled as the option is.
+            (Role::Combobox, _) => option(self.tree.name(index), code::options(field), text)?,
+            _ => text,
+        };
         let tab = self.tab_mut();
         // Typing replaces what the field held.
         tab.form.set(field, text);
@@ -198,16 +202,10 @@ impl Browser {
         let Page::Category { cat, .. } = *self.tab().page() else {
             return Err("This box has no options here.".into());
         };
-        let wanted = text.trim();
-        let Some(sort) = Sort::ALL.iter().find(|s| s.label().eq_ignore_ascii_case(wanted)) else {
-            let labels: Vec<&str> = Sort::ALL.iter().map(|s| s.label()).collect();
-            return Err(format!(
-                "'{}' is not an option of 'Sort By' (options: {}).",
-                clip(wanted, 40),
-                labels.join(", ")
-            ));
-        };
-        self.tab_mut().open(Page::Category { cat, sort: *sort, page: 1 });
+        let labels = Sort::ALL.map(|s| s.label());
+        let label = option("Sort By", &labels, text)?;
+        let sort = Sort::ALL.into_iter().find(|s| s.label() == label).expect("the label is an option");
+        self.tab_mut().open(Page::Category { cat, sort, page: 1 });
         Ok(())
     }
 
@@ -220,6 +218,9 @@ impl Browser {
             (Field::Phone | Field::City, _) => Some(Op::SaveAccount),
             (Field::Comment, Page::Post(p)) => Some(Op::Comment(*p)),
             (Field::Title | Field::Body, Page::Submit(f)) => Some(Op::CreatePost(*f)),
+            (Field::Comment, Page::Code(CodePage::Issue(i))) => Some(Op::IssueComment(*i)),
+            (Field::Label, Page::Code(CodePage::Issue(i))) => Some(Op::AddLabel(*i)),
+            (Field::Username | Field::Role, Page::Code(CodePage::Members(p))) => Some(Op::AddMember(*p)),
             _ => None,
         };
         if let Some(op) = op {
@@ -275,4 +276,12 @@ impl Browser {
         }
         out
     }
+}
+
+/// The option of combobox `name` that `text` names (case aside), or the feedback listing them.
+fn option<'a>(name: &str, options: &[&'a str], text: &str) -> Result<&'a str, String> {
+    let wanted = text.trim();
+    options.iter().find(|o| o.eq_ignore_ascii_case(wanted)).copied().ok_or_else(|| {
+        format!("'{}' is not an option of '{name}' (options: {}).", clip(wanted, 40), options.join(", "))
+    })
 }

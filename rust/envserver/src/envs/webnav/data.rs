@@ -1,10 +1,12 @@
 //! The data model of the generated sites and its seeded generation.
 //!
 //! Everything a page shows is drawn here from the crate's own RNG, so a seed gives the same
-//! shop or forum on every machine. Names are kept as indices into the word tables below and
-//! composed when a page is rendered: a session holds a few kilobytes, not rendered text.
+//! shop, forum or code host on every machine. Names are kept as indices into the word tables
+//! below and composed when a page is rendered: a session holds a few kilobytes, not rendered
+//! text.
 //! Generation keeps what tasks ask about unambiguous: product names, prices, order dates,
-//! post titles and per-forum post scores are distinct.
+//! post titles and per-forum post scores are distinct; so are project names and star counts,
+//! and per project, issue and merge request titles and members' commit counts.
 
 use std::collections::BTreeSet;
 
@@ -767,6 +769,377 @@ pub fn generate_forum(rng: &mut Rng) -> Forum {
     Forum { name: rng.index(FORUM_SITE_NAMES.len()) as u8, forums: kinds, subscribed, users, me, posts }
 }
 
+// ---- code hosting ----
+
+pub const CODE_SITE_NAMES: [&str; 4] = ["Forgehub", "Commitline", "Branchyard", "Mergewell"];
+
+/// First word of a project's name.
+pub const PROJECT_PREFIXES: [&str; 12] =
+    ["swift", "amber", "lunar", "cobalt", "maple", "delta", "nimbus", "quartz", "echo", "ember", "polar", "velvet"];
+
+/// Second word of a project's name and the project's description.
+pub const PROJECT_NOUNS: [(&str, &str); 10] = [
+    ("parser", "Parses configuration files into typed settings."),
+    ("ledger", "Double-entry bookkeeping for small teams."),
+    ("router", "An HTTP request router with middleware."),
+    ("atlas", "Map tiles and geocoding helpers."),
+    ("forge", "Build orchestration for monorepos."),
+    ("relay", "Moves messages between queues and webhooks."),
+    ("beacon", "Uptime checks and status pages."),
+    ("vault", "Encrypted storage of application secrets."),
+    ("canvas", "A 2D drawing library for the browser."),
+    ("sentry", "Log scanning and alerting rules."),
+];
+
+pub const LABELS: [&str; 8] =
+    ["bug", "feature", "documentation", "performance", "security", "ui", "question", "good first issue"];
+
+/// Member roles, lowest first; `Owner` is held by the project's namespace owner only.
+pub const ROLES: [&str; 5] = ["Guest", "Reporter", "Developer", "Maintainer", "Owner"];
+pub const OWNER_ROLE: u8 = 4;
+
+/// The parts of a project that issues and merge requests are about.
+pub const COMPONENTS: [&str; 12] = [
+    "login page",
+    "settings panel",
+    "search index",
+    "CLI parser",
+    "cache layer",
+    "export job",
+    "API client",
+    "docs site",
+    "build script",
+    "test runner",
+    "webhook handler",
+    "dashboard",
+];
+
+/// Issue title patterns; `{}` takes a component.
+pub const ISSUE_PATTERNS: [&str; 8] = [
+    "Crash in the {}",
+    "Slow response from the {}",
+    "Add dark mode to the {}",
+    "Typo in the {} help text",
+    "The {} ignores the timeout setting",
+    "Support Unicode in the {}",
+    "Flaky test around the {}",
+    "Improve error messages of the {}",
+];
+
+/// Merge request title patterns (`{}` takes a component) and their branch prefixes.
+pub const MR_PATTERNS: [(&str, &str); 6] = [
+    ("Refactor the {}", "refactor"),
+    ("Fix the {} on empty input", "fix"),
+    ("Speed up the {}", "perf"),
+    ("Add tests for the {}", "test"),
+    ("Document the {}", "docs"),
+    ("Upgrade dependencies of the {}", "deps"),
+];
+
+pub const MR_STATES: [&str; 3] = ["Open", "Merged", "Closed"];
+
+pub const NOTE_PHRASES: [&str; 8] = [
+    "I can reproduce this on the latest release.",
+    "Is there a workaround for now?",
+    "This blocks our next deploy.",
+    "Looks related to the recent refactor.",
+    "I will take a look this week.",
+    "Could you attach the logs?",
+    "Confirmed on two machines.",
+    "Thanks for the detailed report.",
+];
+
+/// A title drawn as (pattern, component) indices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Titled {
+    pub pattern: u8,
+    pub component: u8,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Project {
+    pub prefix: u8,
+    pub noun: u8,
+    /// The user whose namespace holds the project (its Owner).
+    pub owner: u16,
+    pub stars: u32,
+}
+
+/// A user's membership of a project.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    pub project: u8,
+    pub user: u16,
+    /// Index into [`ROLES`].
+    pub role: u8,
+    pub commits: u32,
+}
+
+/// A comment on an issue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub author: u16,
+    pub text: Text,
+}
+
+impl Note {
+    pub fn text(&self) -> &str {
+        match &self.text {
+            Text::Stock(i) => NOTE_PHRASES[*i as usize],
+            Text::Own(s) => s,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issue {
+    pub project: u8,
+    /// The number shown as `#iid`, counted per project from 1.
+    pub iid: u16,
+    pub title: Titled,
+    pub author: u16,
+    pub assignee: Option<u16>,
+    /// Bit `i` set: the issue has label `LABELS[i]`.
+    pub labels: u16,
+    pub open: bool,
+    /// Days since it was opened.
+    pub age: u16,
+    pub notes: Vec<Note>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeRequest {
+    pub project: u8,
+    /// The number shown as `!iid`, counted per project from 1.
+    pub iid: u16,
+    pub title: Titled,
+    pub author: u16,
+    /// Index into [`MR_STATES`].
+    pub state: u8,
+    pub age: u16,
+}
+
+/// A code-hosting site: projects, their members with roles and commit counts, issues and
+/// merge requests. Per project, issue titles, merge request titles and members' commit counts
+/// are distinct; star counts are distinct over the site.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeHost {
+    pub name: u8,
+    pub users: Vec<Handle>,
+    /// The signed-in user (index into `users`).
+    pub me: u16,
+    pub projects: Vec<Project>,
+    pub members: Vec<Member>,
+    pub issues: Vec<Issue>,
+    pub mrs: Vec<MergeRequest>,
+}
+
+/// "The dashboard ignores ...": a pattern filled with a component, first letter upper case.
+fn fill(pattern: &str, component: &str) -> String {
+    let text = pattern.replace("{}", component);
+    let mut chars = text.chars();
+    chars.next().map_or(String::new(), |c| c.to_uppercase().chain(chars).collect())
+}
+
+impl CodeHost {
+    pub fn site_name(&self) -> &'static str {
+        CODE_SITE_NAMES[self.name as usize]
+    }
+
+    pub fn user_name(&self, u: usize) -> String {
+        self.users[u].text()
+    }
+
+    pub fn user_by_name(&self, name: &str) -> Option<usize> {
+        (0..self.users.len()).find(|&u| self.user_name(u) == name)
+    }
+
+    /// `amber-parser`: unique over the site.
+    pub fn project_name(&self, p: usize) -> String {
+        let project = &self.projects[p];
+        format!("{}-{}", PROJECT_PREFIXES[project.prefix as usize], PROJECT_NOUNS[project.noun as usize].0)
+    }
+
+    /// `quiet_otter42/amber-parser`.
+    pub fn project_path(&self, p: usize) -> String {
+        format!("{}/{}", self.user_name(self.projects[p].owner as usize), self.project_name(p))
+    }
+
+    pub fn project_by_path(&self, owner: &str, name: &str) -> Option<usize> {
+        (0..self.projects.len())
+            .find(|&p| self.project_name(p) == name && self.user_name(self.projects[p].owner as usize) == owner)
+    }
+
+    pub fn description(&self, p: usize) -> &'static str {
+        PROJECT_NOUNS[self.projects[p].noun as usize].1
+    }
+
+    pub fn issue_title(&self, i: usize) -> String {
+        let t = self.issues[i].title;
+        fill(ISSUE_PATTERNS[t.pattern as usize], COMPONENTS[t.component as usize])
+    }
+
+    pub fn mr_title(&self, m: usize) -> String {
+        let t = self.mrs[m].title;
+        fill(MR_PATTERNS[t.pattern as usize].0, COMPONENTS[t.component as usize])
+    }
+
+    /// `fix/cli-parser`.
+    pub fn source_branch(&self, m: usize) -> String {
+        let t = self.mrs[m].title;
+        let component = COMPONENTS[t.component as usize].to_lowercase().replace(' ', "-");
+        format!("{}/{component}", MR_PATTERNS[t.pattern as usize].1)
+    }
+
+    /// `bug, ui` (label order), or `None`.
+    pub fn label_text(&self, i: usize) -> String {
+        let names: Vec<&str> =
+            (0..LABELS.len()).filter(|&l| self.issues[i].labels & (1 << l) != 0).map(|l| LABELS[l]).collect();
+        if names.is_empty() {
+            "None".into()
+        } else {
+            names.join(", ")
+        }
+    }
+
+    /// The members of project `p`, in the order they joined.
+    pub fn members_of(&self, p: usize) -> impl Iterator<Item = &Member> {
+        self.members.iter().filter(move |m| m.project as usize == p)
+    }
+
+    pub fn member(&self, p: usize, u: usize) -> Option<&Member> {
+        self.members_of(p).find(|m| m.user as usize == u)
+    }
+
+    pub fn project_commits(&self, p: usize) -> u32 {
+        self.members_of(p).map(|m| m.commits).sum()
+    }
+
+    pub fn user_commits(&self, u: usize) -> u32 {
+        self.members.iter().filter(|m| m.user as usize == u).map(|m| m.commits).sum()
+    }
+
+    /// The issue of project `p` numbered `iid`.
+    pub fn issue_index(&self, p: usize, iid: u16) -> Option<usize> {
+        self.issues.iter().position(|i| i.project as usize == p && i.iid == iid)
+    }
+
+    pub fn mr_index(&self, p: usize, iid: u16) -> Option<usize> {
+        self.mrs.iter().position(|m| m.project as usize == p && m.iid == iid)
+    }
+}
+
+/// `count` distinct titles (pattern, component) over `patterns` patterns, in drawn order.
+fn distinct_titles(rng: &mut Rng, count: usize, patterns: usize) -> Vec<Titled> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        let t = Titled { pattern: rng.index(patterns) as u8, component: rng.index(COMPONENTS.len()) as u8 };
+        if seen.insert(t) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// Ages in days, oldest first, so numbers (`#iid`) grow as items get newer.
+fn ages(rng: &mut Rng, count: usize) -> Vec<u16> {
+    let mut ages: Vec<u16> = (0..count).map(|_| rng.int(0, 900) as u16).collect();
+    ages.sort_unstable_by(|a, b| b.cmp(a));
+    ages
+}
+
+/// Generates the code-hosting site of `seed`.
+pub fn generate_code(rng: &mut Rng) -> CodeHost {
+    let mut handles = BTreeSet::new();
+    while handles.len() < 16 {
+        handles.insert(Handle {
+            adjective: rng.index(USER_ADJECTIVES.len()) as u8,
+            animal: rng.index(USER_ANIMALS.len()) as u8,
+            number: rng.int(1, 100) as u8,
+        });
+    }
+    let mut users: Vec<Handle> = handles.into_iter().collect();
+    rng.shuffle(&mut users);
+    let mut names = BTreeSet::new();
+    let count = rng.int(5, 8) as usize;
+    while names.len() < count {
+        names.insert((rng.index(PROJECT_PREFIXES.len()) as u8, rng.index(PROJECT_NOUNS.len()) as u8));
+    }
+    let mut names: Vec<(u8, u8)> = names.into_iter().collect();
+    rng.shuffle(&mut names);
+    let mut stars = BTreeSet::new();
+    let (mut projects, mut members, mut issues, mut mrs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (p, (prefix, noun)) in names.into_iter().enumerate() {
+        // 3-6 members, the first the owner; the signed-in user (0) is in about half.
+        let mut team: Vec<u16> = Vec::new();
+        let size = rng.int(3, 7) as usize;
+        while team.len() < size {
+            let u = rng.index(users.len()) as u16;
+            if !team.contains(&u) {
+                team.push(u);
+            }
+        }
+        let mut commits = BTreeSet::new();
+        for (k, &user) in team.iter().enumerate() {
+            let count = loop {
+                let c = rng.int(1, 600) as u32;
+                if commits.insert(c) {
+                    break c;
+                }
+            };
+            let role = if k == 0 { OWNER_ROLE } else { rng.index(4) as u8 };
+            members.push(Member { project: p as u8, user, role, commits: count });
+        }
+        let star_count = loop {
+            let s = rng.int(0, 2000) as u32;
+            if stars.insert(s) {
+                break s;
+            }
+        };
+        projects.push(Project { prefix, noun, owner: team[0], stars: star_count });
+        let n = rng.int(6, 15) as usize;
+        for (k, (title, age)) in distinct_titles(rng, n, ISSUE_PATTERNS.len()).into_iter().zip(ages(rng, n)).enumerate()
+        {
+            let mut labels = 1u16 << rng.index(LABELS.len());
+            if rng.bool() {
+                labels |= 1 << rng.index(LABELS.len());
+            }
+            let assignee = if rng.int(0, 10) < 7 { Some(*rng.choice(&team)) } else { None };
+            let notes = (0..rng.int(0, 4))
+                .map(|_| Note {
+                    author: rng.index(users.len()) as u16,
+                    text: Text::Stock(rng.index(NOTE_PHRASES.len()) as u8),
+                })
+                .collect();
+            issues.push(Issue {
+                project: p as u8,
+                iid: k as u16 + 1,
+                title,
+                author: rng.index(users.len()) as u16,
+                assignee,
+                labels,
+                open: rng.int(0, 10) < 6,
+                age,
+                notes,
+            });
+        }
+        let n = rng.int(2, 7) as usize;
+        for (k, (title, age)) in distinct_titles(rng, n, MR_PATTERNS.len()).into_iter().zip(ages(rng, n)).enumerate() {
+            let state = [0, 0, 0, 0, 1, 1, 1, 2, 2, 0][rng.index(10)];
+            mrs.push(MergeRequest {
+                project: p as u8,
+                iid: k as u16 + 1,
+                title,
+                author: *rng.choice(&team),
+                state,
+                age,
+            });
+        }
+    }
+    CodeHost { name: rng.index(CODE_SITE_NAMES.len()) as u8, users, me: 0, projects, members, issues, mrs }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -790,6 +1163,21 @@ mod tests {
             let forum = generate_forum(&mut Rng::derive(2, seed));
             let titles: BTreeSet<&str> = forum.posts.iter().map(|p| &*p.title).collect();
             assert_eq!(titles.len(), forum.posts.len());
+            let code = generate_code(&mut Rng::derive(3, seed));
+            let paths: BTreeSet<String> = (0..code.projects.len()).map(|p| code.project_name(p)).collect();
+            assert_eq!(paths.len(), code.projects.len());
+            let stars: BTreeSet<u32> = code.projects.iter().map(|p| p.stars).collect();
+            assert_eq!(stars.len(), code.projects.len());
+            for p in 0..code.projects.len() {
+                let issues: BTreeSet<String> = (0..code.issues.len())
+                    .filter(|&i| code.issues[i].project as usize == p)
+                    .map(|i| code.issue_title(i))
+                    .collect();
+                assert_eq!(issues.len(), code.issues.iter().filter(|i| i.project as usize == p).count());
+                let commits: BTreeSet<u32> = code.members_of(p).map(|m| m.commits).collect();
+                assert_eq!(commits.len(), code.members_of(p).count());
+                assert_eq!(code.members_of(p).filter(|m| m.role == OWNER_ROLE).count(), 1);
+            }
         }
     }
 }

@@ -3,10 +3,12 @@
 //! It reads the true state and the current render, never the hidden parts of a page: a link
 //! outside the view is scrolled to first. Navigation clicks a link to the target when the page
 //! has one, else walks back along the route a person would take (search box for products,
-//! category menu, order history, forum listing pages) and, with no route, types the URL.
+//! category menu, order history, forum listing pages, a project's lists and members) and, with
+//! no route, types the URL.
 
 use super::browser::Browser;
-use super::data::{Line, Shop};
+use super::code::{issue_list_page, CodePage, IssueState, MrFilter, ProjectSort};
+use super::data::{CodeHost, Line, Shop, LABELS, ROLES};
 use super::forum::listing_page;
 use super::pages::{Field, Op, Page, PostSort, Sort};
 use super::tasks::{gold_answer, state_accepted, Check, Goal, Task};
@@ -134,7 +136,45 @@ fn route(site: &Site, target: &Page) -> Route {
                 None => Route::Goto,
             }
         }
+        (Site::Code(c), Page::Code(page)) => code_route(c, page),
         _ => Route::Goto,
+    }
+}
+
+/// Routes on the code-hosting site: project pages from the project list, lists and members
+/// from the project's navigation, filtered lists from the unfiltered one, an issue or merge
+/// request from the list that shows it, a user from a project's members.
+fn code_route(c: &CodeHost, target: &CodePage) -> Route {
+    let via = |page: CodePage| Route::Via(Page::Code(page));
+    match *target {
+        CodePage::Home(ProjectSort::Name) => Route::Goto,
+        CodePage::Home(_) | CodePage::Project(_) => Route::Via(CodePage::HOME),
+        CodePage::Issues { project, state, label, page } if page > 1 => {
+            via(CodePage::Issues { project, state, label, page: page - 1 })
+        }
+        CodePage::Issues { project, state, label: Some(_), .. } => {
+            via(CodePage::Issues { project, state, label: None, page: 1 })
+        }
+        CodePage::Issues { project, state: IssueState::Open, .. } | CodePage::Members(project) => {
+            via(CodePage::Project(project))
+        }
+        CodePage::Issues { project, .. } => Route::Via(CodePage::issues(project as usize)),
+        CodePage::Issue(i) => Route::Via(issue_list_page(c, i as usize)),
+        CodePage::MergeRequests { project, state: MrFilter::OPEN } => via(CodePage::Project(project)),
+        CodePage::MergeRequests { project, .. } => Route::Via(CodePage::mrs(project as usize)),
+        CodePage::MergeRequest(m) => {
+            let mr = &c.mrs[m as usize];
+            via(CodePage::MergeRequests { project: mr.project, state: MrFilter(Some(mr.state)) })
+        }
+        CodePage::User(u) => {
+            let member = c.members.iter().find(|m| m.user == u).map(|m| CodePage::Members(m.project));
+            let authored = || c.mrs.iter().position(|m| m.author == u).map(|m| CodePage::MergeRequest(m as u16));
+            let issue = || {
+                let touched = |i: &super::data::Issue| i.author == u || i.notes.iter().any(|n| n.author == u);
+                c.issues.iter().position(touched).map(|i| CodePage::Issue(i as u16))
+            };
+            member.or_else(authored).or_else(issue).map_or(Route::Goto, via)
+        }
     }
 }
 
@@ -151,7 +191,14 @@ impl Route {
 fn shop(site: &Site) -> &Shop {
     match site {
         Site::Shop(s) => s,
-        Site::Forum(_) => unreachable!("a shop check on a forum site"),
+        _ => unreachable!("a shop check on another site"),
+    }
+}
+
+fn code(site: &Site) -> &CodeHost {
+    match site {
+        Site::Code(c) => c,
+        _ => unreachable!("a code-hosting check on another site"),
     }
 }
 
@@ -185,6 +232,27 @@ fn change(site: &Site, browser: &Browser, check: &Check) -> Step {
         Check::Subscribed { forum, .. } => {
             act(browser, &Target::Op(Op::ToggleSubscription(*forum)), "I change the subscription.")
         }
+        Check::IssueClosed { issue } => act(browser, &Target::Op(Op::ToggleIssue(*issue)), "I close the issue."),
+        Check::IssueCommented { issue, text } => {
+            type_into(browser, Field::Comment, text, true, "I write the comment and post it.")
+                .filter(|_| here == &Page::Code(CodePage::Issue(*issue)))
+        }
+        Check::IssueLabels { issue, labels } => {
+            let missing = labels & !code(site).issues[*issue as usize].labels;
+            (0..LABELS.len())
+                .find(|&l| missing & (1 << l) != 0)
+                .and_then(|l| type_into(browser, Field::Label, LABELS[l], true, "I choose the label and add it."))
+                .filter(|_| here == &Page::Code(CodePage::Issue(*issue)))
+        }
+        Check::Member { project, user, role } if here == &Page::Code(CodePage::Members(*project)) => {
+            let name = code(site).user_name(*user as usize);
+            if browser.tab().form.get(Field::Username) != Some(name.as_str()) {
+                type_into(browser, Field::Username, &name, false, "I enter the username.")
+            } else {
+                type_into(browser, Field::Role, ROLES[*role as usize], true, "I choose the role and invite.")
+            }
+        }
+        Check::Member { .. } => None,
     };
     step.unwrap_or_else(|| navigate(site, browser, &where_to(check)))
 }
@@ -200,6 +268,10 @@ fn where_to(check: &Check) -> Page {
         }
         Check::Posted { forum, .. } => Page::Submit(*forum),
         Check::Subscribed { forum, .. } => Page::forum(*forum as usize),
+        Check::IssueClosed { issue } | Check::IssueCommented { issue, .. } | Check::IssueLabels { issue, .. } => {
+            Page::Code(CodePage::Issue(*issue))
+        }
+        Check::Member { project, .. } => Page::Code(CodePage::Members(*project)),
     }
 }
 

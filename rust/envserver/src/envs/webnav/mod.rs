@@ -1,8 +1,10 @@
 //! Web navigation in WebArena's format over generated websites: a shop (catalogue, search,
-//! product pages with reviews, cart, checkout, order history, account) and a forum (forums,
-//! posts, comments, votes, user pages, new comments and posts).
+//! product pages with reviews, cart, checkout, order history, account), a forum (forums,
+//! posts, comments, votes, user pages, new comments and posts) and a code-hosting site
+//! (projects, issues with filters, merge requests, members with roles and commit counts, user
+//! profiles; closing, commenting on and labelling issues, inviting members).
 //!
-//! Task id `t` plays template `t % 30` (see `tasks.rs`) with seed `t / 30`; the seed generates
+//! Task id `t` plays template `t % 45` (see `tasks.rs`) with seed `t / 45`; the seed generates
 //! the template's site (`data.rs`, drawn from the crate's RNG, so the same on every machine)
 //! and the task's parameters. Templates are WebArena's three kinds: information seeking
 //! (answer checked by exact match or must-include after normalisation), navigation (the page
@@ -13,16 +15,18 @@
 //! lines in the viewport, with a note where content continues), then `URL:`, `OBJECTIVE:`,
 //! `PREVIOUS ACTION:`, and `FEEDBACK:` when the action could not be done. Actions are
 //! WebArena's grammar (`grammar.rs`); ids are positions in the page render, so only ids shown
-//! can be acted on. `type` replaces a field's content. The episode ends at `stop [answer]`
-//! with reward 1 when the task's check accepts, else 0; invalid actions cost a turn and say
-//! what was wrong. Each episode hosts one site: URLs of the other host are refused.
+//! can be acted on. `type` replaces a field's content (a combobox takes one of its options).
+//! The episode ends at `stop [answer]` with reward 1 when the task's check accepts, else 0;
+//! invalid actions cost a turn and say what was wrong. Each episode hosts one site: URLs of
+//! the other sites are refused.
 //!
 //! Options (`EnvPool("webnav", **options)`): `viewport` (40: tree lines shown at once),
 //! `max_answer_len` (200: longer answers are refused), `max_steps` (0: no limit of its own; the
-//! pool's horizon cap applies), `num_seeds` (10000: task ids are `0..30 * num_seeds`),
+//! pool's horizon cap applies), `num_seeds` (10000: task ids are `0..45 * num_seeds`),
 //! `show_urls` (false: add `url:` to links).
 
 pub mod browser;
+pub mod code;
 pub mod data;
 pub mod expert;
 pub mod forum;
@@ -42,7 +46,7 @@ use serde_json::json;
 use crate::env::{check_option_keys, EnvError, EnvFactory, ExpertMove, Options, StepOutcome, TextEnv};
 use crate::rng::Rng;
 use browser::{Applied, Browser};
-use data::{Forum, Shop};
+use data::{CodeHost, Forum, Shop};
 use pages::{Form, Op, Page};
 use tasks::{answer_accepted, state_accepted, Goal, SiteKind, Task, TEMPLATES};
 use tree::Target;
@@ -74,6 +78,7 @@ impl Default for Settings {
 pub enum Site {
     Shop(Shop),
     Forum(Forum),
+    Code(CodeHost),
 }
 
 /// What a button or form submission did: a page to open, a message to show, and whether the
@@ -104,10 +109,11 @@ impl Effect {
 }
 
 impl Site {
-    fn parts(&self) -> (Option<&Shop>, Option<&Forum>) {
+    fn parts(&self) -> (Option<&Shop>, Option<&Forum>, Option<&CodeHost>) {
         match self {
-            Site::Shop(s) => (Some(s), None),
-            Site::Forum(f) => (None, Some(f)),
+            Site::Shop(s) => (Some(s), None, None),
+            Site::Forum(f) => (None, Some(f), None),
+            Site::Code(c) => (None, None, Some(c)),
         }
     }
 
@@ -115,17 +121,18 @@ impl Site {
         match self {
             Site::Shop(_) => Page::ShopHome,
             Site::Forum(_) => Page::ForumHome,
+            Site::Code(_) => code::CodePage::HOME,
         }
     }
 
     pub fn url(&self, page: &Page) -> String {
-        let (s, f) = self.parts();
-        pages::url(s, f, page)
+        let (s, f, c) = self.parts();
+        pages::url(s, f, c, page)
     }
 
     pub fn parse_url(&self, text: &str) -> Result<Page, String> {
-        let (s, f) = self.parts();
-        pages::parse_url(s, f, text)
+        let (s, f, c) = self.parts();
+        pages::parse_url(s, f, c, text)
     }
 
     pub fn title(&self, page: &Page) -> String {
@@ -133,6 +140,8 @@ impl Site {
             (_, Page::Blank) => "New Tab".into(),
             (Site::Shop(s), _) => shop::title(s, page),
             (Site::Forum(f), _) => forum::title(f, page),
+            (Site::Code(c), Page::Code(p)) => code::title(c, p),
+            (Site::Code(c), _) => c.site_name().into(),
         }
     }
 
@@ -144,6 +153,8 @@ impl Site {
             }
             (Site::Shop(s), _) => shop::render(s, page, form, notice, tree),
             (Site::Forum(f), _) => forum::render(f, page, form, notice, tree),
+            (Site::Code(c), Page::Code(p)) => code::render(c, p, form, notice, tree),
+            (Site::Code(c), _) => code::render(c, &code::CodePage::Home(code::ProjectSort::Name), form, notice, tree),
         }
     }
 
@@ -151,6 +162,7 @@ impl Site {
         match self {
             Site::Shop(s) => shop::apply(s, op, form),
             Site::Forum(f) => forum::apply(f, op, form),
+            Site::Code(c) => code::apply(c, op, form),
         }
     }
 }
@@ -164,7 +176,7 @@ pub fn plural(n: usize, word: &str) -> String {
     }
 }
 
-/// Recently generated sites, by site kind and seed, direct-mapped. The 30 tasks of a seed
+/// Recently generated sites, by site kind and seed, direct-mapped. The 45 tasks of a seed
 /// share one site and a GRPO group replays one task, so most resets clone a site here
 /// instead of generating it again (a clone is several times cheaper).
 pub struct SiteCache {
@@ -183,7 +195,7 @@ impl SiteCache {
 
     /// The site of `kind` for `seed`, generated on a miss.
     fn site(&self, kind: SiteKind, seed: u64) -> Site {
-        let slot = (seed.wrapping_mul(2).wrapping_add(kind as u64) % CACHE_SLOTS as u64) as usize;
+        let slot = (seed.wrapping_mul(3).wrapping_add(kind as u64) % CACHE_SLOTS as u64) as usize;
         let hit = match &self.slots.lock()[slot] {
             Some((k, s, site)) if *k == kind && *s == seed => Some(site.clone()),
             _ => None,
@@ -194,6 +206,7 @@ impl SiteCache {
         let site = match kind {
             SiteKind::Shop => Site::Shop(data::generate_shop(&mut Rng::derive(SITE_SEED, seed))),
             SiteKind::Forum => Site::Forum(data::generate_forum(&mut Rng::derive(SITE_SEED ^ 1, seed))),
+            SiteKind::Code => Site::Code(data::generate_code(&mut Rng::derive(SITE_SEED ^ 2, seed))),
         };
         self.slots.lock()[slot] = Some((kind, seed, Arc::new(site.clone())));
         site

@@ -1,13 +1,16 @@
 //! The pages of the sites, their URLs, form fields and buttons.
 //!
 //! A [`Page`] is a parsed URL: links, history and navigation tasks compare pages, never URL
-//! strings, so `?page=1` and a missing page parameter are the same page. Only the two hosts of
-//! the sites are reachable; `about:blank` is the empty new tab.
+//! strings, so `?page=1` and a missing page parameter are the same page. Only the hosts of the
+//! sites are reachable; `about:blank` is the empty new tab. The code-hosting site's pages and
+//! URLs are in `code.rs`.
 
-use super::data::{Forum, Shop, CATEGORIES};
+use super::code::{self, CodePage};
+use super::data::{CodeHost, Forum, Shop, CATEGORIES};
 
 pub const SHOP_HOST: &str = "shop.test";
 pub const FORUM_HOST: &str = "forum.test";
+pub const CODE_HOST: &str = "code.test";
 
 /// Product listing order of a category page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +106,8 @@ pub enum Page {
     Submit(u8),
     /// User index.
     User(u16),
+    /// A page of the code-hosting site.
+    Code(CodePage),
 }
 
 impl Page {
@@ -137,6 +142,12 @@ pub enum Field {
     Comment,
     Title,
     Body,
+    /// The username box of the invite form.
+    Username,
+    /// The role box of the invite form.
+    Role,
+    /// The label box of an issue.
+    Label,
 }
 
 /// A button, or what pressing Enter in a field submits.
@@ -155,6 +166,14 @@ pub enum Op {
     Comment(u16),
     CreatePost(u8),
     ToggleSubscription(u8),
+    /// Closes or reopens an issue (issue index).
+    ToggleIssue(u16),
+    /// Adds the Comment field's text to an issue.
+    IssueComment(u16),
+    /// Adds the Label field's label to an issue.
+    AddLabel(u16),
+    /// Invites the Username field's user with the Role field's role to a project.
+    AddMember(u8),
 }
 
 /// The values typed into the fields of the current page (empty after navigating away).
@@ -188,7 +207,7 @@ impl Form {
 }
 
 /// The page's URL, e.g. `http://shop.test/category/garden?sort=price&page=2`.
-pub fn url(shop: Option<&Shop>, forum: Option<&Forum>, page: &Page) -> String {
+pub fn url(shop: Option<&Shop>, forum: Option<&Forum>, code: Option<&CodeHost>, page: &Page) -> String {
     let shop_url = |path: String| format!("http://{SHOP_HOST}{path}");
     let forum_url = |path: String| format!("http://{FORUM_HOST}{path}");
     match page {
@@ -221,6 +240,7 @@ pub fn url(shop: Option<&Shop>, forum: Option<&Forum>, page: &Page) -> String {
         }
         Page::Submit(f) => forum_url(format!("/f/{}/submit", forum.map_or("", |s| s.forum_name(*f as usize)))),
         Page::User(u) => forum_url(format!("/user/{}", forum.map_or(String::new(), |s| s.user_name(*u as usize)))),
+        Page::Code(page) => format!("http://{CODE_HOST}{}", code.map_or("/".into(), |c| code::path(c, page))),
     }
 }
 
@@ -234,7 +254,7 @@ fn listing_query(sort: Option<&str>, page: u16) -> String {
 }
 
 /// Form encoding of a query: letters and digits as they are, spaces as `+`, the rest `%XX`.
-fn encode_query(query: &str) -> String {
+pub fn encode_query(query: &str) -> String {
     let mut out = String::with_capacity(query.len());
     for b in query.bytes() {
         match b {
@@ -266,7 +286,12 @@ fn decode_query(text: &str) -> Option<String> {
 }
 
 /// Parses a URL typed into `goto`; the error says why it cannot be opened.
-pub fn parse_url(shop: Option<&Shop>, forum: Option<&Forum>, text: &str) -> Result<Page, String> {
+pub fn parse_url(
+    shop: Option<&Shop>,
+    forum: Option<&Forum>,
+    code: Option<&CodeHost>,
+    text: &str,
+) -> Result<Page, String> {
     let text = text.trim();
     if text == "about:blank" {
         return Ok(Page::Blank);
@@ -348,8 +373,16 @@ pub fn parse_url(shop: Option<&Shop>, forum: Option<&Forum>, text: &str) -> Resu
                 _ => Err(not_found()),
             }
         }
+        CODE_HOST => {
+            let code = code.ok_or_else(|| format!("{host} is not part of this task's websites"))?;
+            let parts: Vec<&str> = path.split('/').collect();
+            // A value that does not decode stays raw, so it names nothing and is not found.
+            let decoded = |key: &str| param(key).map(|v| decode_query(v).unwrap_or_else(|| v.to_string()));
+            code::parse(code, &parts, &decoded).map(Page::Code).ok_or_else(not_found)
+        }
         _ => Err(format!(
-            "{text} is outside the websites of this task (http://{SHOP_HOST}/ and http://{FORUM_HOST}/ host them)"
+            "{text} is outside the websites of this task (http://{SHOP_HOST}/, http://{FORUM_HOST}/ and \
+             http://{CODE_HOST}/ host them)"
         )),
     }
 }

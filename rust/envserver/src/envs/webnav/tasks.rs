@@ -5,7 +5,8 @@
 //! `stop` must be the target page) and state changes (a program check on the site's state at
 //! `stop`). Each template also names where the evidence of an answer is shown, for the planner.
 
-use super::data::{money, Forum, Line, Shop, FORUMS};
+use super::code::{issue_listing, project_listing, CodePage, IssueState, ProjectSort};
+use super::data::{money, CodeHost, Forum, Line, Shop, FORUMS, LABELS, ROLES};
 use super::forum::listing;
 use super::pages::{Page, PostSort, Sort};
 use super::shop::search_results;
@@ -16,6 +17,7 @@ use crate::rng::Rng;
 pub enum SiteKind {
     Shop,
     Forum,
+    Code,
 }
 
 impl SiteKind {
@@ -23,6 +25,7 @@ impl SiteKind {
         match self {
             SiteKind::Shop => "shop",
             SiteKind::Forum => "forum",
+            SiteKind::Code => "code",
         }
     }
 }
@@ -95,6 +98,23 @@ pub enum Check {
         forum: u8,
         subscribed: bool,
     },
+    IssueClosed {
+        issue: u16,
+    },
+    IssueCommented {
+        issue: u16,
+        text: String,
+    },
+    /// The issue's labels are exactly these (a bit set over `LABELS`).
+    IssueLabels {
+        issue: u16,
+        labels: u16,
+    },
+    Member {
+        project: u8,
+        user: u16,
+        role: u8,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,9 +155,10 @@ const fn t(name: &'static str, site: SiteKind, kind: Kind, make: fn(&Site, &mut 
 }
 
 use Kind::{Info, Nav, State};
-use SiteKind::{Forum as F, Shop as S};
+use SiteKind::{Code as C, Forum as F, Shop as S};
 
-/// Every template, in task id order (`task_id % TEMPLATES.len()`).
+/// Every template, in task id order (`task_id % TEMPLATES.len()`): the shop's (0-16), the
+/// forum's (17-29), the code host's (30-44).
 pub const TEMPLATES: &[Template] = &[
     t("shop_product_price", S, Info, product_price),
     t("shop_review_count", S, Info, review_count),
@@ -169,19 +190,41 @@ pub const TEMPLATES: &[Template] = &[
     t("forum_comment", F, State, comment_on_post),
     t("forum_create_post", F, State, create_post),
     t("forum_subscription", F, State, subscription),
+    t("code_project_stars", C, Info, project_stars),
+    t("code_most_starred", C, Info, most_starred),
+    t("code_issue_assignee", C, Info, issue_assignee),
+    t("code_mr_source_branch", C, Info, mr_source_branch),
+    t("code_top_committer", C, Info, top_committer),
+    t("code_labelled_issue_count", C, Info, labelled_issue_count),
+    t("code_user_commits", C, Info, user_commits),
+    t("code_filter_issues", C, Nav, filter_issues),
+    t("code_open_mr", C, Nav, open_mr),
+    t("code_open_members", C, Nav, open_members),
+    t("code_open_mr_author", C, Nav, open_mr_author),
+    t("code_close_issue", C, State, close_issue),
+    t("code_comment_issue", C, State, comment_issue),
+    t("code_add_label", C, State, add_label),
+    t("code_add_member", C, State, add_member),
 ];
 
 fn shop(site: &Site) -> &Shop {
     match site {
         Site::Shop(s) => s,
-        Site::Forum(_) => unreachable!("a shop template on a forum site"),
+        _ => unreachable!("a shop template on another site"),
     }
 }
 
 fn forum(site: &Site) -> &Forum {
     match site {
         Site::Forum(f) => f,
-        Site::Shop(_) => unreachable!("a forum template on a shop site"),
+        _ => unreachable!("a forum template on another site"),
+    }
+}
+
+fn code(site: &Site) -> &CodeHost {
+    match site {
+        Site::Code(c) => c,
+        _ => unreachable!("a code-hosting template on another site"),
     }
 }
 
@@ -498,6 +541,179 @@ fn subscription(site: &Site, rng: &mut Rng) -> (String, Goal) {
     )
 }
 
+// ---- code hosting ----
+
+fn issue_ref(c: &CodeHost, i: usize) -> String {
+    format!("'{}' in the project {}", c.issue_title(i), c.project_name(c.issues[i].project as usize))
+}
+
+fn mr_ref(c: &CodeHost, m: usize) -> String {
+    format!("'{}' in the project {}", c.mr_title(m), c.project_name(c.mrs[m].project as usize))
+}
+
+/// A user's name as asked for, bare or with GitLab's `@`.
+fn user_answers(c: &CodeHost, u: usize) -> [String; 2] {
+    let name = c.user_name(u);
+    [name.clone(), format!("@{name}")]
+}
+
+fn project_stars(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let p = rng.index(c.projects.len());
+    let n = c.projects[p].stars;
+    let intent = format!("How many stars does the project {} have?", c.project_name(p));
+    let page = Page::Code(CodePage::Project(p as u8));
+    (intent, exact(&[&n.to_string(), &format!("{n} stars")], page, format!("Stars: {n}")))
+}
+
+fn most_starred(site: &Site, _rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let top = project_listing(c, ProjectSort::Stars)[0];
+    let intent = format!("Which project on {} has the most stars?", c.site_name());
+    let (name, path) = (c.project_name(top), c.project_path(top));
+    (intent, exact(&[&name, &path], Page::Code(CodePage::Home(ProjectSort::Stars)), path.clone()))
+}
+
+fn issue_assignee(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let assigned: Vec<usize> = (0..c.issues.len()).filter(|&i| c.issues[i].assignee.is_some()).collect();
+    let i = pick(rng, &assigned, "assigned issue");
+    let u = c.issues[i].assignee.expect("picked among assigned issues") as usize;
+    let [name, at] = user_answers(c, u);
+    let intent = format!("Who is assigned to the issue {}?", issue_ref(c, i));
+    (intent, exact(&[&name, &at], Page::Code(CodePage::Issue(i as u16)), format!("Assignee: {name}")))
+}
+
+fn mr_source_branch(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let m = rng.index(c.mrs.len());
+    let branch = c.source_branch(m);
+    let intent = format!("What is the source branch of the merge request {}?", mr_ref(c, m));
+    let page = Page::Code(CodePage::MergeRequest(m as u16));
+    (intent, exact(&[&branch], page, format!("Source branch: {branch}")))
+}
+
+fn top_committer(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let p = rng.index(c.projects.len());
+    let top = *c.members_of(p).max_by_key(|m| m.commits).expect("projects have members");
+    let [name, at] = user_answers(c, top.user as usize);
+    let intent = format!("Which member of the project {} has made the most commits?", c.project_name(p));
+    let evidence = format!("{} · {}", ROLES[top.role as usize], super::plural(top.commits as usize, "commit"));
+    (intent, exact(&[&name, &at], Page::Code(CodePage::Members(p as u8)), evidence))
+}
+
+fn labelled_issue_count(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    // (project, label) pairs with at least one open issue, so the count is read off a list.
+    let pairs: Vec<(usize, u8)> = (0..c.projects.len())
+        .flat_map(|p| (0..LABELS.len() as u8).map(move |l| (p, l)))
+        .filter(|&(p, l)| !issue_listing(c, p, IssueState::Open, Some(l)).is_empty())
+        .collect();
+    let (p, l) = pick(rng, &pairs, "labelled open issue");
+    let n = issue_listing(c, p, IssueState::Open, Some(l)).len();
+    let intent =
+        format!("How many open issues labelled '{}' does the project {} have?", LABELS[l as usize], c.project_name(p));
+    let page = Page::Code(CodePage::Issues { project: p as u8, state: IssueState::Open, label: Some(l), page: 1 });
+    let golds = [n.to_string(), format!("{n} issues"), format!("{n} open issues")];
+    let golds: Vec<&str> = golds.iter().map(String::as_str).collect();
+    (intent, exact(&golds, page, format!("{} found", super::plural(n, "issue"))))
+}
+
+fn user_commits(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let members: Vec<usize> = (0..c.users.len()).filter(|&u| c.members.iter().any(|m| m.user as usize == u)).collect();
+    let u = pick(rng, &members, "member");
+    let n = c.user_commits(u);
+    let intent = format!("How many commits has {} made across all projects on {}?", c.user_name(u), c.site_name());
+    let page = Page::Code(CodePage::User(u as u16));
+    (intent, exact(&[&n.to_string(), &format!("{n} commits")], page, format!("Total commits: {n}")))
+}
+
+fn filter_issues(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let labelled: Vec<(usize, u8)> = (0..c.issues.len())
+        .flat_map(|i| (0..LABELS.len() as u8).map(move |l| (i, l)))
+        .filter(|&(i, l)| c.issues[i].labels & (1 << l) != 0)
+        .collect();
+    let (i, l) = pick(rng, &labelled, "labelled issue");
+    let p = c.issues[i].project;
+    let state = if rng.bool() { IssueState::Open } else { IssueState::Closed };
+    let intent = format!(
+        "Show me the {} issues of the project {} that have the label '{}'.",
+        state.label().to_lowercase(),
+        c.project_name(p as usize),
+        LABELS[l as usize]
+    );
+    (intent, Goal::Url(Page::Code(CodePage::Issues { project: p, state, label: Some(l), page: 1 })))
+}
+
+fn open_mr(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let m = rng.index(c.mrs.len());
+    (format!("Open the merge request {}.", mr_ref(c, m)), Goal::Url(Page::Code(CodePage::MergeRequest(m as u16))))
+}
+
+fn open_members(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let p = rng.index(c.projects.len());
+    let intent = format!("Show me the members of the project {}.", c.project_name(p));
+    (intent, Goal::Url(Page::Code(CodePage::Members(p as u8))))
+}
+
+fn open_mr_author(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let m = rng.index(c.mrs.len());
+    let intent = format!("Go to the profile page of the author of the merge request {}.", mr_ref(c, m));
+    (intent, Goal::Url(Page::Code(CodePage::User(c.mrs[m].author))))
+}
+
+fn close_issue(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let open: Vec<usize> = (0..c.issues.len()).filter(|&i| c.issues[i].open).collect();
+    let i = pick(rng, &open, "open issue");
+    (format!("Close the issue {}.", issue_ref(c, i)), Goal::State(Check::IssueClosed { issue: i as u16 }))
+}
+
+const ISSUE_REPLIES: [&str; 6] = [
+    "I am looking into this now.",
+    "Fixed on the main branch, please verify.",
+    "Could you share the exact version?",
+    "This looks like a duplicate of an older report.",
+    "Moving this to the next milestone.",
+    "A fix is in review.",
+];
+
+fn comment_issue(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let i = rng.index(c.issues.len());
+    let text = rng.choice(&ISSUE_REPLIES).to_string();
+    let intent = format!("Comment \"{text}\" on the issue {}.", issue_ref(c, i));
+    (intent, Goal::State(Check::IssueCommented { issue: i as u16, text }))
+}
+
+fn add_label(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let missing: Vec<(usize, u8)> = (0..c.issues.len())
+        .flat_map(|i| (0..LABELS.len() as u8).map(move |l| (i, l)))
+        .filter(|&(i, l)| c.issues[i].labels & (1 << l) == 0)
+        .collect();
+    let (i, l) = pick(rng, &missing, "label to add");
+    let intent = format!("Add the label '{}' to the issue {}.", LABELS[l as usize], issue_ref(c, i));
+    (intent, Goal::State(Check::IssueLabels { issue: i as u16, labels: c.issues[i].labels | 1 << l }))
+}
+
+fn add_member(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let c = code(site);
+    let p = rng.index(c.projects.len());
+    let outsiders: Vec<usize> = (0..c.users.len()).filter(|&u| c.member(p, u).is_none()).collect();
+    let u = pick(rng, &outsiders, "user outside the project");
+    let role = rng.index(4) as u8;
+    let intent =
+        format!("Invite {} to the project {} as a {}.", c.user_name(u), c.project_name(p), ROLES[role as usize]);
+    (intent, Goal::State(Check::Member { project: p as u8, user: u as u16, role }))
+}
+
 // ---- checking ----
 
 /// Lower case, single spaces, no surrounding quotes or final period, no `$`.
@@ -543,6 +759,14 @@ pub fn state_accepted(check: &Check, site: &Site) -> bool {
                 && normalize(&p.body) == normalize(body)
         }),
         (Check::Subscribed { forum, subscribed }, Site::Forum(f)) => f.subscribed[*forum as usize] == *subscribed,
+        (Check::IssueClosed { issue }, Site::Code(c)) => !c.issues[*issue as usize].open,
+        (Check::IssueCommented { issue, text }, Site::Code(c)) => {
+            c.issues[*issue as usize].notes.iter().any(|n| n.author == c.me && normalize(n.text()) == normalize(text))
+        }
+        (Check::IssueLabels { issue, labels }, Site::Code(c)) => c.issues[*issue as usize].labels == *labels,
+        (Check::Member { project, user, role }, Site::Code(c)) => {
+            c.member(*project as usize, *user as usize).is_some_and(|m| m.role == *role)
+        }
         _ => false,
     }
 }

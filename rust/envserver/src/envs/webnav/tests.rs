@@ -56,11 +56,16 @@ fn solve(env: &mut WebNav) -> (f32, Vec<String>) {
 const T: u64 = TEMPLATES.len() as u64;
 
 #[test]
-fn there_are_thirty_templates_over_both_sites_and_kinds() {
-    assert_eq!(TEMPLATES.len(), 30);
+fn there_are_45_templates_over_three_sites_and_kinds() {
+    assert_eq!(TEMPLATES.len(), 45);
     let names: std::collections::BTreeSet<&str> = TEMPLATES.iter().map(|t| t.name).collect();
     assert_eq!(names.len(), TEMPLATES.len());
-    for site in [SiteKind::Shop, SiteKind::Forum] {
+    // The id layout: shop templates first, then the forum's, then the code host's, so task ids
+    // below 30 play the templates they played before the code host was added.
+    let sites: Vec<SiteKind> = TEMPLATES.iter().map(|t| t.site).collect();
+    assert!(sites[..17].iter().all(|&s| s == SiteKind::Shop) && sites[17..30].iter().all(|&s| s == SiteKind::Forum));
+    assert!(sites[30..].iter().all(|&s| s == SiteKind::Code));
+    for site in [SiteKind::Shop, SiteKind::Forum, SiteKind::Code] {
         for kind in [tasks::Kind::Info, tasks::Kind::Nav, tasks::Kind::State] {
             assert!(TEMPLATES.iter().filter(|t| t.site == site && t.kind == kind).count() >= 3);
         }
@@ -85,6 +90,15 @@ fn same_task_same_episode_different_tasks_differ() {
     let c = session(4);
     assert_eq!(episode(&a).site, episode(&c).site);
     assert_ne!(episode(&a).task.intent, episode(&c).task.intent);
+    // The same on the code host: one site per seed, generated the same way twice.
+    let (code, again, next_seed, same_seed) = (session(30), session(30), session(30 + T), session(44));
+    assert!(matches!(episode(&code).site, Site::Code(_)));
+    assert_eq!(episode(&code).site, episode(&again).site);
+    assert_eq!(code.observation, again.observation);
+    assert_ne!(episode(&code).site, episode(&next_seed).site);
+    assert_eq!(episode(&code).site, episode(&same_seed).site);
+    let Site::Code(site) = &episode(&code).site else { unreachable!() };
+    assert_eq!(*site, data::generate_code(&mut Rng::derive(SITE_SEED ^ 2, 0)));
 }
 
 #[test]
@@ -160,7 +174,50 @@ fn near_miss_answers_are_rejected() {
         let tasks::AnswerRule::Exact(golds) = &rule else { panic!() };
         let n: i64 = golds[0].parse().unwrap();
         assert!(!answer_accepted(&rule, &(n + 1).to_string()) && !answer_accepted(&rule, &format!("1{n}")));
+        code_near_miss_answers(seed);
     }
+}
+
+/// The code host's answers: counts off by one, another merge request's branch, the member
+/// with the second most commits, another project.
+fn code_near_miss_answers(seed: u64) {
+    let code_of = |env: &WebNav| match &episode(env).site {
+        Site::Code(c) => c.clone(),
+        _ => panic!("not a code-hosting task"),
+    };
+    for name in ["code_project_stars", "code_labelled_issue_count", "code_user_commits"] {
+        let env = session(task_of(name, seed));
+        let rule = episode(&env).task.goal_rule();
+        let tasks::AnswerRule::Exact(golds) = &rule else { panic!() };
+        let n: i64 = golds[0].parse().unwrap();
+        assert!(answer_accepted(&rule, &format!("{n}.")), "{name}");
+        for wrong in [n + 1, n - 1, n * 10] {
+            assert!(!answer_accepted(&rule, &wrong.to_string()), "{name}: {n} vs {wrong}");
+        }
+    }
+    let env = session(task_of("code_mr_source_branch", seed));
+    let c = code_of(&env);
+    let rule = episode(&env).task.goal_rule();
+    let tasks::AnswerRule::Exact(golds) = &rule else { panic!() };
+    assert_eq!(golds.len(), 1);
+    for m in 0..c.mrs.len() {
+        assert_eq!(answer_accepted(&rule, &c.source_branch(m)), c.source_branch(m) == golds[0]);
+    }
+    assert!(!answer_accepted(&rule, &golds[0].replace('/', "-")));
+    let env = session(task_of("code_top_committer", seed));
+    let c = code_of(&env);
+    let Goal::Answer { rule, evidence: (Page::Code(code::CodePage::Members(p)), _) } = &episode(&env).task.goal else {
+        panic!("the top committer is read off a members page")
+    };
+    let mut by_commits: Vec<&data::Member> = c.members_of(*p as usize).collect();
+    by_commits.sort_by_key(|m| std::cmp::Reverse(m.commits));
+    assert!(answer_accepted(rule, &c.user_name(by_commits[0].user as usize)));
+    assert!(!answer_accepted(rule, &c.user_name(by_commits[1].user as usize)));
+    let env = session(task_of("code_most_starred", seed));
+    let c = code_of(&env);
+    let rule = episode(&env).task.goal_rule();
+    let second = code::project_listing(&c, code::ProjectSort::Stars)[1];
+    assert!(!answer_accepted(&rule, &c.project_name(second)) && !answer_accepted(&rule, &c.project_path(second)));
 }
 
 impl Task {
@@ -255,6 +312,156 @@ fn near_miss_states_are_rejected() {
             let (Site::Forum(f), Check::Subscribed { forum, .. }) = (site, check) else { panic!() };
             f.subscribed[*forum as usize] = !f.subscribed[*forum as usize];
         });
+        code_near_miss_states(seed);
+    }
+}
+
+fn code_near_miss_states(seed: u64) {
+    fn parts(site: &mut Site) -> &mut data::CodeHost {
+        match site {
+            Site::Code(c) => c,
+            _ => panic!("not a code-hosting task"),
+        }
+    }
+    spoiled("code_close_issue", seed, |site, check| {
+        // Another issue closed instead.
+        let Check::IssueClosed { issue } = check else { panic!() };
+        let c = parts(site);
+        c.issues[*issue as usize].open = true;
+        let other = (*issue as usize + 1) % c.issues.len();
+        c.issues[other].open = false;
+    });
+    spoiled("code_comment_issue", seed, |site, check| {
+        // The comment on the wrong issue.
+        let Check::IssueCommented { issue, .. } = check else { panic!() };
+        let c = parts(site);
+        let note = c.issues[*issue as usize].notes.pop().unwrap();
+        let other = (*issue as usize + 1) % c.issues.len();
+        c.issues[other].notes.push(note);
+    });
+    spoiled("code_comment_issue", seed, |site, check| {
+        // Someone else's comment with the text, or the text changed.
+        let Check::IssueCommented { issue, .. } = check else { panic!() };
+        let c = parts(site);
+        let me = c.me;
+        let note = c.issues[*issue as usize].notes.last_mut().unwrap();
+        if seed.is_multiple_of(2) {
+            note.author = me + 1;
+        } else {
+            note.text = data::Text::Own(format!("{} Thanks", note.text()).into());
+        }
+    });
+    spoiled("code_add_label", seed, |site, check| {
+        // A wrong label added as well, or instead of one that should be there.
+        let Check::IssueLabels { issue, labels } = check else { panic!() };
+        let c = parts(site);
+        let extra = (0..data::LABELS.len()).find(|&l| labels & (1 << l) == 0).unwrap();
+        let top = 15 - labels.leading_zeros();
+        let issue = &mut c.issues[*issue as usize];
+        issue.labels = if seed.is_multiple_of(2) { labels | 1 << extra } else { (labels & !(1 << top)) | 1 << extra };
+    });
+    spoiled("code_add_member", seed, |site, check| {
+        // The right user with another role, or in another project.
+        let Check::Member { project, user, role } = check else { panic!() };
+        let c = parts(site);
+        let m = c.members.iter_mut().find(|m| m.project == *project && m.user == *user).unwrap();
+        if seed.is_multiple_of(2) {
+            m.role = (*role + 1) % 4;
+        } else {
+            m.project = (*project + 1) % c.projects.len() as u8;
+        }
+    });
+}
+
+#[test]
+fn code_forms_refuse_bad_input_with_feedback() {
+    // On an issue page: an option that is not a label, a label it has, an empty comment.
+    let mut env = session(task_of("code_add_label", 3));
+    let Goal::State(Check::IssueLabels { issue, .. }) = episode(&env).task.goal.clone() else { panic!() };
+    let e = episode(&env);
+    let url = e.site.url(&Page::Code(code::CodePage::Issue(issue)));
+    let Site::Code(c) = &e.site else { panic!() };
+    let has = data::LABELS[(0..data::LABELS.len()).find(|&l| c.issues[issue as usize].labels & (1 << l) != 0).unwrap()];
+    let project = c.issues[issue as usize].project as usize;
+    let (outsider, insider) = (
+        (0..c.users.len()).find(|&u| c.member(project, u).is_none()).map(|u| c.user_name(u)).unwrap(),
+        c.user_name(c.projects[project].owner as usize),
+    );
+    let members_url = e.site.url(&Page::Code(code::CodePage::Members(project as u8)));
+    env.step(&format!("goto [{url}]"));
+    let id = |env: &WebNav, target: Target| episode(env).browser.tree.find(&target).unwrap() + 1;
+    let label = id(&env, Target::Field(pages::Field::Label));
+    env.step(&format!("type [{label}] [wontfix] [1]"));
+    assert!(feedback(&env).unwrap().contains("'wontfix' is not an option of 'Label'"), "{:?}", feedback(&env));
+    env.step(&format!("click [{}]", id(&env, Target::Op(pages::Op::AddLabel(issue)))));
+    assert!(env.observation().contains("Choose a label first."));
+    // The notice above the page moved the fields down a line.
+    let label = id(&env, Target::Field(pages::Field::Label));
+    env.step(&format!("type [{label}] [{}] [1]", has.to_uppercase()));
+    assert!(env.observation().contains("already has the label"), "{}", env.observation());
+    let comment = id(&env, Target::Field(pages::Field::Comment));
+    env.step(&format!("type [{comment}] [   ] [1]"));
+    assert!(env.observation().contains("The comment is empty."));
+    // The invite form: unknown user, a member already, a role that is not offered.
+    env.step(&format!("goto [{members_url}]"));
+    let username = id(&env, Target::Field(pages::Field::Username));
+    env.step(&format!("type [{username}] [nobody_here1] [1]"));
+    assert!(env.observation().contains("There is no user named 'nobody_here1'."));
+    let username = id(&env, Target::Field(pages::Field::Username));
+    env.step(&format!("type [{username}] [{insider}] [1]"));
+    assert!(env.observation().contains("is already a member"));
+    let role = id(&env, Target::Field(pages::Field::Role));
+    env.step(&format!("type [{role}] [Owner] [0]"));
+    assert!(feedback(&env).unwrap().contains("not an option of 'Role'"));
+    env.step(&format!("type [{role}] [reporter] [0]"));
+    env.step(&format!("type [{username}] [@{outsider}] [1]"));
+    assert!(env.observation().contains(&format!("{outsider} was added to the project as Reporter.")));
+    // URLs that name nothing on the site.
+    for url in [
+        "http://code.test/nobody/nothing",
+        &format!("{members_url}/extra"),
+        &url.replace("/-/issues/", "/-/issues/9"),
+        &format!("{}?label_name=wontfix", url.rsplit_once('/').unwrap().0),
+        &format!("{}?label_name=%ZZ", url.rsplit_once('/').unwrap().0),
+        &format!("{}?state=merged", url.rsplit_once('/').unwrap().0),
+        "http://code.test/?sort=forks",
+    ] {
+        env.step(&format!("goto [{url}]"));
+        assert!(feedback(&env).unwrap_or_default().contains("page not found"), "{url}: {:?}", feedback(&env));
+    }
+    env.step("goto [http://shop.test/]");
+    assert!(feedback(&env).unwrap().contains("not part of this task"));
+    assert!(!env.step("scroll [down]").done);
+}
+
+#[test]
+fn code_urls_round_trip() {
+    for seed in 0..5 {
+        let env = session(task_of("code_project_stars", seed));
+        let site = &episode(&env).site;
+        let Site::Code(c) = site else { panic!() };
+        let mut pages =
+            vec![code::CodePage::Home(code::ProjectSort::Name), code::CodePage::Home(code::ProjectSort::Stars)];
+        for p in 0..c.projects.len() as u8 {
+            pages.push(code::CodePage::Project(p));
+            pages.push(code::CodePage::Members(p));
+            for state in code::IssueState::ALL {
+                for label in [None, Some(7), Some(0)] {
+                    pages.push(code::CodePage::Issues { project: p, state, label, page: 2 });
+                }
+            }
+            for state in code::MrFilter::ALL {
+                pages.push(code::CodePage::MergeRequests { project: p, state });
+            }
+        }
+        pages.extend((0..c.issues.len() as u16).map(code::CodePage::Issue));
+        pages.extend((0..c.mrs.len() as u16).map(code::CodePage::MergeRequest));
+        pages.extend((0..c.users.len() as u16).map(code::CodePage::User));
+        for page in pages {
+            let page = Page::Code(page);
+            let url = site.url(&page);
+            assert_eq!(site.parse_url(&url), Ok(page.clone()), "{url}");
+        }
     }
 }
 
@@ -334,11 +541,16 @@ fn random_garbage_never_panics() {
         "hover",
         "http://shop.test/search?q=%ZZ",
         "http://shop.test/category/x?page=0",
+        "http://code.test/",
+        "http://code.test/a/b/-/issues?label_name=%ZZ&page=0",
+        "/-/merge_requests/",
+        "[Maintainer]",
+        "[bug]",
         "%",
         "]]",
         "[[",
     ];
-    for task_id in 0..60 {
+    for task_id in 0..3 * T {
         let mut env = session(task_id);
         for _ in 0..30 {
             let n = rng.int(1, 6);
@@ -356,7 +568,7 @@ fn random_garbage_never_panics() {
 #[test]
 fn every_id_in_view_is_actionable() {
     let mut rng = Rng::new(9);
-    for task_id in 0..90 {
+    for task_id in 0..3 * T {
         let mut env = session(task_id);
         for _ in 0..12 {
             let obs = env.observation();
@@ -373,7 +585,13 @@ fn every_id_in_view_is_actionable() {
                 let line = obs.lines().find(|l| l.trim_start().starts_with(&format!("[{id}] "))).unwrap();
                 let editable = [" textbox '", " searchbox '", " combobox '"].iter().any(|r| line.contains(r));
                 let action = if editable && line.contains("combobox") {
-                    format!("type [{id}] [Price] [0]")
+                    // An option of each combobox: Sort By, a code host's Role and Label.
+                    let option = [("'Sort By'", "Price"), ("'Role'", "Developer"), ("'Label'", "bug")]
+                        .iter()
+                        .find(|(name, _)| line.contains(name))
+                        .map(|(_, option)| *option)
+                        .unwrap_or("Price");
+                    format!("type [{id}] [{option}] [0]")
                 } else if editable {
                     format!("type [{id}] [2] [0]")
                 } else {
@@ -426,9 +644,9 @@ fn options_are_checked() {
     assert!(bad(&[("viewport", "2")]).contains("viewport"));
     assert!(bad(&[("show_urls", "maybe")]).contains("show_urls"));
     let f = factory(&[("num_seeds", "3"), ("viewport", "12"), ("show_urls", "true")]);
-    assert_eq!(f.num_tasks(), 90);
+    assert_eq!(f.num_tasks(), 135);
     let mut env = f.make();
-    assert!(env.reset(90).is_err());
+    assert!(env.reset(135).is_err());
     let obs = env.reset(0).unwrap();
     assert!(obs.contains(" url: http://shop.test/cart"), "{obs}");
     let shown = obs.lines().filter(|l| l.trim_start().starts_with('[')).count();
@@ -467,13 +685,39 @@ fn golden_pages() {
         ("forum_user", &["click [15]", "click [11]"]),
         ("forum_submit", &["click [5]", "click [11]"]),
     ];
+    // `@text`: click the first link whose name contains `text`.
+    let code_pages: &[(&str, &[&str])] = &[
+        ("code_home", &[]),
+        ("code_home_stars", &["@Most stars"]),
+        ("code_project", &["@/"]),
+        ("code_issues", &["@/", "@Issues", "@Closed ("]),
+        ("code_issues_label", &["@/", "@Issues", "@bug"]),
+        ("code_issues_page2", &["@velvet-vault", "@Issues", "@All (", "@Next"]),
+        (
+            "code_issue",
+            &["@/", "@Issues", "@Closed (", "click [21]", "type [15] [Question] [0]", "type [25] [On it.] [0]"],
+        ),
+        ("code_mrs", &["@/", "@Merge requests", "@All ("]),
+        ("code_mr", &["@/", "@Merge requests", "@All (", "click [14]"]),
+        ("code_members", &["@/", "@Members", "type [19] [someone] [0]"]),
+        ("code_user", &["@/", "@Members", "click [12]"]),
+        ("code_errors", &["@/", "@Members", "click [22]", "type [20] [nobody] [0]", "type [22] [Owner] [1]"]),
+    ];
     let bless = std::env::var_os("WEBNAV_BLESS").is_some();
     let mut failures = Vec::new();
-    for (task_id, pages) in [(0u64, shop_pages), (17, forum_pages)] {
+    for (task_id, pages) in [(0u64, shop_pages), (17, forum_pages), (30, code_pages)] {
         for (name, actions) in pages {
             let mut env = session(task_id);
             for action in *actions {
-                env.step(action);
+                match action.strip_prefix('@') {
+                    Some(text) => {
+                        let tree = &episode(&env).browser.tree;
+                        let link = |i: &usize| tree.nodes[*i].role == tree::Role::Link && tree.name(*i).contains(text);
+                        let i = (0..tree.nodes.len()).find(link).unwrap_or_else(|| panic!("{name}: no link {text}"));
+                        env.step(&format!("click [{}]", i + 1));
+                    }
+                    None => _ = env.step(action),
+                }
             }
             let mut text = env.observation();
             if *name == "shop_orders" {
