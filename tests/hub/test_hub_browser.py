@@ -169,6 +169,33 @@ def test_eval_table_compares_two_results(browser, hub_url):
     assert _severe(browser) == []
 
 
+def test_eval_choices_do_not_carry_over_to_another_run(browser, hub_url):
+    """A run with one result shows it on both sides; switching to a run with two shows both."""
+    from selenium.webdriver.support.ui import Select
+
+    url, run_dir = hub_url
+    other = make_run(run_dir.parent / "run-b")
+    for where, names in ((run_dir, ("model", "step_5")), (other, ("step_5",))):
+        (where / "eval").mkdir()
+        for name in names:
+            rows = {"babyai": {"avg@4": 0.5, "pass@4": 1.0}}
+            result = {"env": "babyai", "k": 4, "rows": rows, "step": None}
+            (where / "eval" / f"{name}.json").write_text(json.dumps(result))
+    browser.get(url)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr"))
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="eval"]').click()
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#eval-run option"))
+    pick = lambda run: Select(browser.find_element(By.ID, "eval-run")).select_by_value(run)  # noqa: E731
+    chosen = lambda d: (d.find_element(By.ID, "eval-a").get_attribute("value"),  # noqa: E731
+                        d.find_element(By.ID, "eval-b").get_attribute("value"))  # fmt: skip
+    pick("run-b")
+    _wait(browser, lambda d: chosen(d) == ("step_5", "step_5"))
+    pick("run-a")
+    _wait(browser, lambda d: len(Select(d.find_element(By.ID, "eval-a")).options) == 2)
+    _wait(browser, lambda d: sorted(chosen(d)) == ["model", "step_5"])
+    assert _severe(browser) == []
+
+
 def test_eval_episodes_of_one_task_side_by_side(browser, hub_url):
     """Two results' episodes of the chosen task, each in its column, as turns."""
     from selenium.webdriver.support.ui import Select

@@ -320,6 +320,8 @@ const evals = {run: null, list: []};
 async function openEval() {
   fillRunSelect($("eval-run"));
   if (!$("eval-run").value) return;
+  // Another run's choices do not carry over: results of the same name in two runs are unrelated.
+  const sameRun = evals.run === $("eval-run").value;
   evals.run = $("eval-run").value;
   evals.list = (await api("evals", {run: evals.run})).evals.filter((e) => !e.error);
   const names = evals.list.map((e) => e.name);
@@ -334,7 +336,7 @@ async function openEval() {
   for (const [id, fallback] of [["eval-a", names[0]], ["eval-b", names[names.length - 1]]]) {
     const keep = $(id).value;
     $(id).replaceChildren(...names.map((n) => new Option(n, n)));
-    $(id).value = names.includes(keep) ? keep : fallback;
+    $(id).value = sameRun && names.includes(keep) ? keep : fallback;
   }
   renderEval();
 }
