@@ -64,6 +64,8 @@ def test_task_ids_checked(pool):
         pool.reset(ids, [-1])
     if pool.env == "textcraft":  # wraps past the end, as AgentGym's server does
         assert pool.reset(ids, [pool.num_tasks]) == pool.reset(ids, [0])
+    elif pool.env == "babyai":  # every id is a seed, as on AgentGym's server
+        assert pool.reset(ids, [pool.num_tasks]) != pool.reset(ids, [0])
     else:
         with pytest.raises(ValueError, match="out of range"):
             pool.reset(ids, [pool.num_tasks])

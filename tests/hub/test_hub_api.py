@@ -253,11 +253,11 @@ def test_play_babyai_and_textcraft_to_success(hub):
     envs = {e["name"]: e["num_tasks"] for e in get(url, "envs").json()["envs"]}
     assert {"babyai", "textcraft"} <= set(envs)
     start = post(url, "play", {"env": "babyai", "task_id": 3}).json()
-    assert "go to the green key" in start["observation"] and not start["ended"]
-    assert "go to green key 1" in start["actions"]
-    view = post(url, "play/step", {"session": start["session"], "action": "Go to green key 1."})
+    assert "go to the blue key" in start["observation"] and not start["ended"]
+    assert "go to blue key 1" in start["actions"]
+    view = post(url, "play/step", {"session": start["session"], "action": "Go to blue key 1."})
     view = view.json()
-    assert view["sent"] == "go to green key 1"
+    assert view["sent"] == "go to blue key 1"
     assert view["done"] and view["ended"] and view["success"] and view["reward"] > 0
     again = post(url, "play/step", {"session": start["session"], "action": "turn left"})
     assert again.status_code == 400 and "ended" in again.json()["error"]
@@ -428,7 +428,7 @@ def test_play_babyai_draws_the_grid_and_the_agent(hub):
     assert pic["agent"] == view["info"]["agent_pos"] and pic["dir"] == view["info"]["agent_dir"]
     rows = pic["rows"]
     assert len({len(r) for r in rows}) == 1 and all(c == "WE" for c in _cells(rows[0]))
-    assert "KG" in _cells("".join(rows))  # the green key of "go to the green key"
+    assert "KB" in _cells("".join(rows))  # the blue key of "go to the blue key"
     x, y = pic["agent"]
     assert _cells(rows[y])[x] == "  "  # the agent stands on an empty cell
 

@@ -121,21 +121,21 @@ def test_play_babyai_to_success_by_clicking(browser, hub_url):
     Select(browser.find_element(By.ID, "play-env")).select_by_value("babyai")
     task = browser.find_element(By.ID, "play-task")
     task.clear()
-    task.send_keys("3")  # GoToObjS6: "go to the green key", the key in view
+    task.send_keys("3")  # GoToObjS6: "go to the blue key", the key in view
     browser.find_element(By.ID, "play-start").click()
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#play-actions button"))
-    assert "go to the green key" in browser.find_element(By.ID, "play-observation").text
+    assert "go to the blue key" in browser.find_element(By.ID, "play-observation").text
     assert len(browser.find_elements(By.CSS_SELECTOR, "#play-picture .bcell.agent")) == 1
     assert browser.find_elements(By.CSS_SELECTOR, "#play-picture .bcell.view")
     buttons = browser.find_elements(By.CSS_SELECTOR, "#play-actions button")
-    [go] = [b for b in buttons if b.text == "go to green key 1"]
+    [go] = [b for b in buttons if b.text == "go to blue key 1"]
     go.click()
     _wait(
         browser, lambda d: d.find_element(By.ID, "play-title").get_attribute("class") == "success"
     )
     assert "(success)" in browser.find_element(By.ID, "play-title").text
     assert browser.find_elements(By.CSS_SELECTOR, "#play-actions button") == []
-    assert "go to green key 1" in browser.find_element(By.ID, "play-history").text
+    assert "go to blue key 1" in browser.find_element(By.ID, "play-history").text
 
     Select(browser.find_element(By.ID, "play-env")).select_by_value("textcraft")
     task.clear()

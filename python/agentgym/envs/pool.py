@@ -98,7 +98,9 @@ class EnvPool:
             ``/retrieve`` API; ``retriever_timeout=`` seconds, default 30), ``topk=``,
             ``max_turns=``, ``reward=`` (``agentgym.envs.search``); ``viewport=``,
             ``max_answer_len=``, ``max_steps=``, ``num_seeds=``, ``show_urls=`` for webnav
-            (``rust/envserver/src/envs/webnav/mod.rs``).
+            (``rust/envserver/src/envs/webnav/mod.rs``); ``worlds=`` (``"agentgym"``, default:
+            minigrid's worlds for AgentGym's seeds; ``"own"``), ``primitive=``, ``num_seeds=``,
+            ``layout=`` for babyai (``rust/envserver/src/envs/babyai/mod.rs``).
 
     Bad input: unknown or closed ids raise ``KeyError`` naming the id; a repeated id, lists of
     different lengths or an out-of-range task id raise ``ValueError``; such a call changes
@@ -205,8 +207,10 @@ class EnvPool:
 
     @property
     def num_tasks(self) -> int:
-        """The number of distinct tasks, ids ``range(num_tasks)``; TextCraft also takes larger
-        ids and wraps them (``id % num_tasks``), as AgentGym's server does."""
+        """The number of tasks, ids ``range(num_tasks)``, that random task ids are drawn from.
+        Some envs take larger ids as AgentGym's servers do: TextCraft wraps them
+        (``id % num_tasks``); BabyAI (``worlds="agentgym"``) plays level ``id % 40`` with seed
+        ``id // 40`` for every id."""
         return self._native.num_tasks
 
     @property

@@ -101,11 +101,12 @@ pub trait TextEnv: Send {
 pub trait EnvFactory: Send + Sync {
     /// The env's registry name (`"babyai"`, `"textcraft"`).
     fn name(&self) -> &str;
-    /// The number of distinct tasks: ids `0..num_tasks()`.
+    /// The number of tasks random task ids are drawn from: ids `0..num_tasks()`.
     fn num_tasks(&self) -> u64;
-    /// Whether a task id past the end is accepted and taken modulo `num_tasks()` (TextCraft,
-    /// as AgentGym's server does) instead of being out of range.
-    fn wraps_task_ids(&self) -> bool {
+    /// Whether a task id past `num_tasks()` is accepted instead of being out of range, as
+    /// AgentGym's servers accept it: TextCraft takes it modulo `num_tasks()`, BabyAI's
+    /// `worlds="agentgym"` plays level `id % 40` with seed `id / 40` like any other id.
+    fn takes_ids_past_end(&self) -> bool {
         false
     }
     /// A fresh session, not yet reset.

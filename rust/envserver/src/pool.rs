@@ -273,7 +273,7 @@ impl EnvPool {
     /// not wrap ids.
     pub fn check_task_id(&self, task_id: i64) -> Result<(), PoolError> {
         let num_tasks = self.num_tasks();
-        if task_id < 0 || (task_id as u64 >= num_tasks && !self.factory.wraps_task_ids()) {
+        if task_id < 0 || (task_id as u64 >= num_tasks && !self.factory.takes_ids_past_end()) {
             return Err(PoolError::TaskOutOfRange { env: self.env_name().to_string(), task_id, num_tasks });
         }
         Ok(())

@@ -111,7 +111,7 @@ impl EnvFactory for WrappingFactory {
     fn num_tasks(&self) -> u64 {
         100
     }
-    fn wraps_task_ids(&self) -> bool {
+    fn takes_ids_past_end(&self) -> bool {
         true
     }
     fn make(&self) -> Box<dyn TextEnv> {

@@ -913,7 +913,8 @@ fn facing_after(w: &World, moves: &[Action]) -> (i32, i32) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{levels, BabyAiEnv, Source, NUM_LEVELS};
+    use super::super::levels::{self, Worlds};
+    use super::super::{BabyAiEnv, Source, NUM_LEVELS};
     use super::*;
     use crate::env::{EnvError, TextEnv};
     use crate::rng::Rng;
@@ -946,7 +947,11 @@ mod tests {
     }
 
     fn task_env(task: u64, primitive: bool) -> BabyAiEnv {
-        let mut e = BabyAiEnv::new(Source::Levels, primitive);
+        worlds_env(task, primitive, Worlds::AgentGym)
+    }
+
+    fn worlds_env(task: u64, primitive: bool, worlds: Worlds) -> BabyAiEnv {
+        let mut e = BabyAiEnv::new(Source::Levels(worlds), primitive);
         e.reset(task).unwrap();
         e
     }
@@ -960,13 +965,13 @@ mod tests {
         }
     }
 
-    fn check_levels(seeds: u64, primitive: bool) -> u64 {
+    fn check_levels(seeds: u64, primitive: bool, worlds: Worlds) -> u64 {
         let mut solved = 0;
         for level in 0..NUM_LEVELS {
             let name = levels::LEVELS[level as usize];
             for seed in 0..seeds {
                 let task = level + NUM_LEVELS * seed;
-                let played = play_expert(&mut task_env(task, primitive));
+                let played = play_expert(&mut worlds_env(task, primitive, worlds));
                 if played.success {
                     solved += 1;
                     assert!(played.moves.iter().all(|m| m.thought.ends_with('.') && m.thought.contains("; I ")));
@@ -981,16 +986,20 @@ mod tests {
     #[test]
     fn solves_every_level_in_text_mode_but_the_unsolvable() {
         let seeds = 4;
-        let solved = check_levels(seeds, false);
-        // KeyInBox (no box toggle in the text menu) and most of OpenDoorsOrderN4Debug fail.
-        assert!(solved >= (NUM_LEVELS - 2) * seeds, "{solved}");
+        for worlds in [Worlds::AgentGym, Worlds::Own] {
+            let solved = check_levels(seeds, false, worlds);
+            // KeyInBox (no box toggle in the text menu) and most of OpenDoorsOrderN4Debug fail.
+            assert!(solved >= (NUM_LEVELS - 2) * seeds, "{worlds:?}: {solved}");
+        }
     }
 
     #[test]
     fn solves_every_level_in_primitive_mode_but_the_unsolvable() {
         let seeds = 2;
-        let solved = check_levels(seeds, true);
-        assert!(solved >= (NUM_LEVELS - 1) * seeds, "{solved}");
+        for worlds in [Worlds::AgentGym, Worlds::Own] {
+            let solved = check_levels(seeds, true, worlds);
+            assert!(solved >= (NUM_LEVELS - 1) * seeds, "{worlds:?}: {solved}");
+        }
     }
 
     #[test]
@@ -1040,7 +1049,7 @@ mod tests {
                 Err(other) => panic!("unexpected error {other:?}"),
             }
         }
-        let fresh = BabyAiEnv::new(Source::Levels, false);
+        let fresh = BabyAiEnv::new(Source::Levels(Worlds::AgentGym), false);
         assert!(matches!(fresh.expert(), Err(EnvError::Unsupported(_))));
     }
 

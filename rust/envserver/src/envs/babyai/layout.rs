@@ -228,14 +228,14 @@ impl World {
 mod tests {
     use super::*;
     use crate::envs::babyai::grid::Action;
-    use crate::envs::babyai::levels::{generate, LEVELS};
+    use crate::envs::babyai::levels::{generate, Worlds, LEVELS};
     use crate::rng::Rng;
 
     #[test]
     fn round_trip_every_level_and_replay() {
         let mut rng = Rng::new(5);
         for (idx, name) in LEVELS.iter().enumerate() {
-            let world = generate(idx, 3).unwrap();
+            let world = generate(idx, 3, Worlds::AgentGym).unwrap();
             let loaded = World::from_layout_json(&world.to_layout_json()).unwrap();
             assert_eq!(loaded.grid, world.grid);
             assert_eq!(loaded.instr, world.instr, "{name}");

@@ -7,11 +7,17 @@
 //! `python/agentgym/envs/reference/BABYAI_TEXT.md`.
 //!
 //! Options (`EnvPool("babyai", **options)`):
-//! - `num_seeds` (default 1000000): seeds per level; task ids are `0..40 * num_seeds`.
+//! - `num_seeds` (default 1000000): seeds per level; `num_tasks` is `40 * num_seeds`, the ids
+//!   random tasks are drawn from. With `worlds="agentgym"` every id is playable, as on
+//!   AgentGym's server (which has no last id); with `"own"` ids past the end are refused.
 //! - `primitive` (`"true"`/`"false"`, default false): actions are minigrid's primitive
 //!   names (left, right, forward, pickup, drop, toggle, done); observations stay text.
 //! - `layout`: a world as JSON (`layout.rs`); every reset starts from it, whatever the
 //!   task id. Used to replay worlds exported from minigrid in parity tests.
+//! - `worlds` (`"agentgym"`, default, or `"own"`): `"agentgym"` gives minigrid's world for
+//!   the task's seed, the one AgentGym's server shows for the same `data_idx` (numpy's
+//!   generator reproduced, `levels.rs`); `"own"` gives the worlds of agentgym's own random
+//!   stream (same levels and rules, other worlds).
 
 pub mod bot;
 pub mod grid;
@@ -28,18 +34,19 @@ use serde_json::{json, Value};
 
 use crate::env::{check_option_keys, EnvError, EnvFactory, ExpertMove, Options, StepOutcome, TextEnv};
 use grid::{Action, World};
+use levels::Worlds;
 use text::{goal_text, push_actions, Menu, Scene, ViewImage};
 
 /// Levels per seed: AgentGym's 40.
 pub const NUM_LEVELS: u64 = levels::LEVELS.len() as u64;
 const DEFAULT_NUM_SEEDS: u64 = 1_000_000;
-const OPTION_KEYS: &[&str] = &["layout", "num_seeds", "primitive"];
+const OPTION_KEYS: &[&str] = &["layout", "num_seeds", "primitive", "worlds"];
 
 /// Where episodes come from.
 #[derive(Debug, Clone)]
 enum Source {
     /// Level generators: `task_id % 40` picks the level, `task_id / 40` the seed.
-    Levels,
+    Levels(Worlds),
     /// One fixed world, cloned at every reset.
     Layout(Arc<World>),
 }
@@ -48,7 +55,7 @@ impl Source {
     fn world(&self, task_id: u64) -> Result<World, EnvError> {
         match self {
             Source::Layout(world) => Ok(World::clone(world)),
-            Source::Levels => levels::generate((task_id % NUM_LEVELS) as usize, task_id / NUM_LEVELS),
+            Source::Levels(worlds) => levels::generate((task_id % NUM_LEVELS) as usize, task_id / NUM_LEVELS, *worlds),
         }
     }
 }
@@ -74,8 +81,13 @@ impl BabyAiFactory {
             None => DEFAULT_NUM_SEEDS,
             Some(s) => parse_num_seeds(s)?,
         };
+        let worlds = match options.get("worlds").map(String::as_str) {
+            None | Some("agentgym") => Worlds::AgentGym,
+            Some("own") => Worlds::Own,
+            Some(other) => return Err(invalid("worlds", format!("{other:?} is not \"agentgym\" or \"own\""))),
+        };
         let source = match options.get("layout") {
-            None => Source::Levels,
+            None => Source::Levels(worlds),
             Some(json) => Source::Layout(Arc::new(parse_layout(json)?)),
         };
         Ok(Self { source, num_seeds, primitive })
@@ -105,6 +117,10 @@ impl EnvFactory for BabyAiFactory {
 
     fn num_tasks(&self) -> u64 {
         NUM_LEVELS * self.num_seeds
+    }
+
+    fn takes_ids_past_end(&self) -> bool {
+        matches!(self.source, Source::Levels(Worlds::AgentGym))
     }
 
     fn make(&self) -> Box<dyn TextEnv> {
@@ -495,7 +511,7 @@ mod tests {
     }
 
     fn level_env(task_id: u64) -> BabyAiEnv {
-        let mut e = BabyAiEnv::new(Source::Levels, false);
+        let mut e = BabyAiEnv::new(Source::Levels(Worlds::AgentGym), false);
         e.reset(task_id).unwrap();
         e
     }
@@ -573,15 +589,18 @@ mod tests {
             |pairs: &[(&str, &str)]| -> Options { pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() };
         let f = BabyAiFactory::new(&opts(&[])).unwrap();
         assert_eq!(f.num_tasks(), 40 * DEFAULT_NUM_SEEDS);
-        let f = BabyAiFactory::new(&opts(&[("num_seeds", "5"), ("primitive", "true")])).unwrap();
+        assert!(matches!(f.source, Source::Levels(Worlds::AgentGym)) && f.takes_ids_past_end());
+        let f = BabyAiFactory::new(&opts(&[("num_seeds", "5"), ("primitive", "true"), ("worlds", "own")])).unwrap();
         assert_eq!(f.num_tasks(), 200);
         assert!(f.primitive);
+        assert!(matches!(f.source, Source::Levels(Worlds::Own)) && !f.takes_ids_past_end());
         for bad in [
             opts(&[("colour", "red")]),
             opts(&[("primitive", "yes")]),
             opts(&[("num_seeds", "0")]),
             opts(&[("num_seeds", "-3")]),
             opts(&[("layout", "{not json")]),
+            opts(&[("worlds", "minigrid")]),
         ] {
             assert!(matches!(BabyAiFactory::new(&bad), Err(EnvError::InvalidOption { .. })));
         }

@@ -3,10 +3,52 @@
 //! connectivity, agent placement).
 //!
 //! The random draws follow minigrid's rules (same ranges, same rejection conditions, same
-//! order of decisions) but use [`Rng`], so layouts are not numpy's bit for bit.
+//! order of decisions). On [`Draws::Numpy`] they are numpy's draws, so a world is minigrid's
+//! for the same seed; on [`Draws::Own`] they come from agentgym's own [`Rng`].
 
 use super::grid::{Color, Grid, Obj, ObjKind, RoomGeom, World};
+use crate::np_rng::NpRandom;
 use crate::rng::Rng;
+
+/// The random stream a level is generated from.
+#[derive(Debug, Clone)]
+pub enum Draws {
+    /// numpy's default generator, as minigrid draws from it (`np_random.integers`,
+    /// `np_random.uniform`).
+    Numpy(NpRandom),
+    /// agentgym's own stream (the worlds of `worlds="own"`).
+    Own(Rng),
+}
+
+impl Draws {
+    /// Uniform in `low..high`.
+    pub fn int(&mut self, low: i64, high: i64) -> i64 {
+        match self {
+            Draws::Numpy(r) => r.integers(low, high),
+            Draws::Own(r) => r.int(low, high),
+        }
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn float(&mut self) -> f64 {
+        match self {
+            Draws::Numpy(r) => r.uniform(0.0, 1.0),
+            Draws::Own(r) => (r.next_u64() >> 11) as f64 / (1u64 << 53) as f64,
+        }
+    }
+}
+
+impl From<NpRandom> for Draws {
+    fn from(rng: NpRandom) -> Self {
+        Draws::Numpy(rng)
+    }
+}
+
+impl From<Rng> for Draws {
+    fn from(rng: Rng) -> Self {
+        Draws::Own(rng)
+    }
+}
 
 /// A rejected sample: the level generator starts over (minigrid's `RejectSampling` and
 /// the `RecursionError`s its samplers raise when they give up).
@@ -60,13 +102,13 @@ pub struct RoomGrid {
     pub world: World,
     /// Rooms in row-major order: room `(i, j)` (column `i`, row `j`) is `j * num_cols + i`.
     pub rooms: Vec<Room>,
-    pub rng: Rng,
+    pub rng: Draws,
 }
 
 impl RoomGrid {
     /// Walls of every room, door positions drawn on every inner wall, the agent in the
     /// middle of the grid facing east (minigrid's `RoomGrid._gen_grid`).
-    pub fn new(room_size: i32, num_rows: i32, num_cols: i32, rng: Rng) -> Self {
+    pub fn new(room_size: i32, num_rows: i32, num_cols: i32, rng: impl Into<Draws>) -> Self {
         assert!(room_size >= 3 && num_rows > 0 && num_cols > 0);
         let step = room_size - 1;
         let (width, height) = (step * num_cols + 1, step * num_rows + 1);
@@ -89,7 +131,7 @@ impl RoomGrid {
         }
         let geom = RoomGeom { room_size, num_rows, num_cols };
         let center = ((num_cols / 2) * step + room_size / 2, (num_rows / 2) * step + room_size / 2);
-        let mut rg = RoomGrid { world: World::new(grid, center, geom), rooms, rng };
+        let mut rg = RoomGrid { world: World::new(grid, center, geom), rooms, rng: rng.into() };
         rg.draw_door_positions();
         rg
     }
@@ -165,7 +207,7 @@ impl RoomGrid {
 
     /// Uniform in `[0, 1)`.
     pub fn rand_float(&mut self) -> f64 {
-        (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        self.rng.float()
     }
 
     pub fn rand_elem<T: Clone>(&mut self, items: &[T]) -> T {

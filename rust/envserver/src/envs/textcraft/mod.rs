@@ -141,7 +141,7 @@ impl EnvFactory for TextCraftFactory {
         self.world.goals.len() as u64
     }
 
-    fn wraps_task_ids(&self) -> bool {
+    fn takes_ids_past_end(&self) -> bool {
         true
     }
 
@@ -432,7 +432,7 @@ mod tests {
     #[test]
     fn task_ids_past_the_end_wrap() {
         let f = factory();
-        assert!(f.wraps_task_ids());
+        assert!(f.takes_ids_past_end());
         let n = f.num_tasks();
         for (task, same) in [(n, 0), (n + 3, 3), (7 * n + 14, 14), (u64::MAX, u64::MAX % n)] {
             assert_eq!(episode(&f, task, &["inventory"]), episode(&f, same, &["inventory"]), "task {task}");
