@@ -114,3 +114,24 @@ def test_two_learner_ranks_train_resume_in_one_process_export_and_eval(tmp_path)
     from_ckpt = evaluate(config, run_dir / "checkpoints", limit=2)
     from_export = evaluate(config, tmp_path / "hf", limit=2)
     assert from_export["rows"] == from_ckpt["rows"]
+
+
+def test_eval_refuses_another_seeds_menu_model_before_any_work(tmp_path, capsys):
+    """The menu model is built from the seed: evaluating seed 1's run with a seed-0 config names
+    the mismatch and the command to use, with exit 2 and no traceback."""
+    from agentgym.models import MENU_MANIFEST, menu_manifest
+
+    config = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
+    model = tmp_path / "run" / "model"
+    model.mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(b"")
+    from agentgym.config import load_config
+
+    c = load_config(config, [f"run_dir={tmp_path / 'run'}"])
+    manifest = menu_manifest(c.env.name, c.model.tiny, c.model.corpus_episodes, 1)
+    (model / MENU_MANIFEST).write_text(json.dumps(manifest))
+    code = main(["eval", str(config), "--set", f"run_dir={tmp_path / 'run'}", "--checkpoint",
+                 str(model)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "holds a different menu model" in err and "RUN_DIR/config.yaml" in err
+    assert not (tmp_path / "run" / "eval").exists()

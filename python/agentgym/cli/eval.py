@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agentgym.actor.policy import resolve_checkpoint
+from agentgym.actor.policy import model_conflict, resolve_checkpoint
 from agentgym.cli.common import set_torch_threads
 from agentgym.cli.rundir import eval_out, step_of
 from agentgym.cli.servers import ServerFailed, served
@@ -60,6 +60,14 @@ def run(args: argparse.Namespace) -> int:
     """``agentgym eval``: prints the table, writes the JSON; returns the exit code."""
     config = load_config(args.config, args.overrides)
     ckpt = resolve_checkpoint(args.checkpoint)
+    conflict = model_conflict(config)
+    if conflict is not None:  # e.g. another seed's menu model: refused before any work
+        print(
+            f"agentgym eval: {conflict}; evaluate with the run's own config "
+            f"(agentgym eval RUN_DIR/config.yaml --checkpoint ...)",
+            file=sys.stderr,
+        )
+        return 2
     step = step_of(ckpt)
     what = f"step {step} ({ckpt})" if step is not None else f"the model directory {ckpt}"
     print(f"agentgym eval: evaluating {what}", flush=True)
