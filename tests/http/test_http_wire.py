@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import requests
 
 from agentgym.envs import EnvPool
@@ -230,3 +231,17 @@ def test_health_and_metrics(textcraft_url):
     assert 'agentgym_http_requests_total{route="/step"} 2' in text
     assert 'agentgym_http_errors_total{status="404"} 1' in text
     assert "agentgym_http_request_duration_seconds_bucket" in text
+
+
+def test_babyai_data_idx_gives_agentgym_s_world_over_the_wire(babyai_url):
+    """AgentGym's BabyAI client (``/create``, then ``/reset {id, data_idx}``) gets, for a spread
+    of ids over all 40 levels and past 4e7, the first observation of the minigrid-based
+    reference seeded as AgentGym's server seeds it."""
+    pytest.importorskip("minigrid")
+    from agentgym.envs.reference.babyai_text import make_session
+
+    c = AgentGymLikeClient(babyai_url)
+    for data_idx in [*range(0, 80, 3), 1234, 40_000_007, 40 * 10**6 + 39]:
+        reset = c.post("reset", {"data_idx": data_idx})
+        assert reset["observation"] == make_session(data_idx)[1], data_idx
+    assert c.post("close", {}) is True
