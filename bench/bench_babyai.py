@@ -142,6 +142,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="timing budget per cell")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=3, help="measurements per cell (median)")
+    parser.add_argument("--reset-sessions", type=int, default=1024, help="sessions per reset")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -162,6 +163,29 @@ def main() -> None:
             f"| {menus:,.0f} | {menus / py:,.0f}x |",
             flush=True,
         )
+    # Resets are where the two world generators differ (AgentGym's: minigrid's draws on numpy's
+    # generator; own: agentgym's earlier PRNG); steps run the same code after them.
+    print(f"\n| worlds | resets/s ({args.reset_sessions} sessions, median of {args.repeats}) |")
+    print("|---|---:|")
+    rates: dict[str, list[float]] = {"agentgym": [], "own": []}
+    for _ in range(args.repeats):
+        for worlds, found in rates.items():
+            found.append(bench_resets(worlds, args.reset_sessions, args.seconds).per_second)
+    for worlds, found in rates.items():
+        print(f"| {worlds} | {statistics.median(found):,.0f} |", flush=True)
+
+
+def bench_resets(worlds: str, sessions: int, seconds: float) -> Rate:
+    """Resets/s of ``sessions`` sessions onto fresh task ids 0, 1, 2, ... (every level in
+    turn), one batched ``reset`` per round, on the given world generator."""
+    pool = EnvPool("babyai", worlds=worlds)
+    tasks = TaskCounter()
+    ids = pool.create(sessions)
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        pool.reset(ids, tasks.take(sessions))
+        done += sessions
+    return Rate(done, time.perf_counter() - start)
 
 
 def median_rates(n: int, seconds: float, seed: int, repeats: int) -> tuple[float, float, float]:
