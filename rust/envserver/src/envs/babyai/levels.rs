@@ -916,6 +916,15 @@ mod tests {
     }
 
     #[test]
+    fn a_crowded_room_for_the_agent_starts_the_sample_over() {
+        // Task 12354 of the own worlds (level 34, seed 308) first draws a room where no free cell
+        // lets the agent face nothing or a wall; minigrid's draw loop would never end there.
+        let w = generate(34, 308, Worlds::Own).unwrap();
+        let front = w.front_obj();
+        assert!(front.is_none() || front.unwrap().kind == ObjKind::Wall);
+    }
+
+    #[test]
     fn locked_levels_keep_the_key_outside() {
         let idx = level_index("Unlock").unwrap();
         for seed in 0..50 {

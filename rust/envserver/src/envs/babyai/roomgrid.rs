@@ -356,6 +356,10 @@ impl RoomGrid {
 
     /// Places the agent in room `(i, j)` (random where not given), with a random direction,
     /// not facing an object other than a wall (`RoomGrid.place_agent`).
+    ///
+    /// minigrid draws cell and direction until the agent faces nothing or a wall, which never
+    /// ends in a room so crowded that every free cell faces an object in all four directions.
+    /// Such a room is rejected before any draw; where one spot exists the draws are minigrid's.
     pub fn place_agent(&mut self, i: Option<i32>, j: Option<i32>) -> Gen<(i32, i32)> {
         let i = match i {
             Some(i) => i,
@@ -367,6 +371,9 @@ impl RoomGrid {
         };
         let idx = self.room_index(i, j);
         let (top, size) = (self.rooms[idx].top, self.rooms[idx].size);
+        if !self.agent_spot_exists(top, size) {
+            return Err(Reject("no cell of the room lets the agent face nothing or a wall".into()));
+        }
         loop {
             self.world.agent_pos = (-1, -1);
             let pos = self.place_obj(None, top, size, false, Some(1000))?;
@@ -378,6 +385,21 @@ impl RoomGrid {
                 Some(_) => {}
             }
         }
+    }
+
+    /// Whether some empty cell of the rectangle has a side whose neighbour is empty or a wall,
+    /// i.e. whether [`RoomGrid::place_agent`]'s draws can succeed there.
+    fn agent_spot_exists(&self, top: (i32, i32), size: (i32, i32)) -> bool {
+        let grid = &self.world.grid;
+        let (x0, y0) = (top.0.max(0), top.1.max(0));
+        let (x1, y1) = ((top.0 + size.0).min(grid.width), (top.1 + size.1).min(grid.height));
+        let open = |x: i32, y: i32| grid.get(x, y).is_none_or(|o| o.kind == ObjKind::Wall);
+        (x0..x1).any(|x| {
+            (y0..y1).any(|y| {
+                grid.get(x, y).is_none()
+                    && [(1, 0), (0, 1), (-1, 0), (0, -1)].iter().any(|(dx, dy)| open(x + dx, y + dy))
+            })
+        })
     }
 
     /// Rooms reachable from the agent's room through doors and openings.
@@ -530,6 +552,22 @@ mod tests {
         assert!((1..7).contains(&y));
         assert_eq!(rg.room(1, 0).door_pos[2], r.door_pos[0]);
         assert_eq!(rg.room_index_from_pos(21, 21), 8);
+    }
+
+    #[test]
+    fn a_room_without_a_spot_for_the_agent_is_rejected_not_drawn_forever() {
+        // A 3x3 interior whose only free cell, the centre, faces a ball on every side.
+        let mut rg = RoomGrid::new(5, 1, 1, Rng::new(3));
+        for (x, y) in [(1, 1), (2, 1), (3, 1), (1, 2), (3, 2), (1, 3), (2, 3), (3, 3)] {
+            let ball = rg.world.grid.make(ObjKind::Ball, Color::Red);
+            rg.world.grid.set(x, y, Some(ball));
+        }
+        assert!(rg.place_agent(None, None).is_err());
+        // With a corner freed the agent has a spot (facing the wall) and is placed.
+        rg.world.grid.set(1, 1, None);
+        let pos = rg.place_agent(None, None).unwrap();
+        let front = rg.world.front_obj();
+        assert!(front.is_none() || front.unwrap().kind == ObjKind::Wall, "agent at {pos:?} faces {front:?}");
     }
 
     #[test]
