@@ -136,6 +136,10 @@ class Server:
         self.p.wait()
 
 
+SERVER_OPTIONS: list[str] = []
+"""``--option KEY=VALUE`` arguments every agentgym-envserver gets (``--server-option``)."""
+
+
 def envserver(cpu: str | None, *extra: str) -> Server:
     args = [
         sys.executable,
@@ -145,6 +149,7 @@ def envserver(cpu: str | None, *extra: str) -> Server:
         "babyai",
         "--port",
         "0",
+        *SERVER_OPTIONS,
         *extra,
     ]
     if cpu is not None:
@@ -281,16 +286,22 @@ def main() -> None:
     p.add_argument("--fanout-latency-ms", type=float, default=20.0)
     p.add_argument("--fanout-threads", type=int, default=64)
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument(
+        "--server-option", action="append", default=[], metavar="KEY=VALUE",
+        help="a BabyAI option for every agentgym-envserver (e.g. worlds=own), repeatable",
+    )  # fmt: skip
     p.add_argument("--serve-reference", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
+    SERVER_OPTIONS.extend(arg for opt in args.server_option for arg in ("--option", opt))
     if args.serve_reference:
         serve_reference(args.port)
         return
     pinned = (os.cpu_count() or 1) >= 2
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"python {platform.python_version()}; servers pinned to core 0: {pinned}"
+        f"python {platform.python_version()}; servers pinned to core 0: {pinned}; "
+        f"server options: {' '.join(args.server_option) or 'none'}"
     )
     server_cpu, client_cpu = ("0", {1}) if pinned else (None, None)
     if client_cpu:
