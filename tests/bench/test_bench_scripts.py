@@ -93,6 +93,12 @@ CASES = [
         [],
     ),
     (
+        "bench_search_server.py",
+        "--passages 300 --vocab 500 --sessions 8 --steps 1 --threads 1 --client-threads 2".split(),
+        "| retrieval server, one request per query",
+        ["bm25s", "fastapi", "uvicorn", "requests"],
+    ),
+    (
         "bench_search_memory.py",
         "--passages 300 --vocab 500 --sessions 20 --servers 2 --server-searches 5 "
         "--threads 1".split(),
