@@ -18,7 +18,7 @@ def test_levels_open_during_training_and_no_episode_runs_early(tmp_path):
     run_dir = tmp_path / "run"
     settings = [
         *tiny_run.TINY, f"run_dir={run_dir}", "learner.max_steps=6", "deterministic=true",
-        "tasks.curriculum={stages: [[0], [1]], promote_at: 0.2, window: 4}",
+        "tasks.curriculum={stages: [[0], [1]], promote_at: 0.2, window: 8}",
     ]  # fmt: skip
     assert main(["train", str(tiny_run.QUICKSTART), *tiny_run.sets(settings), "--quiet"]) == 0
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -14,7 +14,9 @@ pytest.importorskip("transformers")
 from agentgym.cli.eval import evaluate, format_table  # noqa: E402
 from agentgym.cli.main import main  # noqa: E402
 
-TINY = [*tiny_run.TINY, "tasks.eval.limit=4", "eval.samples=2"]
+# Groups of 4: the tiny run's groups of 2 can all succeed or all fail in both steps, and groups
+# with one reward carry no advantage, so no parameter would move.
+TINY = [*tiny_run.TINY, "actor.group_size=4", "tasks.eval.limit=4", "eval.samples=2"]
 
 
 def _lines(path: Path) -> list[dict]:
