@@ -13,7 +13,9 @@ from agentgym.models import (  # noqa: E402
     TinyModelSpec,
     build_tiny_model,
     env_corpus,
+    file_texts,
     load_model,
+    load_tokenizer,
 )
 
 SPEC = TinyModelSpec(
@@ -76,6 +78,30 @@ def test_directory_with_another_spec_is_refused(tmp_path) -> None:
     other = TinyModelSpec(vocab_size=350, hidden_size=64, intermediate_size=64)
     with pytest.raises(ValueError, match="tiny model built with"):
         build_tiny_model(tmp_path / "tiny", CORPUS, other)
+
+
+def test_text_files_train_the_tokenizer_and_are_recorded(tmp_path) -> None:
+    """A name that only the text files hold becomes one token; a build is reused only with
+    the same files."""
+    world = tmp_path / "world.jsonl"
+    record = {"contents": "Zindmou Company is a firm.", "id": "0", "tags": ["Zindmou", 3]}
+    world.write_text((json.dumps(record) + "\n") * 8)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Zindmou\n\nmore Zindmou\n")
+    assert file_texts(world)[:3] == ["Zindmou Company is a firm.", "0", "Zindmou"]
+    assert file_texts(notes) == ["Zindmou", "more Zindmou"]
+    files = [str(world)]
+    plain = load_tokenizer(build_tiny_model(tmp_path / "plain", CORPUS, SPEC))
+    path = build_tiny_model(tmp_path / "tiny", CORPUS, SPEC, text_files=files)
+    tokenizer = load_tokenizer(path)
+    assert len(tokenizer.tokenize("Zindmou")) == 1 < len(plain.tokenize("Zindmou"))
+    assert json.loads((path / MANIFEST).read_text())["tokenizer_texts"] == files
+    assert build_tiny_model(path, CORPUS, SPEC, text_files=files) == path
+    for other in ([], [str(notes)]):
+        with pytest.raises(ValueError, match="tokenizer texts"):
+            build_tiny_model(path, CORPUS, SPEC, text_files=other)
+    with pytest.raises(ValueError, match="tokenizer texts"):
+        build_tiny_model(tmp_path / "plain", CORPUS, SPEC, text_files=files)
 
 
 def test_build_is_deterministic(tmp_path) -> None:

@@ -217,6 +217,10 @@ class ModelConfig:
     ``actor.reply_format: bare``."""
     corpus_episodes: int = 64
     """Random-action episodes whose text trains the tiny model's tokenizer."""
+    tokenizer_texts: tuple[str, ...] = ()
+    """Tiny model only: files whose text also trains its tokenizer (a ``.jsonl`` file: every
+    string in each record; another file: its lines), e.g. a world's passages and questions so
+    that its names become single tokens. Recorded in the build's manifest."""
     init_from: str | None = None
     """Start from these weights: a learner-format checkpoint or checkpoints folder (e.g.
     ``RUN_DIR/sft/checkpoints``); the learner and every actor load them."""
@@ -229,6 +233,10 @@ class ModelConfig:
             ("init_from", none_or(self.init_from, lambda p: Path(p).exists()),
              "no such checkpoint"),
             ("corpus_episodes", self.corpus_episodes >= 1, "must be >= 1"),
+            ("tokenizer_texts", all(Path(p).is_file() for p in self.tokenizer_texts),
+             "every path must be a file"),
+            ("tokenizer_texts", not self.tokenizer_texts or (self.path is None
+             and not self.menu_policy), "tiny model only (not with path or menu_policy)"),
         )  # fmt: skip
 
 

@@ -88,24 +88,30 @@ def menu_manifest(env: str, spec: TinyModelSpec, corpus_episodes: int, seed: int
 
 
 def build_tiny_model(
-    directory: str | Path, corpus: Corpus, spec: TinyModelSpec = TinyModelSpec()
+    directory: str | Path,
+    corpus: Corpus,
+    spec: TinyModelSpec = TinyModelSpec(),
+    *,
+    text_files: Iterable[str] = (),
 ) -> Path:
     """Build (or reuse) the tiny model in `directory`; returns the directory.
 
     corpus: text to train the tokenizer on (observations, instructions, actions), or a callable
     producing it, which is only called when the directory holds no build yet. The agent
-    instructions and corrective messages of `agentgym.agent` are always added.
-    Raises ValueError when the directory holds a build with a different spec.
+    instructions and corrective messages of `agentgym.agent` are always added, and the text of
+    each of `text_files` (see ``file_texts``); the manifest records the spec and these paths.
+    Raises ValueError when the directory holds a build with a different spec or text files.
     """
     directory = Path(directory)
+    text_files = list(text_files)
     cached = _read_manifest(directory)
     if cached is not None:
-        if cached["spec"] != asdict(spec):
-            raise ValueError(
-                f"{directory} holds a tiny model built with {cached['spec']}, not {asdict(spec)}"
-            )
+        problem = manifest_conflict(cached, spec, text_files)
+        if problem is not None:
+            raise ValueError(f"{directory} holds a tiny model built with {problem}")
         return directory
     texts = list(corpus() if callable(corpus) else corpus) + builtin_corpus()
+    texts += [t for path in text_files for t in file_texts(path)]
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".tiny-", dir=directory.parent))
     try:
@@ -115,11 +121,45 @@ def build_tiny_model(
         no_progress_bars()
         model.save_pretrained(staging)
         manifest = {"spec": asdict(spec), "corpus_sha256": _corpus_hash(texts)}
+        if text_files:
+            manifest["tokenizer_texts"] = text_files
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
         _publish(staging, directory)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return directory
+
+
+def manifest_conflict(
+    manifest: dict[str, Any], spec: TinyModelSpec, text_files: list[str]
+) -> str | None:
+    """How a tiny model's build (its manifest) differs from `spec` and `text_files`, or None.
+    A build from before text files were recorded has none."""
+    if manifest.get("spec") != asdict(spec):
+        return f"{manifest.get('spec')}, not {asdict(spec)}"
+    have = manifest.get("tokenizer_texts", [])
+    if have != text_files:
+        return f"tokenizer texts {have}, not {text_files}"
+    return None
+
+
+def file_texts(path: str | Path) -> list[str]:
+    """The text of a file for a tokenizer: of a ``.jsonl`` file every string in each record
+    (nested lists and objects included, keys not), of any other file its non-empty lines."""
+    lines = [line for line in Path(path).read_text().splitlines() if line.strip()]
+    if not str(path).endswith(".jsonl"):
+        return lines
+    return [s for line in lines for s in _strings(json.loads(line))]
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:

@@ -116,6 +116,18 @@ def test_model_path_takes_local_directories_and_hub_ids(tmp_path):
             load_config(THOUGHT_ACTION, [f"model.path={bad}"])
 
 
+def test_tokenizer_texts_must_be_files(tmp_path):
+    (tmp_path / "world.jsonl").write_text("{}\n")
+    good = f"model.tokenizer_texts=[{tmp_path / 'world.jsonl'}]"
+    assert load_config(THOUGHT_ACTION, [good]).model.tokenizer_texts == (
+        str(tmp_path / "world.jsonl"),
+    )
+    with pytest.raises(ConfigError, match=r"^model\.tokenizer_texts: every path must be a file"):
+        load_config(THOUGHT_ACTION, [f"model.tokenizer_texts=[{tmp_path / 'missing.jsonl'}]"])
+    with pytest.raises(ConfigError, match=r"^model\.tokenizer_texts: tiny model only"):
+        load_config(THOUGHT_ACTION, [good, "model.path=gpt2"])
+
+
 def test_periodic_eval_needs_one_learner_process():
     with pytest.raises(ConfigError) as raised:
         load_config(QUICKSTART, ["eval.every=5", "learner.ranks=2"])

@@ -35,15 +35,13 @@ def model_conflict(config: RunConfig) -> str | None:
         have = _manifest(directory / MANIFEST)
         ok = have is None or have == want
         return None if ok else f"{directory} holds a different menu model: {have} != {want}"
-    from dataclasses import asdict
-
-    from agentgym.models import MANIFEST
+    from agentgym.models import MANIFEST, manifest_conflict
 
     have = _manifest(directory / MANIFEST)
-    if have is None or have.get("spec") == asdict(config.model.tiny):
+    if have is None:
         return None
-    want = asdict(config.model.tiny)
-    return f"{directory} holds a tiny model built with {have.get('spec')}, not {want}"
+    problem = manifest_conflict(have, config.model.tiny, list(config.model.tokenizer_texts))
+    return None if problem is None else f"{directory} holds a tiny model built with {problem}"
 
 
 def _manifest(path: Path) -> dict | None:
@@ -98,7 +96,8 @@ def prepare_model(config: RunConfig) -> Path:
     def corpus() -> list[str]:  # every env's text (a multi-env run's tokenizer covers them all)
         return [t for e in native for t in env_corpus(e.name, episodes=n, seed=seed, **e.options)]
 
-    return build_tiny_model(directory, corpus, config.model.tiny)
+    texts = config.model.tokenizer_texts
+    return build_tiny_model(directory, corpus, config.model.tiny, text_files=texts)
 
 
 def load_policy(config: RunConfig, device: str = "cpu") -> tuple[Any, Any]:
