@@ -104,6 +104,22 @@ def test_text_files_train_the_tokenizer_and_are_recorded(tmp_path) -> None:
         build_tiny_model(tmp_path / "plain", CORPUS, SPEC, text_files=files)
 
 
+def test_text_files_compare_by_absolute_path_and_bad_lines_name_the_line(
+    tmp_path, monkeypatch
+) -> None:
+    (tmp_path / "names.txt").write_text("Zindmou\n")
+    monkeypatch.chdir(tmp_path)
+    path = build_tiny_model(tmp_path / "tiny", CORPUS, SPEC, text_files=["names.txt"])
+    assert json.loads((path / MANIFEST).read_text())["tokenizer_texts"] == [
+        str(tmp_path / "names.txt")
+    ]
+    assert build_tiny_model(path, CORPUS, SPEC, text_files=[str(tmp_path / "names.txt")]) == path
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"contents": "ok"}\n{"contents": \n')
+    with pytest.raises(ValueError, match=r"bad\.jsonl:2: not a JSON record"):
+        file_texts(bad)
+
+
 def test_build_is_deterministic(tmp_path) -> None:
     a = build_tiny_model(tmp_path / "a", CORPUS, SPEC)
     b = build_tiny_model(tmp_path / "b", lambda: iter(CORPUS), SPEC)

@@ -103,7 +103,7 @@ def build_tiny_model(
     Raises ValueError when the directory holds a build with a different spec or text files.
     """
     directory = Path(directory)
-    text_files = list(text_files)
+    text_files = _resolved(text_files)
     cached = _read_manifest(directory)
     if cached is not None:
         problem = manifest_conflict(cached, spec, text_files)
@@ -137,19 +137,32 @@ def manifest_conflict(
     A build from before text files were recorded has none."""
     if manifest.get("spec") != asdict(spec):
         return f"{manifest.get('spec')}, not {asdict(spec)}"
-    have = manifest.get("tokenizer_texts", [])
-    if have != text_files:
-        return f"tokenizer texts {have}, not {text_files}"
+    have, want = manifest.get("tokenizer_texts", []), _resolved(text_files)
+    if have != want:
+        return f"tokenizer texts {have}, not {want}"
     return None
+
+
+def _resolved(paths: Iterable[str | Path]) -> list[str]:
+    """Absolute paths, so a build made from another working directory compares equal."""
+    return [str(Path(p).expanduser().resolve()) for p in paths]
 
 
 def file_texts(path: str | Path) -> list[str]:
     """The text of a file for a tokenizer: of a ``.jsonl`` file every string in each record
     (nested lists and objects included, keys not), of any other file its non-empty lines."""
-    lines = [line for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = Path(path).read_text().splitlines()
     if not str(path).endswith(".jsonl"):
-        return lines
-    return [s for line in lines for s in _strings(json.loads(line))]
+        return [line for line in lines if line.strip()]
+    out = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out += _strings(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number}: not a JSON record ({err.msg})") from None
+    return out
 
 
 def _strings(value: Any) -> list[str]:
