@@ -26,6 +26,7 @@ from agentgym.learner.config import LearnerConfig, OptimConfig
 from agentgym.models import TinyModelSpec
 
 BABYAI_LEVELS = 40
+WEBNAV_TEMPLATES = 45
 # the fewest reply tokens that can hold "Action: <action>" under common tokenizers ("Action",
 # ":", and a two-word action such as " turn left"); a smaller budget cuts every reply short
 ACTION_LINE_MIN_TOKENS = 4
@@ -105,7 +106,8 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class TaskRange:
-    """Task ids ``start <= id < stop``; for BabyAI optionally only some levels (id % 40)."""
+    """Task ids ``start <= id < stop``; optionally only some BabyAI levels (id % 40) or webnav
+    templates (id % 45)."""
 
     start: int = 0
     """First task id."""
@@ -113,6 +115,9 @@ class TaskRange:
     """One past the last task id."""
     levels: tuple[int, ...] = ()
     """BabyAI levels to keep (task_id % 40, AgentGym's order); empty: every id."""
+    templates: tuple[int, ...] = ()
+    """webnav templates to keep (task_id % 45; ``info()["template"]`` names them); empty: every
+    id."""
     limit: int | None = None
     """Keep only the first ``limit`` ids after filtering (None: all)."""
 
@@ -123,6 +128,10 @@ class TaskRange:
             ("stop", self.stop > self.start, f"must be > start ({self.start})"),
             ("levels", all(0 <= v < BABYAI_LEVELS for v in self.levels),
              f"must be BabyAI levels in [0, {BABYAI_LEVELS})"),
+            ("templates", all(0 <= v < WEBNAV_TEMPLATES for v in self.templates),
+             f"must be webnav templates in [0, {WEBNAV_TEMPLATES})"),
+            ("templates", not (self.levels and self.templates),
+             "and levels select ids of different envs: give one of them"),
             ("limit", none_or(self.limit, lambda v: v >= 1), "must be >= 1 (or null: all)"),
         )  # fmt: skip
 
@@ -131,7 +140,8 @@ class TaskRange:
         out = [
             t
             for t in range(self.start, self.stop)
-            if not self.levels or t % BABYAI_LEVELS in self.levels
+            if (not self.levels or t % BABYAI_LEVELS in self.levels)
+            and (not self.templates or t % WEBNAV_TEMPLATES in self.templates)
         ]
         return tuple(out[: self.limit] if self.limit is not None else out)
 
@@ -170,8 +180,18 @@ def _open_ids(tasks: TaskRange, curriculum: CurriculumConfig) -> list[int]:
     return open_task_ids(tasks.ids(), curriculum, 0)
 
 
+def _template_problems(prefix: str, entry: EnvEntry) -> list[tuple[str, str]]:
+    """A ``templates`` filter on an env other than webnav (its ids mean something else)."""
+    return [
+        (f"{prefix}.{split}.templates", "keeps webnav templates (task_id % 45): webnav only")
+        for split in ("train", "eval")
+        if getattr(entry.tasks, split).templates and entry.env.name != "webnav"
+    ]
+
+
 def _selects_nothing(tasks: TaskRange) -> bool:
-    """A valid range whose level filter keeps no id (an invalid one is reported as such)."""
+    """A valid range whose level or template filter keeps no id (an invalid one is reported
+    as such)."""
     return tasks.start >= 0 and tasks.stop > tasks.start and not tasks.ids()
 
 
@@ -476,12 +496,15 @@ class RunConfig:
                 out.append((f"envs[{i}].tasks.curriculum", "stages BabyAI levels: babyai only"))
             if self.envs[i].env.serve:
                 out.append((f"envs[{i}].env.serve", "is for a single env; give env.remote"))
+            out += _template_problems(f"envs[{i}].tasks", self.envs[i])
         if self.envs and (self.env != EnvConfig() or self.tasks != TasksConfig()):
             out.append(("env", "must be left out with envs (each entry has its env and tasks)"))
         if self.env_mix.mode != "fixed" and not self.multi_env:
             out.append(("env_mix.mode", f"{self.env_mix.mode} needs two or more envs in envs"))
         if not self.envs and self.tasks.curriculum is not None and self.env.name != "babyai":
             out.append(("tasks.curriculum", "stages BabyAI levels: babyai only"))
+        if not self.envs:
+            out += _template_problems("tasks", EnvEntry(self.env, self.tasks))
         return out
 
     def _check_fields(self) -> None:

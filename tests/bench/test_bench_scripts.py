@@ -8,6 +8,7 @@ only works at its default sizes is caught before someone needs its numbers.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -152,3 +153,25 @@ def test_sciworld_reset_bench_runs(tmp_path):
         timeout=600,
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+
+
+def test_webnav_by_template_splits_eval_episodes_by_template(tmp_path):
+    episodes = [
+        {"task_id": 405006, "success": True, "turns": 2, "invalid_replies": 0},
+        {"task_id": 405051, "success": False, "turns": 4, "invalid_replies": 2},
+        {"task_id": 405010, "success": False, "turns": 4, "invalid_replies": 4},
+    ]
+    result = tmp_path / "model.json"
+    result.write_text(json.dumps({"episodes": episodes}))
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "webnav_by_template.py"), str(result)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[1].split() == ["6", "shop_account_email", "avg", "0.500", "invalid", "0.333",
+                                "(2", "episodes)"]  # fmt: skip
+    assert lines[2].split()[:5] == ["10", "shop_search_page", "avg", "0.000", "invalid"]
+    assert lines[3].split() == ["all", "avg", "0.333", "invalid", "0.600", "(3", "episodes)"]

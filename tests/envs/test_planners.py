@@ -117,3 +117,20 @@ def test_demos_cli_reports_babyai_levels_with_reasons(tmp_path, capsys):
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) >= 76 and all(r["success"] for r in records)
     assert {r["task_id"] % 40 for r in records} >= set(range(40)) - {15, 25}
+
+
+def test_demos_cli_keeps_the_named_webnav_templates(tmp_path, capsys):
+    import json
+
+    from agentgym.cli.main import main
+
+    out = tmp_path / "demos.jsonl"
+    argv = ["demos", "webnav", "--tasks", "0:135", "--templates", "6,30", "--out", str(out)]
+    assert main([*argv, "--quiet"]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["task_id"] for r in records] == [6, 30, 51, 75, 96, 120]
+    assert all(r["success"] for r in records)
+    with pytest.raises(SystemExit, match=r"--templates 6,45: each must be in \[0, 45\)"):
+        main(["demos", "webnav", "--tasks", "0:90", "--templates", "6,45", "--out", str(out)])
+    with pytest.raises(SystemExit, match="no task id left"):
+        main(["demos", "webnav", "--tasks", "0:5", "--templates", "6", "--out", str(out)])

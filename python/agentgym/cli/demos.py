@@ -8,7 +8,8 @@ replies in the family's format: ``Thought: ... Action: ...``, WebArena's for web
 ``<think>...</think>`` and a tag for search), the form ``agentgym sft`` reads. Prints the
 planner's success rate per eval group (TextCraft: goal depth; BabyAI: level; webnav: site/kind;
 search: data source) and the tasks it could not solve, with the reasons the planner gave. Env
-options come as ``-o KEY=VALUE`` (search: ``-o index=DIR -o qa=FILE``).
+options come as ``-o KEY=VALUE`` (search: ``-o index=DIR -o qa=FILE``); ``--levels`` (BabyAI,
+``task_id % 40``) and ``--templates`` (webnav, ``task_id % 45``) keep only some ids of the range.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import json
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
+
+from agentgym.config import BABYAI_LEVELS, WEBNAV_TEMPLATES
 
 PLANNED_ENVS = ("textcraft", "babyai", "webnav", "search")
 
@@ -29,6 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--levels",
         default=None,
         help="babyai: keep only these levels (task_id %% 40), comma-separated, e.g. 0,1",
+    )
+    parser.add_argument(
+        "--templates",
+        default=None,
+        help="webnav: keep only these templates (task_id %% 45), comma-separated, e.g. 6,7",
     )
     parser.add_argument(
         "--option",
@@ -74,10 +82,10 @@ def run(args: argparse.Namespace) -> int:
     from agentgym.envs.planners import demo_episode
 
     span = parse_tasks(args.tasks)
-    tasks = list(span)
-    if args.levels:
-        keep = {int(x) for x in args.levels.split(",")}
-        tasks = [t for t in tasks if t % 40 in keep]
+    tasks = _filtered(list(span), "--levels", args.levels, BABYAI_LEVELS)
+    tasks = _filtered(tasks, "--templates", args.templates, WEBNAV_TEMPLATES)
+    if not tasks:
+        raise SystemExit(f"--tasks {args.tasks}: no task id left after --levels/--templates")
     pool = EnvPool(args.env, **parse_options(args.option))
     if span.stop > pool.num_tasks:
         raise SystemExit(f"--tasks {args.tasks}: {args.env} has task ids 0..{pool.num_tasks - 1}")
@@ -104,6 +112,19 @@ def run(args: argparse.Namespace) -> int:
     print(_report(solved, failed, reasons, names))
     print(f"written to {out}")
     return 0 if sum(solved.values()) else 1
+
+
+def _filtered(tasks: list[int], flag: str, keep: str | None, period: int) -> list[int]:
+    """The ids whose ``id % period`` is in the comma-separated list ``keep`` (None: all)."""
+    if keep is None:
+        return tasks
+    try:
+        wanted = {int(x) for x in keep.split(",")}
+    except ValueError:
+        raise SystemExit(f"{flag}: expected comma-separated numbers, got {keep!r}") from None
+    if not all(0 <= v < period for v in wanted):
+        raise SystemExit(f"{flag} {keep}: each must be in [0, {period})")
+    return [t for t in tasks if t % period in wanted]
 
 
 def _plan(pool, env: str, task: int):
