@@ -155,11 +155,12 @@ def _report(
     reasons: dict[str, Counter],
     names: dict[str, str],
 ) -> str:
-    lines = [f"{'':<10}{'solved':>8}{'tasks':>7}{'rate':>8}"]
     groups = sorted(set(solved) | set(failed), key=_natural)
+    width = max([10, *(len(g) + 2 for g in groups)])  # webnav's "shop/information_seeking"
+    lines = [f"{'':<{width}}{'solved':>8}{'tasks':>7}{'rate':>8}"]
     for group in groups:
         n = solved[group] + len(failed[group])
-        row = f"{group:<10}{solved[group]:>8}{n:>7}{solved[group] / n:>8.1%}"
+        row = f"{group:<{width}}{solved[group]:>8}{n:>7}{solved[group] / n:>8.1%}"
         lines.append(f"{row}  {names.get(group, '')}".rstrip())
         if failed[group]:
             lines.append(f"  not solved: {failed[group][:20]}")
@@ -167,7 +168,7 @@ def _report(
                 lines.append(f"    {count}x {why}")
     total = sum(solved.values())
     n = total + sum(len(f) for f in failed.values())
-    lines.append(f"{'all':<10}{total:>8}{n:>7}{total / max(n, 1):>8.1%}")
+    lines.append(f"{'all':<{width}}{total:>8}{n:>7}{total / max(n, 1):>8.1%}")
     return "\n".join(lines)
 
 
