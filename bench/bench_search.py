@@ -63,6 +63,12 @@ def tokens(text: str) -> list[str]:
     return [t.lower() for t in re.findall(r"[^\W_]+", text) if len(t.encode()) < 40]
 
 
+def write_qa(path: Path, n: int) -> None:
+    """``n`` placeholder QA rows (a search env needs a QA set; these benches time searches)."""
+    rows = ({"question": f"question {i}?", "golden_answers": [f"answer {i}"]} for i in range(n))
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 @dataclass(frozen=True)
 class Queries:
     """Distinct query sets: warm-up, the timed batch, and one-at-a-time latency."""

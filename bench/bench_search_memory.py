@@ -23,7 +23,6 @@ Linux only (reads /proc).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -40,7 +39,7 @@ from agentgym.envs import EnvPool
 from agentgym.envs.search import build_index
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_search import make_corpus, tokens  # noqa: E402
+from bench_search import make_corpus, tokens, write_qa  # noqa: E402
 
 
 def memory_kib(pid: int | str = "self") -> dict[str, int]:
@@ -51,11 +50,6 @@ def memory_kib(pid: int | str = "self") -> dict[str, int]:
         if rest.strip().endswith("kB"):
             out[key] = int(rest.split()[0])
     return out
-
-
-def write_qa(path: Path, n: int) -> None:
-    rows = ({"question": f"question {i}?", "golden_answers": [f"answer {i}"]} for i in range(n))
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def search_actions(texts: list[str], n: int, seed: int) -> list[str]:

@@ -38,7 +38,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).parent))
 from agentgym.envs import EnvPool  # noqa: E402
 from agentgym.envs.search import build_index  # noqa: E402
-from bench_search import make_corpus, make_queries, tokens  # noqa: E402
+from bench_search import make_corpus, make_queries, tokens, write_qa  # noqa: E402
 
 
 def serve(corpus: Path, port: int, threads: int) -> None:
@@ -101,12 +101,7 @@ def start_server(corpus: Path, threads: int, timeout_s: float) -> tuple[subproce
     raise SystemExit(f"the retrieval server did not answer within {timeout_s:.0f} s")
 
 
-def write_qa(path: Path, n: int) -> None:
-    rows = ({"question": f"question {i}?", "golden_answers": [f"answer {i}"]} for i in range(n))
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-def time_env(pool: EnvPool, steps: list[list[str]], topk: int) -> tuple[float, int]:
+def time_env(pool: EnvPool, steps: list[list[str]]) -> tuple[float, int]:
     """Median ms of one batched step with ``steps[k]``'s queries; errors seen."""
     ids = pool.create(len(steps[0]))
     pool.reset(ids, list(range(len(ids))))
@@ -184,10 +179,10 @@ def main() -> None:
         embedded = EnvPool("search", threads=args.threads, index=str(work / "index"), **options)
         remote = EnvPool("search", threads=args.threads, retriever=url, retriever_timeout=600,
                          **options)  # fmt: skip
-        time_env(embedded, [warm], args.topk)  # page cache, doc store
-        time_env(remote, [warm], args.topk)  # connection, the server's first request
-        emb_ms, emb_err = time_env(embedded, embedded_steps, args.topk)
-        rem_ms, rem_err = time_env(remote, remote_steps, args.topk)
+        time_env(embedded, [warm])  # page cache, doc store
+        time_env(remote, [warm])  # connection, the server's first request
+        emb_ms, emb_err = time_env(embedded, embedded_steps)
+        rem_ms, rem_err = time_env(remote, remote_steps)
         one_ms = time_per_query(url, single_steps, args.topk, args.client_threads)
     finally:
         if server is not None:

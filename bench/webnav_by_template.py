@@ -12,7 +12,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-TEMPLATES = 45
+from agentgym.config import WEBNAV_TEMPLATES as TEMPLATES
 
 
 def template_names(templates: list[int]) -> dict[int, str]:
