@@ -2,7 +2,7 @@
 
 ``agentgym eval`` groups webnav's held-out episodes by site/kind; this reads the episodes its
 JSON results hold (``RUN_DIR/eval/*.json``) and prints, for each result, Avg@k and the share of
-invalid replies per template (``task_id % 45``, named by ``info()["template"]``), then over all.
+invalid replies per template (``task_id % 46``, named by ``info()["template"]``), then over all.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from agentgym.learner.config import LearnerConfig, OptimConfig
 from agentgym.models import TinyModelSpec
 
 BABYAI_LEVELS = 40
-WEBNAV_TEMPLATES = 45
+WEBNAV_TEMPLATES = 46
 # the fewest reply tokens that can hold "Action: <action>" under common tokenizers ("Action",
 # ":", and a two-word action such as " turn left"); a smaller budget cuts every reply short
 ACTION_LINE_MIN_TOKENS = 4
@@ -107,7 +107,7 @@ class EnvConfig:
 @dataclass(frozen=True)
 class TaskRange:
     """Task ids ``start <= id < stop``; optionally only some BabyAI levels (id % 40) or webnav
-    templates (id % 45)."""
+    templates (id % 46)."""
 
     start: int = 0
     """First task id."""
@@ -116,7 +116,7 @@ class TaskRange:
     levels: tuple[int, ...] = ()
     """BabyAI levels to keep (task_id % 40, AgentGym's order); empty: every id."""
     templates: tuple[int, ...] = ()
-    """webnav templates to keep (task_id % 45; ``info()["template"]`` names them); empty: every
+    """webnav templates to keep (task_id % 46; ``info()["template"]`` names them); empty: every
     id."""
     limit: int | None = None
     """Keep only the first ``limit`` ids after filtering (None: all)."""
@@ -183,7 +183,7 @@ def _open_ids(tasks: TaskRange, curriculum: CurriculumConfig) -> list[int]:
 def _template_problems(prefix: str, entry: EnvEntry) -> list[tuple[str, str]]:
     """A ``templates`` filter on an env other than webnav (its ids mean something else)."""
     return [
-        (f"{prefix}.{split}.templates", "keeps webnav templates (task_id % 45): webnav only")
+        (f"{prefix}.{split}.templates", "keeps webnav templates (task_id % 46): webnav only")
         for split in ("train", "eval")
         if getattr(entry.tasks, split).templates and entry.env.name != "webnav"
     ]

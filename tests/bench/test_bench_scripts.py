@@ -157,9 +157,9 @@ def test_sciworld_reset_bench_runs(tmp_path):
 
 def test_webnav_by_template_splits_eval_episodes_by_template(tmp_path):
     episodes = [
-        {"task_id": 405006, "success": True, "turns": 2, "invalid_replies": 0},
-        {"task_id": 405051, "success": False, "turns": 4, "invalid_replies": 2},
-        {"task_id": 405010, "success": False, "turns": 4, "invalid_replies": 4},
+        {"task_id": 414006, "success": True, "turns": 2, "invalid_replies": 0},
+        {"task_id": 414052, "success": False, "turns": 4, "invalid_replies": 2},
+        {"task_id": 414010, "success": False, "turns": 4, "invalid_replies": 4},
     ]
     result = tmp_path / "model.json"
     result.write_text(json.dumps({"episodes": episodes}))

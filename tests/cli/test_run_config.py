@@ -63,15 +63,15 @@ def test_inconsistent_settings_are_rejected():
 
 
 def test_webnav_templates_select_ids_of_webnav_only():
-    assert TaskRange(0, 180, templates=(6, 30)).ids() == (6, 30, 51, 75, 96, 120, 141, 165)
-    with pytest.raises(ValueError, match=r"templates: must be webnav templates in \[0, 45\)"):
-        TaskRange(0, 90, templates=(45,))
+    assert TaskRange(0, 184, templates=(6, 30)).ids() == (6, 30, 52, 76, 98, 122, 144, 168)
+    with pytest.raises(ValueError, match=r"templates: must be webnav templates in \[0, 46\)"):
+        TaskRange(0, 90, templates=(46,))
     with pytest.raises(ValueError, match="templates: and levels select ids of different envs"):
         TaskRange(0, 90, levels=(0,), templates=(6,))
-    webnav = ["env.name=webnav", "tasks.train={start: 0, stop: 900, templates: [6, 7]}",
-              "tasks.eval={start: 900, stop: 1800, templates: [6, 7], limit: 4}"]  # fmt: skip
+    webnav = ["env.name=webnav", "tasks.train={start: 0, stop: 920, templates: [6, 7]}",
+              "tasks.eval={start: 920, stop: 1840, templates: [6, 7], limit: 4}"]  # fmt: skip
     config = load_config(None, webnav)
-    assert config.tasks.eval.ids() == (906, 907, 951, 952)
+    assert config.tasks.eval.ids() == (926, 927, 972, 973)
     with pytest.raises(ConfigError, match=r"tasks\.eval\.templates: keeps webnav templates"):
         load_config(None, [*webnav, "env.name=textcraft"])
     with pytest.raises(ConfigError, match=r"envs\[0\]\.tasks\.train\.templates: .*webnav only"):

@@ -35,7 +35,7 @@ def test_webnav_easy_recipe_solves_held_out_sites(tmp_path: Path) -> None:
     from agentgym.config import load_config
 
     demos, run = tmp_path / "demos.jsonl", tmp_path / "run"
-    argv = ["demos", "webnav", "--tasks", "0:10800", "--templates", "7,22", "-o", "viewport=20"]
+    argv = ["demos", "webnav", "--tasks", "0:11040", "--templates", "7,22", "-o", "viewport=20"]
     assert main([*argv, "--out", str(demos), "--quiet"]) == 0
     sets = [
         f"run_dir={run}",

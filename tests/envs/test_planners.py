@@ -125,12 +125,12 @@ def test_demos_cli_keeps_the_named_webnav_templates(tmp_path, capsys):
     from agentgym.cli.main import main
 
     out = tmp_path / "demos.jsonl"
-    argv = ["demos", "webnav", "--tasks", "0:135", "--templates", "6,30", "--out", str(out)]
+    argv = ["demos", "webnav", "--tasks", "0:138", "--templates", "6,30", "--out", str(out)]
     assert main([*argv, "--quiet"]) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["task_id"] for r in records] == [6, 30, 51, 75, 96, 120]
+    assert [r["task_id"] for r in records] == [6, 30, 52, 76, 98, 122]  # 46 templates a seed
     assert all(r["success"] for r in records)
-    with pytest.raises(SystemExit, match=r"--templates 6,45: each must be in \[0, 45\)"):
-        main(["demos", "webnav", "--tasks", "0:90", "--templates", "6,45", "--out", str(out)])
+    with pytest.raises(SystemExit, match=r"--templates 6,46: each must be in \[0, 46\)"):
+        main(["demos", "webnav", "--tasks", "0:90", "--templates", "6,46", "--out", str(out)])
     with pytest.raises(SystemExit, match="no task id left"):
         main(["demos", "webnav", "--tasks", "0:5", "--templates", "6", "--out", str(out)])

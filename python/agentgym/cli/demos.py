@@ -9,7 +9,7 @@ replies in the family's format: ``Thought: ... Action: ...``, WebArena's for web
 planner's success rate per eval group (TextCraft: goal depth; BabyAI: level; webnav: site/kind;
 search: data source) and the tasks it could not solve, with the reasons the planner gave. Env
 options come as ``-o KEY=VALUE`` (search: ``-o index=DIR -o qa=FILE``); ``--levels`` (BabyAI,
-``task_id % 40``) and ``--templates`` (webnav, ``task_id % 45``) keep only some ids of the range.
+``task_id % 40``) and ``--templates`` (webnav, ``task_id % 46``) keep only some ids of the range.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--templates",
         default=None,
-        help="webnav: keep only these templates (task_id %% 45), comma-separated, e.g. 6,7",
+        help="webnav: keep only these templates (task_id %% 46), comma-separated, e.g. 6,7",
     )
     parser.add_argument(
         "--option",

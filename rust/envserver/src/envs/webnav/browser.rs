@@ -218,6 +218,7 @@ impl Browser {
             (Field::Phone | Field::City, _) => Some(Op::SaveAccount),
             (Field::Comment, Page::Post(p)) => Some(Op::Comment(*p)),
             (Field::Title | Field::Body, Page::Submit(f)) => Some(Op::CreatePost(*f)),
+            (Field::Title | Field::Body, Page::EditPost(p)) => Some(Op::EditPost(*p)),
             (Field::Comment, Page::Code(CodePage::Issue(i))) => Some(Op::IssueComment(*i)),
             (Field::Label, Page::Code(CodePage::Issue(i))) => Some(Op::AddLabel(*i)),
             (Field::Username | Field::Role, Page::Code(CodePage::Members(p))) => Some(Op::AddMember(*p)),

@@ -741,8 +741,7 @@ pub fn generate_forum(rng: &mut Rng) -> Forum {
                     break a;
                 }
             };
-            // The signed-in user never authored generated posts: "my" content is what the
-            // agent creates.
+            // Other users wrote the generated posts; two become the signed-in user's below.
             let author = rng.int(1, users.len() as i64) as u16;
             let comments = (0..rng.int(0, 7))
                 .map(|_| Comment {
@@ -766,7 +765,15 @@ pub fn generate_forum(rng: &mut Rng) -> Forum {
         }
     }
     let subscribed = (0..kinds.len()).map(|_| rng.bool()).collect();
-    Forum { name: rng.index(FORUM_SITE_NAMES.len()) as u8, forums: kinds, subscribed, users, me, posts }
+    let name = rng.index(FORUM_SITE_NAMES.len()) as u8;
+    // The signed-in user's own posts (the ones edit tasks change): two, in different forums.
+    let first = rng.index(posts.len());
+    let others: Vec<usize> = (0..posts.len()).filter(|&p| posts[p].forum != posts[first].forum).collect();
+    let second = *rng.choice(&others);
+    for p in [first, second] {
+        posts[p].author = me;
+    }
+    Forum { name, forums: kinds, subscribed, users, me, posts }
 }
 
 // ---- code hosting ----

@@ -8,7 +8,7 @@
 
 use super::browser::Browser;
 use super::code::{issue_list_page, CodePage, IssueState, MrFilter, ProjectSort};
-use super::data::{CodeHost, Line, Shop, LABELS, ROLES};
+use super::data::{CodeHost, Forum, Line, Shop, LABELS, ROLES};
 use super::forum::listing_page;
 use super::pages::{Field, Op, Page, PostSort, Sort};
 use super::tasks::{gold_answer, state_accepted, Check, Goal, Task};
@@ -128,6 +128,7 @@ fn route(site: &Site, target: &Page) -> Route {
             Route::Via(Page::Forum { forum, sort: PostSort::Hot, page: listing_page(f, *p as usize, PostSort::Hot) })
         }
         (_, Page::Submit(forum)) => Route::Via(Page::forum(*forum as usize)),
+        (_, Page::EditPost(p)) => Route::Via(Page::Post(*p)),
         (Site::Forum(f), Page::User(u)) => {
             let authored = f.posts.iter().position(|p| p.author == *u);
             let commented = || f.posts.iter().position(|p| p.comments.iter().any(|c| c.author == *u));
@@ -202,6 +203,13 @@ fn code(site: &Site) -> &CodeHost {
     }
 }
 
+fn forum(site: &Site) -> &Forum {
+    match site {
+        Site::Forum(f) => f,
+        _ => unreachable!("a forum check on another site"),
+    }
+}
+
 /// The next step of a state change that is not done yet.
 fn change(site: &Site, browser: &Browser, check: &Check) -> Step {
     let here = browser.tab().page();
@@ -229,6 +237,17 @@ fn change(site: &Site, browser: &Browser, check: &Check) -> Step {
             }
         }
         Check::Posted { .. } => None,
+        Check::Edited { post, title, body } if here == &Page::EditPost(*post) => {
+            let p = &forum(site).posts[*post as usize];
+            let typed = |field: Field, current: &str| browser.tab().form.get(field).unwrap_or(current).to_string();
+            if &typed(Field::Title, &p.title) != title {
+                let done = &typed(Field::Body, &p.body) == body;
+                type_into(browser, Field::Title, title, done, "I replace the title.")
+            } else {
+                type_into(browser, Field::Body, body, true, "I replace the body and save.")
+            }
+        }
+        Check::Edited { .. } => None,
         Check::Subscribed { forum, .. } => {
             act(browser, &Target::Op(Op::ToggleSubscription(*forum)), "I change the subscription.")
         }
@@ -267,6 +286,7 @@ fn where_to(check: &Check) -> Page {
             Page::Post(*post)
         }
         Check::Posted { forum, .. } => Page::Submit(*forum),
+        Check::Edited { post, .. } => Page::EditPost(*post),
         Check::Subscribed { forum, .. } => Page::forum(*forum as usize),
         Check::IssueClosed { issue } | Check::IssueCommented { issue, .. } | Check::IssueLabels { issue, .. } => {
             Page::Code(CodePage::Issue(*issue))

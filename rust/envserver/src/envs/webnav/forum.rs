@@ -47,6 +47,7 @@ pub fn title(forum: &Forum, page: &Page) -> String {
         Page::Forum { forum: f, .. } => format!("f/{}", forum.forum_name(*f as usize)),
         Page::Post(p) => forum.posts[*p as usize].title.to_string(),
         Page::Submit(_) => "Create submission".into(),
+        Page::EditPost(_) => "Edit submission".into(),
         Page::User(u) => forum.user_name(*u as usize),
         _ => forum.site_name().into(),
     }
@@ -69,6 +70,7 @@ pub fn render(forum: &Forum, page: &Page, form: &Form, notice: Option<&str>, tre
         Page::Forum { forum: f, sort, page } => listing_page_tree(forum, *f as usize, *sort, *page, tree),
         Page::Post(p) => post(forum, *p as usize, form, tree),
         Page::Submit(f) => submit(forum, *f as usize, form, tree),
+        Page::EditPost(p) => edit(forum, *p as usize, form, tree),
         Page::User(u) => user(forum, *u as usize, tree),
         _ => home(forum, tree),
     }
@@ -136,8 +138,14 @@ fn listing_page_tree(forum: &Forum, f: usize, sort: PostSort, page: u16, tree: &
 }
 
 fn text_field(tree: &mut Tree, name: &str, field: Field, form: &Form) {
+    text_field_holding(tree, name, field, form, "");
+}
+
+/// A textbox that shows what was typed into it, or `current` before anything was.
+fn text_field_holding(tree: &mut Tree, name: &str, field: Field, form: &Form, current: &str) {
     tree.push(1, Role::Textbox, name, Target::Field(field));
-    if let Some(value) = form.get(field).filter(|v| !v.is_empty()) {
+    let value = form.get(field).unwrap_or(current);
+    if !value.is_empty() {
         tree.text(2, value);
     }
 }
@@ -147,6 +155,9 @@ fn post(forum: &Forum, p: usize, form: &Form, tree: &mut Tree) {
     tree.heading(1, &post.title);
     tree.text(1, format_args!("Submitted {} to f/{} by", age_text(post.age), forum.forum_name(post.forum as usize)));
     tree.link(1, forum.user_name(post.author as usize), Page::User(post.author));
+    if post.author == forum.me {
+        tree.link(1, "Edit", Page::EditPost(p as u16));
+    }
     tree.text(1, format_args!("{} points", post.score));
     vote_buttons(tree, 1, post.vote, Op::VotePost(p as u16, 1), Op::VotePost(p as u16, -1));
     tree.text(1, &post.body);
@@ -173,6 +184,16 @@ fn submit(forum: &Forum, f: usize, form: &Form, tree: &mut Tree) {
     text_field(tree, "Title", Field::Title, form);
     text_field(tree, "Body", Field::Body, form);
     tree.button(1, "Create submission", Op::CreatePost(f as u8));
+}
+
+fn edit(forum: &Forum, p: usize, form: &Form, tree: &mut Tree) {
+    let post = &forum.posts[p];
+    tree.heading(1, "Edit submission");
+    tree.text(1, format_args!("Forum: f/{}", forum.forum_name(post.forum as usize)));
+    text_field_holding(tree, "Title", Field::Title, form, &post.title);
+    text_field_holding(tree, "Body", Field::Body, form, &post.body);
+    tree.button(1, "Save changes", Op::EditPost(p as u16));
+    tree.link(1, "Cancel", Page::Post(p as u16));
 }
 
 fn user(forum: &Forum, u: usize, tree: &mut Tree) {
@@ -266,6 +287,31 @@ pub fn apply(forum: &mut Forum, op: Op, form: &Form) -> Effect {
                 comments: Vec::new(),
             });
             Effect::go(Page::Post(forum.posts.len() as u16 - 1), Some("Your submission was created.".into()))
+        }
+        Op::EditPost(p) => {
+            let post = &forum.posts[p as usize];
+            if post.author != forum.me {
+                return Effect::error("Only its author can edit this submission.");
+            }
+            // A field left untouched keeps the post's text; one typed empty is refused.
+            let mut typed = form.clone();
+            for (field, current) in [(Field::Title, &post.title), (Field::Body, &post.body)] {
+                if typed.get(field).is_none() {
+                    typed.set(field, current);
+                }
+            }
+            let title = match required(&typed, Field::Title, "Title", MAX_TITLE_CHARS) {
+                Ok(t) => t,
+                Err(e) => return e,
+            };
+            let body = match required(&typed, Field::Body, "Body", MAX_TEXT_CHARS) {
+                Ok(t) => t,
+                Err(e) => return e,
+            };
+            let post = &mut forum.posts[p as usize];
+            post.title = title.into();
+            post.body = body.into();
+            Effect::go(Page::Post(p), Some("Your submission was updated.".into()))
         }
         Op::ToggleSubscription(f) => {
             let s = &mut forum.subscribed[f as usize];

@@ -104,6 +104,8 @@ pub enum Page {
     Post(u16),
     /// The new-post form of a forum.
     Submit(u8),
+    /// The edit form of a post (the signed-in user's own posts only).
+    EditPost(u16),
     /// User index.
     User(u16),
     /// A page of the code-hosting site.
@@ -165,6 +167,8 @@ pub enum Op {
     VoteComment(u16, u8, i8),
     Comment(u16),
     CreatePost(u8),
+    /// Saves the Title and Body fields (the post's own text where untouched) into a post.
+    EditPost(u16),
     ToggleSubscription(u8),
     /// Closes or reopens an issue (issue index).
     ToggleIssue(u16),
@@ -239,6 +243,10 @@ pub fn url(shop: Option<&Shop>, forum: Option<&Forum>, code: Option<&CodeHost>, 
             forum_url(format!("/f/{name}/{id}"))
         }
         Page::Submit(f) => forum_url(format!("/f/{}/submit", forum.map_or("", |s| s.forum_name(*f as usize)))),
+        Page::EditPost(p) => {
+            let name = forum.map_or("", |s| s.forum_name(s.posts[*p as usize].forum as usize));
+            forum_url(format!("/f/{name}/{p}/edit"))
+        }
         Page::User(u) => forum_url(format!("/user/{}", forum.map_or(String::new(), |s| s.user_name(*u as usize)))),
         Page::Code(page) => format!("http://{CODE_HOST}{}", code.map_or("/".into(), |c| code::path(c, page))),
     }
@@ -361,12 +369,16 @@ pub fn parse_url(
                     Ok(Page::Forum { forum: f as u8, sort, page: page_number()? })
                 }
                 ["f", name, "submit"] => Ok(Page::Submit(forum.forum_by_name(name).ok_or_else(not_found)? as u8)),
-                ["f", name, id] => {
+                ["f", name, id] | ["f", name, id, "edit"] => {
                     let f = forum.forum_by_name(name).ok_or_else(not_found)?;
                     let id: usize = id.parse().map_err(|_| not_found())?;
-                    match forum.posts.get(id) {
-                        Some(post) if post.forum as usize == f => Ok(Page::Post(id as u16)),
-                        _ => Err(not_found()),
+                    let post = forum.posts.get(id).filter(|post| post.forum as usize == f).ok_or_else(not_found)?;
+                    if parts.len() == 3 {
+                        Ok(Page::Post(id as u16))
+                    } else if post.author == forum.me {
+                        Ok(Page::EditPost(id as u16))
+                    } else {
+                        Err("only its author can edit this submission (403 Forbidden)".into())
                     }
                 }
                 ["user", name] => Ok(Page::User(forum.user_by_name(name).ok_or_else(not_found)? as u16)),

@@ -98,6 +98,12 @@ pub enum Check {
         forum: u8,
         subscribed: bool,
     },
+    /// The signed-in user's post holds exactly this title and body.
+    Edited {
+        post: u16,
+        title: String,
+        body: String,
+    },
     IssueClosed {
         issue: u16,
     },
@@ -158,7 +164,7 @@ use Kind::{Info, Nav, State};
 use SiteKind::{Code as C, Forum as F, Shop as S};
 
 /// Every template, in task id order (`task_id % TEMPLATES.len()`): the shop's (0-16), the
-/// forum's (17-29), the code host's (30-44).
+/// forum's (17-29, 45), the code host's (30-44).
 pub const TEMPLATES: &[Template] = &[
     t("shop_product_price", S, Info, product_price),
     t("shop_review_count", S, Info, review_count),
@@ -205,6 +211,7 @@ pub const TEMPLATES: &[Template] = &[
     t("code_comment_issue", C, State, comment_issue),
     t("code_add_label", C, State, add_label),
     t("code_add_member", C, State, add_member),
+    t("forum_edit_post", F, State, edit_post),
 ];
 
 fn shop(site: &Site) -> &Shop {
@@ -530,6 +537,23 @@ fn create_post(site: &Site, rng: &mut Rng) -> (String, Goal) {
     (intent, Goal::State(Check::Posted { forum: i as u8, title, body }))
 }
 
+fn edit_post(site: &Site, rng: &mut Rng) -> (String, Goal) {
+    let f = forum(site);
+    let mine: Vec<usize> = (0..f.posts.len()).filter(|&p| f.posts[p].author == f.me).collect();
+    let p = pick(rng, &mine, "post of the signed-in user");
+    let post = &f.posts[p];
+    let noun = *rng.choice(&FORUMS[f.forums[post.forum as usize] as usize].nouns);
+    let (mut title, mut body) = (post.title.to_string(), post.body.to_string());
+    let intent = if rng.bool() {
+        title = rng.choice(&NEW_TITLES).replace("{}", noun);
+        format!("Change the title of my post {} to \"{title}\"", post_ref(f, p))
+    } else {
+        body = rng.choice(&NEW_BODIES).replace("{}", noun);
+        format!("Change the body of my post {} to \"{body}\"", post_ref(f, p))
+    };
+    (intent, Goal::State(Check::Edited { post: p as u16, title, body }))
+}
+
 fn subscription(site: &Site, rng: &mut Rng) -> (String, Goal) {
     let f = forum(site);
     let i = rng.index(f.forums.len());
@@ -759,6 +783,10 @@ pub fn state_accepted(check: &Check, site: &Site) -> bool {
                 && normalize(&p.body) == normalize(body)
         }),
         (Check::Subscribed { forum, subscribed }, Site::Forum(f)) => f.subscribed[*forum as usize] == *subscribed,
+        (Check::Edited { post, title, body }, Site::Forum(f)) => {
+            let p = &f.posts[*post as usize];
+            p.author == f.me && normalize(&p.title) == normalize(title) && normalize(&p.body) == normalize(body)
+        }
         (Check::IssueClosed { issue }, Site::Code(c)) => !c.issues[*issue as usize].open,
         (Check::IssueCommented { issue, text }, Site::Code(c)) => {
             c.issues[*issue as usize].notes.iter().any(|n| n.author == c.me && normalize(n.text()) == normalize(text))

@@ -56,15 +56,15 @@ fn solve(env: &mut WebNav) -> (f32, Vec<String>) {
 const T: u64 = TEMPLATES.len() as u64;
 
 #[test]
-fn there_are_45_templates_over_three_sites_and_kinds() {
-    assert_eq!(TEMPLATES.len(), 45);
+fn there_are_46_templates_over_three_sites_and_kinds() {
+    assert_eq!(TEMPLATES.len(), 46);
     let names: std::collections::BTreeSet<&str> = TEMPLATES.iter().map(|t| t.name).collect();
     assert_eq!(names.len(), TEMPLATES.len());
-    // The id layout: shop templates first, then the forum's, then the code host's, so task ids
-    // below 30 play the templates they played before the code host was added.
+    // The template layout: the shop's first, then the forum's, then the code host's, then the
+    // forum's edit template; templates keep their index when one is added at the end.
     let sites: Vec<SiteKind> = TEMPLATES.iter().map(|t| t.site).collect();
     assert!(sites[..17].iter().all(|&s| s == SiteKind::Shop) && sites[17..30].iter().all(|&s| s == SiteKind::Forum));
-    assert!(sites[30..].iter().all(|&s| s == SiteKind::Code));
+    assert!(sites[30..45].iter().all(|&s| s == SiteKind::Code) && sites[45] == SiteKind::Forum);
     for site in [SiteKind::Shop, SiteKind::Forum, SiteKind::Code] {
         for kind in [tasks::Kind::Info, tasks::Kind::Nav, tasks::Kind::State] {
             assert!(TEMPLATES.iter().filter(|t| t.site == site && t.kind == kind).count() >= 3);
@@ -308,6 +308,26 @@ fn near_miss_states_are_rejected() {
             let p = f.posts.last_mut().unwrap();
             p.forum = (*forum + 1) % f.forums.len() as u8;
         });
+        spoiled("forum_edit_post", seed, |site, check| {
+            // The edit made to the user's other post.
+            let (Site::Forum(f), Check::Edited { post, .. }) = (site, check) else { panic!() };
+            let other = (0..f.posts.len()).find(|&p| p != *post as usize && f.posts[p].author == f.me).unwrap();
+            let (title, body) = (f.posts[*post as usize].title.clone(), f.posts[*post as usize].body.clone());
+            f.posts[other].title = title;
+            f.posts[other].body = body;
+            let original = data::generate_forum(&mut Rng::derive(SITE_SEED ^ 1, seed)).posts[*post as usize].clone();
+            f.posts[*post as usize] = original;
+        });
+        spoiled("forum_edit_post", seed, |site, check| {
+            // The new text with a word left out.
+            let (Site::Forum(f), Check::Edited { post, title, .. }) = (site, check) else { panic!() };
+            let p = &mut f.posts[*post as usize];
+            if p.title.as_ref() == title.as_str() {
+                p.title = title.split_once(' ').unwrap().1.into();
+            } else {
+                p.body = p.body.split_once(' ').unwrap().1.into();
+            }
+        });
         spoiled("forum_subscription", seed, |site, check| {
             let (Site::Forum(f), Check::Subscribed { forum, .. }) = (site, check) else { panic!() };
             f.subscribed[*forum as usize] = !f.subscribed[*forum as usize];
@@ -432,6 +452,41 @@ fn code_forms_refuse_bad_input_with_feedback() {
     env.step("goto [http://shop.test/]");
     assert!(feedback(&env).unwrap().contains("not part of this task"));
     assert!(!env.step("scroll [down]").done);
+}
+
+#[test]
+fn only_own_posts_can_be_edited_and_an_edit_needs_a_title() {
+    let mut env = session(task_of("forum_edit_post", 2));
+    let Goal::State(Check::Edited { post, .. }) = episode(&env).task.goal.clone() else { panic!() };
+    let e = episode(&env);
+    let Site::Forum(f) = &e.site else { panic!() };
+    let before = f.posts[post as usize].clone();
+    let theirs = (0..f.posts.len()).find(|&p| f.posts[p].author != f.me).unwrap() as u16;
+    let (mine_url, theirs_url) = (e.site.url(&Page::EditPost(post)), e.site.url(&Page::EditPost(theirs)));
+    assert!(mine_url.ends_with("/edit") && e.site.parse_url(&mine_url) == Ok(Page::EditPost(post)));
+    // Another user's post: no edit page, and its own page has no Edit link.
+    env.step(&format!("goto [{theirs_url}]"));
+    assert!(feedback(&env).unwrap().contains("only its author can edit"), "{:?}", feedback(&env));
+    env.step(&format!("goto [{}]", theirs_url.trim_end_matches("/edit")));
+    assert!(!env.observation().contains("link 'Edit'"));
+    // The own post: an emptied title is refused and nothing changes; Cancel leaves it as it was.
+    env.step(&format!("goto [{mine_url}]"));
+    let id = |env: &WebNav, target: Target| episode(env).browser.tree.find(&target).unwrap() + 1;
+    let title = id(&env, Target::Field(pages::Field::Title));
+    env.step(&format!("type [{title}] [   ] [1]"));
+    assert!(env.observation().contains("Title is required."), "{}", env.observation());
+    let Site::Forum(f) = &episode(&env).site else { panic!() };
+    assert_eq!(f.posts[post as usize], before);
+    env.step(&format!("click [{}]", id(&env, Target::Go(Page::Post(post)))));
+    assert_eq!(episode(&env).browser.tab().page(), &Page::Post(post));
+    // Saving with one field typed keeps the other's text.
+    env.step(&format!("goto [{mine_url}]"));
+    let body = id(&env, Target::Field(pages::Field::Body));
+    env.step(&format!("type [{body}] [A new body.] [0]"));
+    env.step(&format!("click [{}]", id(&env, Target::Op(pages::Op::EditPost(post)))));
+    assert!(env.observation().contains("Your submission was updated."));
+    let Site::Forum(f) = &episode(&env).site else { panic!() };
+    assert_eq!((&*f.posts[post as usize].title, &*f.posts[post as usize].body), (&*before.title, "A new body."));
 }
 
 #[test]
@@ -644,9 +699,9 @@ fn options_are_checked() {
     assert!(bad(&[("viewport", "2")]).contains("viewport"));
     assert!(bad(&[("show_urls", "maybe")]).contains("show_urls"));
     let f = factory(&[("num_seeds", "3"), ("viewport", "12"), ("show_urls", "true")]);
-    assert_eq!(f.num_tasks(), 135);
+    assert_eq!(f.num_tasks(), 138);
     let mut env = f.make();
-    assert!(env.reset(135).is_err());
+    assert!(env.reset(138).is_err());
     let obs = env.reset(0).unwrap();
     assert!(obs.contains(" url: http://shop.test/cart"), "{obs}");
     let shown = obs.lines().filter(|l| l.trim_start().starts_with('[')).count();
@@ -684,6 +739,17 @@ fn golden_pages() {
         ("forum_post", &["click [15]"]),
         ("forum_user", &["click [15]", "click [11]"]),
         ("forum_submit", &["click [5]", "click [11]"]),
+        ("forum_own_post", &["click [5]", "click [14]", "@Best pressure cooker"]),
+        (
+            "forum_edit",
+            &[
+                "click [5]",
+                "click [14]",
+                "@Best pressure cooker",
+                "@Edit",
+                "type [11] [Best pressure cooker for two?] [0]",
+            ],
+        ),
     ];
     // `@text`: click the first link whose name contains `text`.
     let code_pages: &[(&str, &[&str])] = &[
