@@ -25,11 +25,10 @@ def test_webnav_easy_recipe_solves_held_out_sites(tmp_path: Path) -> None:
     steps the policy solves some held-out sites' tasks; the untrained policy writes no usable
     action and solves none.
 
-    Measured with the full recipe (bench/RESULTS.md, "Web navigation: training on the easiest
-    templates"): after SFT these two templates reach 0.40 and 0.35 on held-out sites, mostly
-    by the right kind of action with a likely guess (the usual count; one of the four forum
-    links), so 0.1 over 40 episodes leaves a margin and still fails a policy without the
-    templates' action shapes.
+    The successes are the right kind of action with a likely guess (a small count; one of the
+    four forum links), which pays on some held-out tasks more than on others (bench/RESULTS.md,
+    "Web navigation: training on the easiest templates"); 0.1 over these 40 episodes still
+    fails a policy without the templates' action shapes.
     """
     from agentgym.cli.eval import evaluate
     from agentgym.config import load_config
