@@ -66,6 +66,17 @@ def test_demos_then_sft_then_eval(tmp_path, capsys):
         if name in saved:
             assert torch.equal(tensor, saved[name]), name
     assert any(not torch.equal(t, untrained.state_dict()[n]) for n, t in model.state_dict().items())
+    # A run whose tiny model has another tokenizer (built from another seed's env text) refuses
+    # these weights, for training and for eval, rather than reading their ids as its own.
+    from agentgym.actor.policy import load_trained_policy, prepare_model, tokenizer_id
+
+    other = [*TINY, f"run_dir={tmp_path / 'other'}", "actor.seed=1"]
+    prepare_model(load_config(CONFIG, other))
+    assert tokenizer_id(tmp_path / "other" / "model") != tokenizer_id(run_dir / "model") != ""
+    with pytest.raises(ValueError, match="trained with another tokenizer"):
+        load_policy(load_config(CONFIG, [*other, f"model.init_from={sft_dir}"]))
+    with pytest.raises(ValueError, match="trained with another tokenizer"):
+        load_trained_policy(load_config(CONFIG, other), sft_dir)
 
 
 def test_sft_bad_input_is_refused_before_any_work(tmp_path):

@@ -44,6 +44,10 @@ def test_train_moves_versions_and_cap_and_changes_parameters(trained):
     assert [m["step"] for m in metrics] == [1, 2]
     assert [m["horizon_cap_trained"] for m in metrics] == [2, 3]
     assert (trained / "checkpoints" / "latest").read_text().strip() == "step_00000002"
+    from agentgym.actor.policy import tokenizer_id
+
+    state = json.loads((trained / "checkpoints" / "step_00000002" / "state.json").read_text())
+    assert state["tokenizer"] == tokenizer_id(trained / "model") != ""
     from safetensors.torch import load_file
 
     before = load_file(str(trained / "model" / "model.safetensors"))

@@ -100,6 +100,44 @@ def prepare_model(config: RunConfig) -> Path:
     return build_tiny_model(directory, corpus, config.model.tiny, text_files=texts)
 
 
+def tokenizer_id(directory: str | Path) -> str:
+    """An id of the tokenizer in a model directory: a hash of its ``tokenizer.json``'s vocabulary
+    and added tokens (not of the file, whose layout differs between ``tokenizers`` versions);
+    empty without a ``tokenizer.json``. A tiny model's tokenizer is trained on its run's env text
+    (``actor.seed``, ``model.corpus_episodes``, the envs), so two runs can differ here."""
+    import hashlib
+    import json
+
+    try:
+        spec = json.loads((Path(directory) / "tokenizer.json").read_text())
+    except FileNotFoundError:
+        return ""
+    vocab = (spec.get("model") or {}).get("vocab")
+    added = sorted((t.get("id"), t.get("content")) for t in spec.get("added_tokens") or [])
+    text = json.dumps([vocab, added], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def check_tokenizer(checkpoint: str | Path, config: RunConfig) -> None:
+    """Refuse weights trained under another tokenizer than the run's policy has: their token
+    ids would mean other text, and nothing else would fail."""
+    import json
+
+    try:
+        state = json.loads((Path(checkpoint) / "state.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return  # a model directory, or a checkpoint written before ids were kept
+    trained, here = state.get("tokenizer") or "", tokenizer_id(model_dir(config))
+    if trained and here and trained != here:
+        raise ValueError(
+            f"{checkpoint} was trained with another tokenizer than {model_dir(config)} has "
+            f"(tokenizer id {trained} != {here}). A tiny model's tokenizer is built from its "
+            "run's env text (actor.seed, model.corpus_episodes, the envs): use the same "
+            "settings as the run that wrote the checkpoint, or point model.path at that run's "
+            "model directory"
+        )
+
+
 def load_policy(config: RunConfig, device: str = "cpu") -> tuple[Any, Any]:
     """(model, tokenizer) in eval mode; the model is wrapped in ``MenuPolicy`` if configured,
     and holds ``model.init_from``'s weights when that is set."""
@@ -111,7 +149,9 @@ def load_policy(config: RunConfig, device: str = "cpu") -> tuple[Any, Any]:
 
         model = MenuPolicy.from_tokenizer(model, tokenizer, config.env.name).to(device).eval()
     if config.model.init_from is not None:
-        load_weights_file(model, resolve_checkpoint(config.model.init_from))
+        init = resolve_checkpoint(config.model.init_from)
+        check_tokenizer(init, config)
+        load_weights_file(model, init)
     return model, tokenizer
 
 
@@ -122,6 +162,7 @@ def load_trained_policy(
     checkpoint dir, a checkpoints folder, or a model dir; either kind of learner checkpoint)."""
     prepare_model(config)
     ckpt = resolve_checkpoint(checkpoint)
+    check_tokenizer(ckpt, config)
     model, tokenizer = load_policy(config, device=device)
     load_weights_file(model, ckpt)
     return model, tokenizer, ckpt

@@ -90,7 +90,13 @@ def env_training(config: RunConfig) -> dict:
 def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | None = None) -> None:
     """Build the model and learner, bind the channels and train until done or signalled."""
     set_torch_threads(config.torch_threads, deterministic=config.deterministic)
-    from agentgym.actor.policy import load_policy, pad_token_id, prepare_model
+    from agentgym.actor.policy import (
+        load_policy,
+        model_dir,
+        pad_token_id,
+        prepare_model,
+        tokenizer_id,
+    )
     from agentgym.learner import Learner
     from agentgym.learner.distributed import from_environment
     from agentgym.transport.channels import LearnerChannels
@@ -107,6 +113,7 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
     lcfg = replace(
         config.learner,
         pad_token_id=pad_token_id(tokenizer),
+        tokenizer_id=tokenizer_id(model_dir(config)),
         checkpoint_dir=str(run_dir / "checkpoints"),
         metrics_path=str(run_dir / "metrics.jsonl"),
         weights_dir=config.learner.weights_dir or str(run_dir / "weights"),

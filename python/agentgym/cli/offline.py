@@ -96,7 +96,7 @@ def run_dpo(args: argparse.Namespace) -> int:
 def _train_offline(args: argparse.Namespace, section: str) -> int:
     config = offline_config(args, section)
     cfg = getattr(config, section)
-    from agentgym.actor.policy import pad_token_id
+    from agentgym.actor.policy import model_dir, pad_token_id, tokenizer_id
     from agentgym.learner.datasets import read_dataset, read_pairs
     from agentgym.learner.dpo import train_dpo
     from agentgym.learner.sft import train_sft
@@ -110,7 +110,13 @@ def _train_offline(args: argparse.Namespace, section: str) -> int:
     print(f"agentgym {section}: {noun}: {report.summary()}", flush=True)
     out = Path(config.run_dir) / section
     result = train(
-        model, items, cfg, pad_token_id=pad_token_id(tokenizer), out_dir=out, progress=_progress
+        model,
+        items,
+        cfg,
+        pad_token_id=pad_token_id(tokenizer),
+        out_dir=out,
+        progress=_progress,
+        tokenizer_id=tokenizer_id(model_dir(config)),
     )
     print(
         f"agentgym {section}: {result.steps} steps, final loss {result.final_loss:.4f}; "

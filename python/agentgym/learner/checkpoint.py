@@ -5,7 +5,8 @@ Layout of ``<dir>/step_<version>/``:
   extra.safetensors   other trainable modules (the value head), if any
   optimizer.pt        optimizer state (loaded with ``weights_only=True``: no arbitrary code)
   rng.pt              torch CPU RNG, the learner's shuffling generator, numpy and random states
-  state.json          version, horizon controller state(s), counters, actor launch counts
+  state.json          version, horizon controller state(s), counters, actor launch counts,
+                      the tokenizer's id
 ``<dir>/latest`` names the newest complete checkpoint; a checkpoint is written to a temporary
 directory and renamed into place, so a crash never leaves a half-written ``latest``.
 
@@ -49,6 +50,9 @@ class TrainingState:
     """Per env with a level curriculum, its state (open stage, recent successes)."""
     env_mix: dict[str, list[bool]] = field(default_factory=dict)
     """Per env of a run whose env weights move, its recent successes."""
+    tokenizer: str = ""
+    """The tokenizer the weights were trained under (``agentgym.actor.policy.tokenizer_id``);
+    empty where unknown."""
 
 
 def save_checkpoint(

@@ -52,6 +52,7 @@ def train_dpo(
     pad_token_id: int,
     out_dir: str | Path,
     progress: Callable[[str], None] = print,
+    tokenizer_id: str = "",
 ) -> DPOResult:
     """Optimise ``model`` in place on ``pairs`` against a frozen copy of itself."""
     if not pairs:
@@ -65,7 +66,7 @@ def train_dpo(
         return {"loss": loss, "reward_margin": float(margins.mean()), "accuracy": accuracy}
 
     steps, last, checkpoint = offline_loop(
-        model, len(pairs), cfg, step_fn, out_dir, "dpo", progress
+        model, len(pairs), cfg, step_fn, out_dir, "dpo", progress, tokenizer_id
     )
     return DPOResult(steps, last["loss"], last["accuracy"], checkpoint)
 

@@ -721,6 +721,7 @@ class Learner:
             horizons,
             curricula,
             mix,
+            tokenizer=self.cfg.tokenizer_id,
         )
         if self.dist.sharded:
             path = save_sharded_checkpoint(

@@ -65,6 +65,7 @@ def offline_loop(
     out_dir: str | Path,
     label: str,
     progress: Callable[[str], None] = print,
+    tokenizer_id: str = "",
 ) -> tuple[int, dict[str, float], Path | None]:
     """Run ``cfg.epochs`` passes of ``cfg.batch_size`` items per step (``cfg`` an ``SFTConfig``
     or ``DPOConfig``); returns (steps, the last step's metrics, the last checkpoint)."""
@@ -95,7 +96,7 @@ def offline_loop(
                 f"eta {elapsed / number * (len(plan) - number):.0f}s"
             )
             if number == len(plan) or (cfg.checkpoint_every and number % cfg.checkpoint_every == 0):
-                state = TrainingState(number, {}, {"epoch": epoch})
+                state = TrainingState(number, {}, {"epoch": epoch}, tokenizer=tokenizer_id)
                 checkpoint = save_checkpoint(
                     out / "checkpoints", state, model, optimizer, generator
                 )

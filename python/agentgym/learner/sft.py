@@ -49,6 +49,7 @@ def train_sft(
     pad_token_id: int,
     out_dir: str | Path,
     progress: Callable[[str], None] = print,
+    tokenizer_id: str = "",
 ) -> SFTResult:
     """Fine-tune ``model`` in place on ``examples``; writes metrics and checkpoints under
     ``out_dir`` (``metrics.jsonl``, ``checkpoints/``)."""
@@ -64,7 +65,7 @@ def train_sft(
         return {"loss": loss, "tokens": tokens, "grad_norm": grad_norm, "tokens_per_s": rate}
 
     steps, last, checkpoint = offline_loop(
-        model, len(examples), cfg, step_fn, out_dir, "sft", progress
+        model, len(examples), cfg, step_fn, out_dir, "sft", progress, tokenizer_id
     )
     return SFTResult(steps, seen["tokens"], last["loss"], checkpoint)
 
