@@ -285,3 +285,22 @@ def test_ctrl_c_mid_run_checkpoints_and_the_printed_resume_command_continues(tmp
     assert [line.split()[1] for line in progress] == [f"{step + 1}/{step + 1}"]
     steps = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, step + 2))
+
+
+def test_an_eval_under_other_settings_keeps_the_earlier_result(tmp_path):
+    from agentgym.cli.eval import result_path
+
+    path = tmp_path / "eval" / "step_30.json"
+    cap8 = {"horizon_cap": 8, "num_tasks": 60, "k": 2, "temperature": 0.3, "rows": {}}
+    assert result_path(path, cap8) == path  # nothing there yet
+    path.parent.mkdir()
+    path.write_text(json.dumps(cap8))
+    assert result_path(path, dict(cap8)) == path  # the same settings again replace their own
+    cap16 = {**cap8, "horizon_cap": 16}
+    assert result_path(path, cap16) == tmp_path / "eval" / "step_30-2.json"
+    (tmp_path / "eval" / "step_30-2.json").write_text(json.dumps(cap16))
+    assert result_path(path, cap16) == tmp_path / "eval" / "step_30-2.json"
+    more = {**cap8, "num_tasks": 150}
+    assert result_path(path, more) == tmp_path / "eval" / "step_30-3.json"
+    path.write_text("not json")  # an unreadable result is kept too
+    assert result_path(path, cap8) == tmp_path / "eval" / "step_30-3.json"

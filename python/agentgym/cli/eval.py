@@ -8,7 +8,8 @@ learner checkpoint (``.../checkpoints/step_N`` or the ``checkpoints`` folder for
 model directory (``RUN_DIR/model``: the untrained policy). It says which step it evaluated and
 writes the result into the config's run dir: ``eval/step_N.json`` for the run's checkpoints,
 ``eval/sft_step_N.json`` for ``RUN_DIR/sft/checkpoints``, ``eval/model.json`` for the untrained
-model (``agentgym.cli.rundir.eval_out``), and to ``--out`` as well when given.
+model (``agentgym.cli.rundir.eval_out``; numbered rather than replacing a result of other
+settings, see ``result_path``), and to ``--out`` as well when given.
 """
 
 from __future__ import annotations
@@ -77,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
     except ServerFailed as e:
         print(f"agentgym eval: {e}", file=sys.stderr, flush=True)
         return 1
-    result["step"] = step
+    result.update(step=step, temperature=config.eval.temperature)
     records = [e.pop("record") for e in result["episodes"] if "record" in e]
-    outs = [eval_out(Path(config.run_dir), ckpt, step)]
+    outs = [result_path(eval_out(Path(config.run_dir), ckpt, step), result)]
     if args.out:
         outs.append(Path(args.out))
     for out in outs:
@@ -168,6 +169,27 @@ def combine(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
+
+
+def _settings(result: dict[str, Any]) -> tuple:
+    return tuple(result.get(k) for k in ("horizon_cap", "num_tasks", "k", "temperature"))
+
+
+def result_path(path: Path, result: dict[str, Any]) -> Path:
+    """``path``, or ``path`` numbered (``step_8-2.json``, ``step_8-3.json``...) where it holds
+    an earlier result of the same checkpoint under other settings (turn cap, number of tasks,
+    samples, temperature): that result is kept, and the same settings again replace their own."""
+    candidate, n = path, 1
+    while candidate.exists():
+        try:
+            earlier = json.loads(candidate.read_text())
+        except (OSError, ValueError):
+            earlier = {}
+        if isinstance(earlier, dict) and _settings(earlier) == _settings(result):
+            return candidate
+        n += 1
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    return candidate
 
 
 def episodes_path(result_path: Path) -> Path:

@@ -113,7 +113,6 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
     lcfg = replace(
         config.learner,
         pad_token_id=pad_token_id(tokenizer),
-        tokenizer_id=tokenizer_id(model_dir(config)),
         checkpoint_dir=str(run_dir / "checkpoints"),
         metrics_path=str(run_dir / "metrics.jsonl"),
         weights_dir=config.learner.weights_dir or str(run_dir / "weights"),
@@ -125,7 +124,13 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
 
         mix = EnvMix(config.env_mix, {e.env.name: e.weight for e in config.entries})
     learner = Learner(
-        model, lcfg, dist=dist, envs=env_training(config), curricula=curricula, env_mix=mix
+        model,
+        lcfg,
+        dist=dist,
+        envs=env_training(config),
+        curricula=curricula,
+        env_mix=mix,
+        tokenizer_id=tokenizer_id(model_dir(config)),
     )
     if resume:
         learner.load_checkpoint(run_dir / "checkpoints")

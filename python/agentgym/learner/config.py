@@ -158,9 +158,6 @@ class LearnerConfig:
     """Seeds minibatch shuffling."""
     pad_token_id: int = 0
     """Token used to pad sequences (masked out by attention)."""
-    tokenizer_id: str = ""
-    """The policy's tokenizer (``agentgym.actor.policy.tokenizer_id``), kept in checkpoints so
-    that weights are never loaded under another tokenizer; set by ``agentgym-learner``."""
     publish_weights_every: int = 1
     """Serve new weights every this many updates."""
     weights_via: Literal["stream", "file"] = "stream"

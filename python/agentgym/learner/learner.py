@@ -165,8 +165,12 @@ class Learner:
         envs: Mapping[str, EnvTraining] | None = None,
         curricula: Mapping[str, CurriculumConfig] | None = None,
         env_mix: EnvMix | None = None,
+        tokenizer_id: str = "",
     ):
+        """``tokenizer_id``: the policy's tokenizer (``agentgym.actor.policy.tokenizer_id``),
+        kept in checkpoints so that their weights are never loaded under another tokenizer."""
         self.cfg = config
+        self.tokenizer_id = tokenizer_id
         self.envs = dict(envs or {})
         """Per env of a multi-env run: its schedule and weights (empty: one env)."""
         self.dist = dist or Dist(device=config.device)
@@ -721,7 +725,7 @@ class Learner:
             horizons,
             curricula,
             mix,
-            tokenizer=self.cfg.tokenizer_id,
+            tokenizer=self.tokenizer_id,
         )
         if self.dist.sharded:
             path = save_sharded_checkpoint(
