@@ -48,6 +48,9 @@ def test_step_changes_params_and_lowers_loss_on_fixed_batch():
     assert metrics["is_weight_max"] == pytest.approx(1.0)
     for key in ("loss/policy", "clip_fraction", "grad_norm", "tokens_per_s", "reward/babyai"):
         assert key in metrics
+    # success per BabyAI level (the level follows from the task id; TextCraft's depth does not)
+    assert metrics["success/babyai/level_1"] == 0.5
+    assert not any(k.startswith("success/textcraft/") for k in metrics)
 
 
 @pytest.mark.parametrize(

@@ -812,4 +812,20 @@ def _episode_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         out[f"success/{env}"] = sum(t.success for t in ts) / n
         out[f"truncated/{env}"] = sum(t.truncated for t in ts) / n
         out[f"turns/{env}"] = sum(t.num_turns for t in ts) / n
+        if env != "all":
+            out.update(_group_success(env, ts))
     return out
+
+
+def _group_success(env: str, ts: Sequence[Trajectory]) -> dict[str, float]:
+    """Success per eval group (``success/babyai/level_3``) for the env families whose groups
+    follow from the task id alone (BabyAI's levels), so a run shows which groups it learns."""
+    from agentgym.envs.families import FAMILIES
+
+    rules = FAMILIES.get(env)
+    if rules is None or rules.eval_group is None or rules.group_needs_info:
+        return {}
+    by_group: defaultdict[str, list[bool]] = defaultdict(list)
+    for t in ts:
+        by_group[rules.eval_group(t.task_id, {}).replace(" ", "_")].append(t.success)
+    return {f"success/{env}/{g}": sum(v) / len(v) for g, v in sorted(by_group.items())}
