@@ -43,6 +43,7 @@ def test_train_moves_versions_and_cap_and_changes_parameters(trained):
     metrics = _lines(trained / "metrics.jsonl")
     assert [m["step"] for m in metrics] == [1, 2]
     assert [m["horizon_cap_trained"] for m in metrics] == [2, 3]
+    assert all(any(k.startswith("success/babyai/level_") for k in m) for m in metrics)
     assert (trained / "checkpoints" / "latest").read_text().strip() == "step_00000002"
     from agentgym.actor.policy import tokenizer_id
 

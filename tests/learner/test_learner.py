@@ -1,6 +1,7 @@
 """The learner on a tiny random transformers model: updates, estimators, staleness, resume."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -33,7 +34,8 @@ def params(model) -> dict:
 
 def test_step_changes_params_and_lowers_loss_on_fixed_batch():
     model = tiny_model()
-    learner = Learner(model, config(minibatches=2))
+    levels = lambda env, task_id: f"level {task_id % 40}" if env == "babyai" else None  # noqa: E731
+    learner = Learner(model, config(minibatches=2), task_group=levels)
     trajs = make_groups(model)
     before = params(model)
     loss0 = learner.evaluate_loss(trajs)
@@ -48,9 +50,20 @@ def test_step_changes_params_and_lowers_loss_on_fixed_batch():
     assert metrics["is_weight_max"] == pytest.approx(1.0)
     for key in ("loss/policy", "clip_fraction", "grad_norm", "tokens_per_s", "reward/babyai"):
         assert key in metrics
-    # success per BabyAI level (the level follows from the task id; TextCraft's depth does not)
+    # success per group of tasks where the run gives one (BabyAI's level), none elsewhere
     assert metrics["success/babyai/level_1"] == 0.5
     assert not any(k.startswith("success/textcraft/") for k in metrics)
+    assert not any(k.count("/") > 1 for k in Learner(model, config()).step(trajs))
+
+
+def test_the_runs_task_groups_are_babyais_levels_only():
+    from agentgym.cli.learner import task_groups
+    from agentgym.config import load_config
+
+    multi = Path(__file__).resolve().parents[2] / "configs" / "multi.yaml"
+    group = task_groups(load_config(multi, []))
+    assert group("babyai", 43) == "level 3"
+    assert group("textcraft", 5) is None  # its depth needs the env's info
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -87,6 +88,22 @@ def env_training(config: RunConfig) -> dict:
     }
 
 
+def task_groups(config: RunConfig) -> Callable[[str, int], str | None]:
+    """(env, task id) -> the task's eval group for the run's envs whose families group tasks by
+    id alone (BabyAI's levels), else None: the learner logs success per group."""
+    from agentgym.envs.families import family
+
+    rules = {e.env.name: family(e.env.name) for e in config.entries}
+
+    def group(env: str, task_id: int) -> str | None:
+        r = rules.get(env)
+        if r is None or r.eval_group is None or r.group_needs_info:
+            return None
+        return r.eval_group(task_id, {})
+
+    return group
+
+
 def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | None = None) -> None:
     """Build the model and learner, bind the channels and train until done or signalled."""
     set_torch_threads(config.torch_threads, deterministic=config.deterministic)
@@ -131,6 +148,7 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
         curricula=curricula,
         env_mix=mix,
         tokenizer_id=tokenizer_id(model_dir(config)),
+        task_group=task_groups(config),
     )
     if resume:
         learner.load_checkpoint(run_dir / "checkpoints")

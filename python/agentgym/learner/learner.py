@@ -65,6 +65,9 @@ from agentgym.transport.wire import Control, Trajectory
 
 log = logging.getLogger(__name__)
 
+TaskGroup = Callable[[str, int], "str | None"]
+"""(env, task id) -> the group the task counts in (BabyAI: ``level 3``), or None."""
+
 
 # What one micro-batch's pass reports (see ``Learner._micro_backward``).
 _UPDATE_KEYS = (
@@ -166,11 +169,15 @@ class Learner:
         curricula: Mapping[str, CurriculumConfig] | None = None,
         env_mix: EnvMix | None = None,
         tokenizer_id: str = "",
+        task_group: TaskGroup | None = None,
     ):
         """``tokenizer_id``: the policy's tokenizer (``agentgym.actor.policy.tokenizer_id``),
-        kept in checkpoints so that their weights are never loaded under another tokenizer."""
+        kept in checkpoints so that their weights are never loaded under another tokenizer.
+        ``task_group``: (env, task id) -> a group of tasks (or None) whose success is logged
+        per group (``success/babyai/level_3``)."""
         self.cfg = config
         self.tokenizer_id = tokenizer_id
+        self.task_group = task_group
         self.envs = dict(envs or {})
         """Per env of a multi-env run: its schedule and weights (empty: one env)."""
         self.dist = dist or Dist(device=config.device)
@@ -265,7 +272,7 @@ class Learner:
         self.counters["tokens"] += num_tokens
         self.counters["trajectories"] += len(trajectories)
         metrics = _mean_dicts(parts)
-        metrics.update(_episode_metrics(trajectories))
+        metrics.update(_episode_metrics(trajectories, self.task_group))
         metrics.update({f"staleness/{k}": v for k, v in sorted(Counter(lags).items())})
         metrics.update(
             version=self.version,
@@ -801,7 +808,9 @@ def _mean_dicts(parts: list[dict[str, float]]) -> dict[str, float]:
     }
 
 
-def _episode_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+def _episode_metrics(
+    trajectories: Sequence[Trajectory], task_group: TaskGroup | None = None
+) -> dict[str, float]:
     by_env: defaultdict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         by_env[t.env].append(t)
@@ -812,20 +821,17 @@ def _episode_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         out[f"success/{env}"] = sum(t.success for t in ts) / n
         out[f"truncated/{env}"] = sum(t.truncated for t in ts) / n
         out[f"turns/{env}"] = sum(t.num_turns for t in ts) / n
-        if env != "all":
-            out.update(_group_success(env, ts))
+        if env != "all" and task_group is not None:
+            out.update(_group_success(env, ts, task_group))
     return out
 
 
-def _group_success(env: str, ts: Sequence[Trajectory]) -> dict[str, float]:
-    """Success per eval group (``success/babyai/level_3``) for the env families whose groups
-    follow from the task id alone (BabyAI's levels), so a run shows which groups it learns."""
-    from agentgym.envs.families import FAMILIES
-
-    rules = FAMILIES.get(env)
-    if rules is None or rules.eval_group is None or rules.group_needs_info:
-        return {}
+def _group_success(env: str, ts: Sequence[Trajectory], task_group: TaskGroup) -> dict[str, float]:
+    """Success per group of the env's tasks (``success/babyai/level_3``), so a run shows which
+    groups it learns; tasks without a group are left out."""
     by_group: defaultdict[str, list[bool]] = defaultdict(list)
     for t in ts:
-        by_group[rules.eval_group(t.task_id, {}).replace(" ", "_")].append(t.success)
+        group = task_group(env, t.task_id)
+        if group is not None:
+            by_group[group.replace(" ", "_")].append(t.success)
     return {f"success/{env}/{g}": sum(v) / len(v) for g, v in sorted(by_group.items())}
