@@ -94,14 +94,7 @@ def task_groups(config: RunConfig) -> Callable[[str, int], str | None]:
     from agentgym.envs.families import family
 
     rules = {e.env.name: family(e.env.name) for e in config.entries}
-
-    def group(env: str, task_id: int) -> str | None:
-        r = rules.get(env)
-        if r is None or r.eval_group is None or r.group_needs_info:
-            return None
-        return r.eval_group(task_id, {})
-
-    return group
+    return lambda env, task_id: rules[env].id_group(task_id) if env in rules else None
 
 
 def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | None = None) -> None:

@@ -252,6 +252,13 @@ class EnvFamily:
         """The eval row of ``task_id`` (the env's name when the family has no grouping)."""
         return self.eval_group(task_id, info) if self.eval_group else env
 
+    def id_group(self, task_id: int) -> str | None:
+        """The eval row of ``task_id`` where it follows from the id alone (BabyAI's level),
+        else None."""
+        if self.eval_group is None or self.group_needs_info:
+            return None
+        return self.eval_group(task_id, {})
+
 
 FAMILIES: dict[str, EnvFamily] = {
     f.name: f

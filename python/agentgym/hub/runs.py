@@ -322,11 +322,9 @@ def eval_group(env: Any, task_id: Any) -> str | None:
     from agentgym.envs.families import FAMILIES
 
     entry = FAMILIES.get(str(env).lower()) if env is not None else None
-    if entry is None or entry.eval_group is None or entry.group_needs_info:
+    if entry is None or not isinstance(task_id, int):
         return None
-    if not isinstance(task_id, int):
-        return None
-    return entry.eval_group(task_id, {})
+    return entry.id_group(task_id)
 
 
 def load_tokenizer(run_dir: Path, config: dict[str, Any]) -> Any:
