@@ -569,6 +569,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunCo
         _deep_update(data, override)
         _record_origins(override, "", f"--set {item}", origins)
     _include_horizons(data, Path(path).parent if path is not None else Path.cwd(), problems)
+    _learner_temperature_follows_engine(data, origins)
     try:
         config = from_dict(RunConfig, data, source, origins)
     except ConfigError as e:
@@ -576,6 +577,21 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunCo
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def _learner_temperature_follows_engine(data: dict[str, Any], origins: dict[str, str]) -> None:
+    """``learner.temperature`` left out takes ``engine.temperature``: the learner computes
+    log-probs at the temperature the actors sample at, so one setting is enough. Both given and
+    different is still refused at validation."""
+    engine, learner = data.get("engine"), data.get("learner")
+    if not isinstance(engine, Mapping) or "temperature" not in engine:
+        return
+    if learner is None:
+        learner = {}
+    if not isinstance(learner, Mapping) or "temperature" in learner:
+        return
+    data["learner"] = {**learner, "temperature": engine["temperature"]}
+    origins["learner.temperature"] = f"engine.temperature ({origins.get('engine.temperature', '?')})"
 
 
 def _include_horizons(data: dict[str, Any], base: Path, problems: list[str]) -> None:

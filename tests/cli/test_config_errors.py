@@ -135,3 +135,14 @@ def test_periodic_eval_needs_one_learner_process():
         "eval.every: must be 0 with learner.ranks > 1 (periodic eval runs in one learner "
         "process), got 5 (--set eval.every=5)"
     ]
+
+
+def test_the_learner_samples_temperature_follows_the_engine_unless_given():
+    """One setting of the sampling temperature is enough; two that differ are refused."""
+    config = load_config(None, ["engine.temperature=0.5"])
+    assert config.learner.temperature == 0.5
+    assert load_config(None, []).learner.temperature == 1.0
+    same = load_config(None, ["engine.temperature=0.7", "learner.temperature=0.7"])
+    assert same.learner.temperature == 0.7
+    with pytest.raises(ConfigError, match=r"learner.temperature: must equal engine.temperature"):
+        load_config(None, ["engine.temperature=0.5", "learner.temperature=1.0"])

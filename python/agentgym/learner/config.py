@@ -137,7 +137,8 @@ class LearnerConfig:
     max_staleness: int = 4
     """Drop trajectories whose oldest turn is more than this many versions behind."""
     temperature: float = 1.0
-    """The actors' sampling temperature; log-probs are computed at it."""
+    """The actors' sampling temperature; log-probs are computed at it. In a run config it
+    defaults to ``engine.temperature``."""
     bf16: bool = False
     """bf16 compute: forward passes under bf16 autocast in one process; under torchrun FSDP2's
     mixed precision (bf16 parameters for compute, float32 master weights and gradient
