@@ -591,7 +591,9 @@ def _learner_temperature_follows_engine(data: dict[str, Any], origins: dict[str,
     if not isinstance(learner, Mapping) or "temperature" in learner:
         return
     data["learner"] = {**learner, "temperature": engine["temperature"]}
-    origins["learner.temperature"] = f"engine.temperature ({origins.get('engine.temperature', '?')})"
+    origins["learner.temperature"] = (
+        f"engine.temperature ({origins.get('engine.temperature', '?')})"
+    )
 
 
 def _include_horizons(data: dict[str, Any], base: Path, problems: list[str]) -> None:
