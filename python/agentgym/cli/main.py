@@ -1,9 +1,10 @@
 """``agentgym``: ``train`` (learner + actors on one machine), ``eval`` (held-out tasks),
-``sft`` (supervised fine-tuning on trajectory datasets), ``demos`` (expert demonstrations),
-``pairs`` and ``dpo`` (preference pairs and offline preference optimisation), ``export`` (a
-checkpoint as a Hugging Face model directory), ``textcraft-goals`` (record a TextCraft server's
-goal order), ``hub`` (a local web app: runs, live curves, trajectory replay), ``index`` (build a
-search index; generate the multi-hop search world)."""
+``compare`` (two eval results, paired by task), ``sft`` (supervised fine-tuning on trajectory
+datasets), ``demos`` (expert demonstrations), ``pairs`` and ``dpo`` (preference pairs and offline
+preference optimisation), ``export`` (a checkpoint as a Hugging Face model directory),
+``textcraft-goals`` (record a TextCraft server's goal order), ``hub`` (a local web app: runs,
+live curves, trajectory replay), ``index`` (build a search index; generate the multi-hop search
+world)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    from agentgym.cli import demos, export, hub, index, offline, textcraft_goals, train
+    from agentgym.cli import compare, demos, export, hub, index, offline, textcraft_goals, train
     from agentgym.cli import eval as eval_cmd
 
     train.add_arguments(sub.add_parser("train", help="train: learner and actors, live progress"))
     eval_cmd.add_arguments(sub.add_parser("eval", help="evaluate a checkpoint on held-out tasks"))
+    compare.add_arguments(
+        sub.add_parser("compare", help="two eval results of the same tasks, paired by task")
+    )
     offline.add_sft_arguments(sub.add_parser("sft", help="supervised fine-tuning on datasets"))
     demos.add_arguments(sub.add_parser("demos", help="write expert demonstrations (planners)"))
     offline.add_pairs_arguments(sub.add_parser("pairs", help="preference pairs per task"))
@@ -63,6 +67,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         run = {"sft": offline.run_sft, "pairs": offline.run_pairs, "dpo": offline.run_dpo}
         return run[args.command](args)
+    if args.command == "compare":
+        from agentgym.cli import compare
+
+        return compare.run(args)
     if args.command == "hub":
         from agentgym.cli import hub
 

@@ -1,0 +1,94 @@
+"""``agentgym compare``: two eval results paired by task, with the paired standard error."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from agentgym.cli.compare import CompareError, compare, load_result
+from agentgym.cli.main import main
+
+
+def _result(successes: dict[int, list[bool]], env: str = "babyai", **settings) -> dict:
+    episodes = [
+        {"task_id": t, "level": f"level {t % 2}", "success": s, "score": float(s)}
+        for t, runs in successes.items()
+        for s in runs
+    ]
+    return {
+        "env": env,
+        "k": 2,
+        "horizon_cap": 8,
+        "temperature": 0.3,
+        **settings,
+        "episodes": episodes,
+    }
+
+
+def test_the_difference_is_paired_by_task_with_its_standard_error():
+    base = _result({0: [False, False], 1: [True, False], 2: [True, True], 3: [False, False]})
+    new = _result({0: [True, False], 1: [True, True], 2: [True, True], 3: [False, False]})
+    rows = compare(base, new)["rows"]
+    # per-task differences 0.5, 0.5, 0, 0: mean 0.25, sample sd sqrt(1/12), SE sd / 2
+    assert rows["babyai"]["base"] == pytest.approx(0.375)
+    assert rows["babyai"]["new"] == pytest.approx(0.625)
+    assert rows["babyai"]["diff"] == pytest.approx(0.25)
+    assert rows["babyai"]["se"] == pytest.approx(math.sqrt(1 / 12) / 2)
+    # level rows: tasks 0 and 2 (level 0), 1 and 3 (level 1)
+    assert rows["level 0"]["tasks"] == 2 and rows["level 0"]["diff"] == pytest.approx(0.25)
+    assert rows["level 1"]["diff"] == pytest.approx(0.25)
+
+
+def test_only_common_tasks_are_compared_and_other_settings_are_named():
+    base = _result({0: [True, True], 1: [False, False], 2: [True, False]})
+    new = _result({1: [True, True], 2: [True, False], 5: [True, True]}, horizon_cap=16)
+    result = compare(base, new)
+    assert result["rows"]["babyai"]["tasks"] == 2
+    assert result["rows"]["babyai"]["diff"] == pytest.approx(0.5)
+    assert any("2 tasks in both; 1 only in BASE, 1 only in NEW" in n for n in result["notes"])
+    assert any("turn cap differs: BASE 8, NEW 16" in n for n in result["notes"])
+    with pytest.raises(CompareError, match="no task in common"):
+        compare(base, _result({7: [True, True]}))
+
+
+def test_several_envs_get_env_level_rows_and_a_macro_row():
+    def multi(a: dict, b: dict) -> dict:
+        one, two = _result(a), _result(b, env="textcraft")
+        episodes = [{**e, "env": "babyai"} for e in one["episodes"]]
+        episodes += [{**e, "env": "textcraft"} for e in two["episodes"]]
+        return {
+            **one,
+            "env": "babyai+textcraft",
+            "envs": ["babyai", "textcraft"],
+            "episodes": episodes,
+        }
+
+    base = multi({0: [False], 1: [False]}, {0: [False], 1: [True]})
+    new = multi({0: [True], 1: [True]}, {0: [False], 1: [True]})
+    rows = compare(base, new)["rows"]
+    assert rows["babyai"]["diff"] == 1.0 and rows["textcraft"]["diff"] == 0.0
+    assert "babyai: level 0" in rows and "textcraft: level 1" in rows
+    assert rows["macro"]["diff"] == pytest.approx(0.5) and rows["macro"]["tasks"] == 4
+
+
+def test_cli_prints_the_table_writes_json_and_refuses_bad_files(tmp_path, capsys):
+    a, b, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "cmp.json"
+    a.write_text(json.dumps(_result({0: [False, False], 1: [True, False]})))
+    b.write_text(json.dumps(_result({0: [True, True], 1: [True, False]})))
+    assert main(["compare", str(a), str(b), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "new-base" in printed and "+0.500" in printed
+    assert json.loads(out.read_text())["rows"]["babyai"]["diff"] == 0.5
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["compare", str(bad), str(b)]) == 2
+    assert "bad.json: not JSON" in capsys.readouterr().err
+    bad.write_text(json.dumps({"rows": {}}))
+    assert main(["compare", str(bad), str(b)]) == 2
+    assert "not an agentgym eval result" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "missing.json"), str(b)]) == 2
+    with pytest.raises(CompareError):
+        load_result(tmp_path / "missing.json")
