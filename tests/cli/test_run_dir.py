@@ -304,3 +304,9 @@ def test_an_eval_under_other_settings_keeps_the_earlier_result(tmp_path):
     assert result_path(path, more) == tmp_path / "eval" / "step_30-3.json"
     path.write_text("not json")  # an unreadable result is kept too
     assert result_path(path, cap8) == tmp_path / "eval" / "step_30-3.json"
+    # as many tasks, but other ones (another level set): another result, kept
+    levels = {**cap8, "episodes": [{"task_id": 3, "level": "level 3"}]}
+    path.write_text(json.dumps({**cap8, "episodes": [{"task_id": 8, "level": "level 8"}]}))
+    assert result_path(path, levels) == tmp_path / "eval" / "step_30-3.json"
+    path.write_text(json.dumps(levels))
+    assert result_path(path, dict(levels)) == path

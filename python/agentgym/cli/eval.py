@@ -172,13 +172,22 @@ def _mean(values: list[float]) -> float:
 
 
 def _settings(result: dict[str, Any]) -> tuple:
-    return tuple(result.get(k) for k in ("horizon_cap", "num_tasks", "k", "temperature"))
+    """What makes two results of one checkpoint comparable: the turn cap, samples, temperature
+    and the tasks themselves (another level set of the same size is another eval)."""
+    env = result.get("env")
+    episodes = result.get("episodes")
+    tasks = sorted(
+        {(str(e.get("env", env)), str(e.get("task_id"))) for e in episodes if isinstance(e, dict)}
+        if isinstance(episodes, list)
+        else []
+    )
+    return (*(result.get(k) for k in ("horizon_cap", "num_tasks", "k", "temperature")), tasks)
 
 
 def result_path(path: Path, result: dict[str, Any]) -> Path:
     """``path``, or ``path`` numbered (``step_8-2.json``, ``step_8-3.json``...) where it holds
-    an earlier result of the same checkpoint under other settings (turn cap, number of tasks,
-    samples, temperature): that result is kept, and the same settings again replace their own."""
+    an earlier result of the same checkpoint under other settings (turn cap, tasks, samples,
+    temperature): that result is kept, and the same settings again replace their own."""
     candidate, n = path, 1
     while candidate.exists():
         try:
