@@ -583,11 +583,9 @@ def _learner_temperature_follows_engine(data: dict[str, Any], origins: dict[str,
     """``learner.temperature`` left out takes ``engine.temperature``: the learner computes
     log-probs at the temperature the actors sample at, so one setting is enough. Both given and
     different is still refused at validation."""
-    engine, learner = data.get("engine"), data.get("learner")
+    engine, learner = data.get("engine"), data.get("learner") or {}
     if not isinstance(engine, Mapping) or "temperature" not in engine:
         return
-    if learner is None:
-        learner = {}
     if not isinstance(learner, Mapping) or "temperature" in learner:
         return
     data["learner"] = {**learner, "temperature": engine["temperature"]}
