@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -92,3 +94,19 @@ def test_cli_prints_the_table_writes_json_and_refuses_bad_files(tmp_path, capsys
     assert main(["compare", str(tmp_path / "missing.json"), str(b)]) == 2
     with pytest.raises(CompareError):
         load_result(tmp_path / "missing.json")
+
+
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(tmp_path):
+    """``agentgym compare A B | head -1``: the command stops quietly with 141, as shell tools do."""
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(_result({t: [True, False] for t in range(200)})))
+    code = "import sys; from agentgym.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "compare", str(a), str(a)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    process.stdout.close()  # before the interpreter has even imported agentgym
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 141
+    assert b"Traceback" not in err and b"Exception ignored" not in err

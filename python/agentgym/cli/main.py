@@ -42,11 +42,25 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
+        sys.stdout.flush()  # a closed pipe raises here, not in the interpreter's exit
+        return code
     except ConfigError as e:
         from agentgym.cli.common import report_config_error
 
         return report_config_error(f"agentgym {args.command}", e)
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``agentgym compare ... | head``): exit quietly, as a
+    shell tool does, with stdout pointed at /dev/null so that the interpreter's final flush
+    raises nothing either."""
+    import os
+
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141  # 128 + SIGPIPE, what a shell reports for a command a closed pipe stopped
 
 
 def _dispatch(args: argparse.Namespace) -> int:
