@@ -167,3 +167,46 @@ def test_loading_draws_no_third_party_progress_bar(tmp_path, capfd) -> None:
     load_model(path)
     out, err = capfd.readouterr()
     assert "Loading weights" not in out + err
+
+
+COPY_STEPS = 300
+COPIER = TinyModelSpec(
+    vocab_size=350, hidden_size=64, intermediate_size=128, num_hidden_layers=2, seed=5
+)
+
+
+def copy_accuracy(path, seed=99) -> float:
+    """Greedy accuracy on the repeat of random spans (the warm-up's task, fresh spans)."""
+    model, tokenizer = load_model(path)
+    span = torch.randint(3, len(tokenizer), (64, 32), generator=torch.Generator().manual_seed(seed))
+    sequences = torch.cat([span, span], dim=1)
+    with torch.no_grad():
+        predicted = model(input_ids=sequences).logits[:, 32:-1].argmax(-1)
+    return (predicted == sequences[:, 33:]).float().mean().item()
+
+
+def test_copy_warmup_makes_the_model_continue_repeated_spans(tmp_path) -> None:
+    """Without the warm-up the model is at chance on a span's repeat; with it, it copies."""
+    plain = build_tiny_model(tmp_path / "plain", CORPUS, COPIER)
+    warm = build_tiny_model(tmp_path / "warm", CORPUS, COPIER, copy_warmup_steps=COPY_STEPS)
+    assert copy_accuracy(plain) < 0.05
+    assert copy_accuracy(warm) > 0.9
+    recorded = json.loads((warm / MANIFEST).read_text())["copy_warmup"]
+    assert recorded["steps"] == COPY_STEPS and recorded["copy_accuracy"] > 0.9
+    assert "copy_warmup" not in json.loads((plain / MANIFEST).read_text())
+
+
+def test_copy_warmup_is_part_of_the_build(tmp_path) -> None:
+    """Same seed, same warmed weights; a build with other warm-up steps is not reused."""
+    a = build_tiny_model(tmp_path / "a", CORPUS, SPEC, copy_warmup_steps=3)
+    b = build_tiny_model(tmp_path / "b", CORPUS, SPEC, copy_warmup_steps=3)
+    wa, wb = weights(a), weights(b)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    plain = weights(build_tiny_model(tmp_path / "plain", CORPUS, SPEC))
+    assert not all(torch.equal(wa[k], plain[k]) for k in wa)
+    assert build_tiny_model(a, CORPUS, SPEC, copy_warmup_steps=3) == a
+    for steps in (0, 4):
+        with pytest.raises(ValueError, match=f"3 copy warm-up steps, not {steps}"):
+            build_tiny_model(a, CORPUS, SPEC, copy_warmup_steps=steps)
+    with pytest.raises(ValueError, match="0 copy warm-up steps, not 3"):
+        build_tiny_model(tmp_path / "plain", CORPUS, SPEC, copy_warmup_steps=3)

@@ -241,6 +241,12 @@ class ModelConfig:
     """Tiny model only: files whose text also trains its tokenizer (a ``.jsonl`` file: every
     string in each record; another file: its lines), e.g. a world's passages and questions so
     that its names become single tokens. Recorded in the build's manifest."""
+    copy_warmup_steps: int = 0
+    """Tiny model only: steps of training to continue repeated random spans right after its
+    initialisation (``agentgym.models.copy_warmup``; ~30 s for 400 steps on 2 cores), so that
+    it can copy names it has never seen from its context, as pretrained models do (a search
+    agent copies them from the question and the passages). 0: none. Recorded in the build's
+    manifest."""
     init_from: str | None = None
     """Start from these weights: a learner-format checkpoint or checkpoints folder (e.g.
     ``RUN_DIR/sft/checkpoints``); the learner and every actor load them."""
@@ -256,6 +262,9 @@ class ModelConfig:
             ("tokenizer_texts", all(Path(p).is_file() for p in self.tokenizer_texts),
              "every path must be a file"),
             ("tokenizer_texts", not self.tokenizer_texts or (self.path is None
+             and not self.menu_policy), "tiny model only (not with path or menu_policy)"),
+            ("copy_warmup_steps", self.copy_warmup_steps >= 0, "must be >= 0"),
+            ("copy_warmup_steps", not self.copy_warmup_steps or (self.path is None
              and not self.menu_policy), "tiny model only (not with path or menu_policy)"),
         )  # fmt: skip
 

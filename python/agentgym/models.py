@@ -16,6 +16,7 @@ import os
 import random
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -93,6 +94,7 @@ def build_tiny_model(
     spec: TinyModelSpec = TinyModelSpec(),
     *,
     text_files: Iterable[str] = (),
+    copy_warmup_steps: int = 0,
 ) -> Path:
     """Build (or reuse) the tiny model in `directory`; returns the directory.
 
@@ -100,13 +102,16 @@ def build_tiny_model(
     producing it, which is only called when the directory holds no build yet. The agent
     instructions and corrective messages of `agentgym.agent` are always added, and the text of
     each of `text_files` (see ``file_texts``); the manifest records the spec and these paths.
-    Raises ValueError when the directory holds a build with a different spec or text files.
+    copy_warmup_steps: steps of ``copy_warmup`` after the initialisation (0: none); the manifest
+    records them and the copy accuracy reached.
+    Raises ValueError when the directory holds a build with a different spec, text files or
+    warm-up.
     """
     directory = Path(directory)
     text_files = _resolved(text_files)
     cached = _read_manifest(directory)
     if cached is not None:
-        problem = manifest_conflict(cached, spec, text_files)
+        problem = manifest_conflict(cached, spec, text_files, copy_warmup_steps)
         if problem is not None:
             raise ValueError(f"{directory} holds a tiny model built with {problem}")
         return directory
@@ -118,9 +123,12 @@ def build_tiny_model(
         tokenizer = train_tokenizer(texts, spec.vocab_size)
         tokenizer.save_pretrained(staging)
         model = init_model(tokenizer, spec)
+        manifest = {"spec": asdict(spec), "corpus_sha256": _corpus_hash(texts)}
+        if copy_warmup_steps:
+            accuracy = copy_warmup(model, tokenizer, copy_warmup_steps, seed=spec.seed)
+            manifest["copy_warmup"] = {"steps": copy_warmup_steps, "copy_accuracy": accuracy}
         no_progress_bars()
         model.save_pretrained(staging)
-        manifest = {"spec": asdict(spec), "corpus_sha256": _corpus_hash(texts)}
         if text_files:
             manifest["tokenizer_texts"] = text_files
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
@@ -131,16 +139,70 @@ def build_tiny_model(
 
 
 def manifest_conflict(
-    manifest: dict[str, Any], spec: TinyModelSpec, text_files: list[str]
+    manifest: dict[str, Any], spec: TinyModelSpec, text_files: list[str], copy_warmup_steps: int = 0
 ) -> str | None:
-    """How a tiny model's build (its manifest) differs from `spec` and `text_files`, or None.
-    A build from before text files were recorded has none."""
+    """How a tiny model's build (its manifest) differs from `spec`, `text_files` and
+    `copy_warmup_steps`, or None. A build whose manifest records no text files or warm-up had
+    none."""
     if manifest.get("spec") != asdict(spec):
         return f"{manifest.get('spec')}, not {asdict(spec)}"
     have, want = manifest.get("tokenizer_texts", []), _resolved(text_files)
     if have != want:
         return f"tokenizer texts {have}, not {want}"
+    steps = manifest.get("copy_warmup", {}).get("steps", 0)
+    if steps != copy_warmup_steps:
+        return f"{steps} copy warm-up steps, not {copy_warmup_steps}"
     return None
+
+
+COPY_SPAN = 32
+"""Tokens in a copy warm-up span; each training sequence is a span followed by its repeat."""
+COPY_BATCH = 32
+"""Sequences per copy warm-up step."""
+COPY_LR = 1e-3
+"""AdamW learning rate of the copy warm-up (a 2-layer, 128-wide model copies after ~150 steps)."""
+
+
+def copy_warmup(model: Any, tokenizer: Any, steps: int, *, seed: int = 0) -> float:
+    """Train `model` for `steps` steps to continue repeated spans; returns its copy accuracy.
+
+    Each sequence is COPY_SPAN tokens drawn uniformly from the vocabulary (special tokens left
+    out) followed by the same tokens again; the loss is next-token cross-entropy over the whole
+    sequence, of which only the repeat is predictable. A model learns it by forming induction
+    heads (attend to the token after the earlier occurrence of the current one, copy it), the
+    mechanism pretrained language models use to copy names from their context. A randomly
+    initialised model does not form them in a few hundred SFT steps on agent episodes, so it
+    cannot copy a name it has never seen from a question or a retrieved passage (bench/
+    RESULTS.md, Deep Search quickstart). Copy accuracy: share of a fresh batch's repeated tokens
+    (after the first) that the model predicts greedily. Deterministic for a given `seed`.
+    """
+    import torch
+
+    special = set(tokenizer.all_special_ids)
+    ids = torch.tensor([i for i in range(len(tokenizer)) if i not in special])
+    generator = torch.Generator().manual_seed(seed)
+
+    def batch(size: int) -> Any:
+        span = ids[torch.randint(len(ids), (size, COPY_SPAN), generator=generator)]
+        return torch.cat([span, span], dim=1)
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=COPY_LR, weight_decay=0.0)
+    model.train()
+    for step in range(1, steps + 1):
+        sequences = batch(COPY_BATCH)
+        model(input_ids=sequences, labels=sequences).loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if step % 100 == 0 or step == steps:
+            print(f"tiny model: copy warm-up step {step}/{steps}", file=sys.stderr, flush=True)
+    model.eval()
+    sequences = batch(4 * COPY_BATCH)
+    with torch.no_grad():
+        predicted = model(input_ids=sequences).logits[:, COPY_SPAN:-1].argmax(-1)
+    accuracy = round((predicted == sequences[:, COPY_SPAN + 1 :]).float().mean().item(), 4)
+    print(f"tiny model: copy accuracy {accuracy:.3f}", file=sys.stderr, flush=True)
+    return accuracy
 
 
 def _resolved(paths: Iterable[str | Path]) -> list[str]:

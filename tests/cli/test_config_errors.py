@@ -146,3 +146,14 @@ def test_the_learner_samples_temperature_follows_the_engine_unless_given():
     assert same.learner.temperature == 0.7
     with pytest.raises(ConfigError, match=r"learner.temperature: must equal engine.temperature"):
         load_config(None, ["engine.temperature=0.5", "learner.temperature=1.0"])
+
+
+def test_copy_warmup_is_for_the_tiny_model_only():
+    config = load_config(THOUGHT_ACTION, ["model.copy_warmup_steps=400"])
+    assert config.model.copy_warmup_steps == 400
+    with pytest.raises(ConfigError, match=r"^model\.copy_warmup_steps: must be >= 0"):
+        load_config(THOUGHT_ACTION, ["model.copy_warmup_steps=-1"])
+    with pytest.raises(ConfigError, match=r"^model\.copy_warmup_steps: tiny model only"):
+        load_config(THOUGHT_ACTION, ["model.copy_warmup_steps=400", "model.path=gpt2"])
+    with pytest.raises(ConfigError, match=r"^model\.copy_warmup_steps: tiny model only"):
+        load_config(QUICKSTART, ["model.copy_warmup_steps=400"])

@@ -40,7 +40,10 @@ def model_conflict(config: RunConfig) -> str | None:
     have = _manifest(directory / MANIFEST)
     if have is None:
         return None
-    problem = manifest_conflict(have, config.model.tiny, list(config.model.tokenizer_texts))
+    model = config.model
+    problem = manifest_conflict(
+        have, model.tiny, list(model.tokenizer_texts), model.copy_warmup_steps
+    )
     return None if problem is None else f"{directory} holds a tiny model built with {problem}"
 
 
@@ -96,8 +99,11 @@ def prepare_model(config: RunConfig) -> Path:
     def corpus() -> list[str]:  # every env's text (a multi-env run's tokenizer covers them all)
         return [t for e in native for t in env_corpus(e.name, episodes=n, seed=seed, **e.options)]
 
-    texts = config.model.tokenizer_texts
-    return build_tiny_model(directory, corpus, config.model.tiny, text_files=texts)
+    model = config.model
+    return build_tiny_model(
+        directory, corpus, model.tiny, text_files=model.tokenizer_texts,
+        copy_warmup_steps=model.copy_warmup_steps,
+    )  # fmt: skip
 
 
 def tokenizer_id(directory: str | Path) -> str:
