@@ -386,6 +386,11 @@ class SFTConfig:
     """Fail on the first malformed record instead of skipping and counting it."""
     seed: int = 0
     """Seeds the order of the examples."""
+    copy_mix: float = 0.0
+    """Weight of a copy loss added to every step: the next-token loss on 8 random spans and
+    their repeats (the task of ``model.copy_warmup_steps``). A high SFT lr wipes a tiny
+    model's copy warm-up within a few steps; the mix keeps the skill in training while the demos
+    teach where to copy from. 0: none."""
 
     def __post_init__(self) -> None:
         check(
@@ -393,6 +398,7 @@ class SFTConfig:
             *((name, getattr(self, name) >= 1, "must be >= 1") for name in _OFFLINE_COUNTS),
             ("max_tokens", self.max_tokens >= 2, "must be >= 2"),
             ("checkpoint_every", self.checkpoint_every >= 0, "must be >= 0 (0: only at the end)"),
+            ("copy_mix", self.copy_mix >= 0, "must be >= 0"),
         )
 
 

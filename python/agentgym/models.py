@@ -4,7 +4,9 @@ initialised Qwen2 causal LM, saved like any Hugging Face checkpoint. No download
 `build_tiny_model(directory, corpus)` writes the tokenizer (with a ChatML chat template, the
 ``<|im_start|>role\\n...<|im_end|>\\n`` format of Qwen2.5) and the model with `save_pretrained`.
 A directory that already holds a build with the same spec is reused as is. `load_model(path)` loads
-either that directory or a real checkpoint directory the same way.
+either that directory or a real checkpoint directory the same way. `copy_warmup` (the build's
+``copy_warmup_steps``) gives the random model the one skill of a pretrained one that agent
+episodes need and a few hundred SFT steps do not teach: copying a span it has seen before.
 """
 
 from __future__ import annotations
@@ -163,46 +165,70 @@ COPY_LR = 1e-3
 """AdamW learning rate of the copy warm-up (a 2-layer, 128-wide model copies after ~150 steps)."""
 
 
-def copy_warmup(model: Any, tokenizer: Any, steps: int, *, seed: int = 0) -> float:
-    """Train `model` for `steps` steps to continue repeated spans; returns its copy accuracy.
-
-    Each sequence is COPY_SPAN tokens drawn uniformly from the vocabulary (special tokens left
-    out) followed by the same tokens again; the loss is next-token cross-entropy over the whole
-    sequence, of which only the repeat is predictable. A model learns it by forming induction
-    heads (attend to the token after the earlier occurrence of the current one, copy it), the
-    mechanism pretrained language models use to copy names from their context. A randomly
-    initialised model does not form them in a few hundred SFT steps on agent episodes, so it
-    cannot copy a name it has never seen from a question or a retrieved passage (bench/
-    RESULTS.md, Deep Search quickstart). Copy accuracy: share of a fresh batch's repeated tokens
-    (after the first) that the model predicts greedily. Deterministic for a given `seed`.
-    """
+def copy_token_ids(tokenizer: Any) -> Any:
+    """The ids copy spans are drawn from: the whole vocabulary but the special tokens."""
     import torch
 
     special = set(tokenizer.all_special_ids)
-    ids = torch.tensor([i for i in range(len(tokenizer)) if i not in special])
+    return torch.tensor([i for i in range(len(tokenizer)) if i not in special])
+
+
+def copy_sequences(ids: Any, size: int, generator: Any) -> Any:
+    """`size` sequences of COPY_SPAN tokens drawn uniformly from `ids`, each followed by its
+    repeat: only the repeat is predictable, by copying."""
+    import torch
+
+    span = ids[torch.randint(len(ids), (size, COPY_SPAN), generator=generator)]
+    return torch.cat([span, span], dim=1)
+
+
+def copy_loss(model: Any, ids: Any, size: int, generator: Any) -> Any:
+    """Next-token cross-entropy of `model` on `size` fresh copy sequences."""
+    sequences = copy_sequences(ids, size, generator)
+    return model(input_ids=sequences, labels=sequences).loss
+
+
+def copy_warmup(model: Any, tokenizer: Any, steps: int, *, seed: int = 0) -> float:
+    """Train `model` for `steps` steps to continue repeated spans; returns its copy accuracy.
+
+    Each step is COPY_BATCH ``copy_sequences`` (random spans followed by their repeats); the
+    loss is next-token cross-entropy over the whole sequence, of which only the repeat is
+    predictable. A model learns it by forming induction heads (attend to the token after the
+    earlier occurrence of the current one, copy it), the mechanism pretrained language models
+    use to copy names from their context. A randomly initialised model does not form them in a
+    few hundred SFT steps on agent episodes, so it cannot copy a name it has never seen from a
+    question or a retrieved passage (bench/RESULTS.md, Deep Search quickstart). Copy accuracy:
+    share of a fresh batch's repeated tokens (after the first) that the model predicts greedily.
+    Deterministic for a given `seed`.
+    """
+    import torch
+
+    ids = copy_token_ids(tokenizer)
     generator = torch.Generator().manual_seed(seed)
-
-    def batch(size: int) -> Any:
-        span = ids[torch.randint(len(ids), (size, COPY_SPAN), generator=generator)]
-        return torch.cat([span, span], dim=1)
-
     optimizer = torch.optim.AdamW(model.parameters(), lr=COPY_LR, weight_decay=0.0)
     model.train()
     for step in range(1, steps + 1):
-        sequences = batch(COPY_BATCH)
-        model(input_ids=sequences, labels=sequences).loss.backward()
+        copy_loss(model, ids, COPY_BATCH, generator).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if step % 100 == 0 or step == steps:
             print(f"tiny model: copy warm-up step {step}/{steps}", file=sys.stderr, flush=True)
     model.eval()
-    sequences = batch(4 * COPY_BATCH)
-    with torch.no_grad():
-        predicted = model(input_ids=sequences).logits[:, COPY_SPAN:-1].argmax(-1)
-    accuracy = round((predicted == sequences[:, COPY_SPAN + 1 :]).float().mean().item(), 4)
+    accuracy = copy_accuracy(model, ids, generator)
     print(f"tiny model: copy accuracy {accuracy:.3f}", file=sys.stderr, flush=True)
     return accuracy
+
+
+def copy_accuracy(model: Any, ids: Any, generator: Any) -> float:
+    """Share of the repeated tokens (after each repeat's first) of 4 * COPY_BATCH fresh copy
+    sequences that `model` predicts greedily."""
+    import torch
+
+    sequences = copy_sequences(ids, 4 * COPY_BATCH, generator)
+    with torch.no_grad():
+        predicted = model(input_ids=sequences).logits[:, COPY_SPAN:-1].argmax(-1)
+    return round((predicted == sequences[:, COPY_SPAN + 1 :]).float().mean().item(), 4)
 
 
 def _resolved(paths: Iterable[str | Path]) -> list[str]:

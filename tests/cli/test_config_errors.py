@@ -157,3 +157,9 @@ def test_copy_warmup_is_for_the_tiny_model_only():
         load_config(THOUGHT_ACTION, ["model.copy_warmup_steps=400", "model.path=gpt2"])
     with pytest.raises(ConfigError, match=r"^model\.copy_warmup_steps: tiny model only"):
         load_config(QUICKSTART, ["model.copy_warmup_steps=400"])
+
+
+def test_copy_mix_must_not_be_negative():
+    assert load_config(THOUGHT_ACTION, ["sft.copy_mix=0.5"]).sft.copy_mix == 0.5
+    with pytest.raises(ConfigError, match=r"^sft\.copy_mix: must be >= 0"):
+        load_config(THOUGHT_ACTION, ["sft.copy_mix=-0.1"])

@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 
 from agentgym.config import SFTConfig  # noqa: E402
 from agentgym.learner.datasets import Example  # noqa: E402
-from agentgym.learner.sft import _step, micro_batches, train_sft  # noqa: E402
+from agentgym.learner.sft import _demo_loss, micro_batches, train_sft  # noqa: E402
 
 
 def tiny_lm(vocab=40, seed=0):
@@ -37,10 +37,8 @@ def examples(n=6, seed=1):
 
 def grads_after_step(micro: int):
     model = tiny_lm()
-    opt = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: keep the gradient, change nothing
     cfg = SFTConfig(batch_size=6, micro_batch_size=micro, optim=SFTConfig().optim)
-    opt.zero_grad = lambda set_to_none=True: None  # keep .grad for the comparison
-    loss, tokens, _ = _step(model, opt, examples(), list(range(6)), cfg, pad_token_id=0)
+    loss, tokens = _demo_loss(model, examples(), list(range(6)), cfg, pad_token_id=0)
     return loss, tokens, {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
@@ -75,3 +73,57 @@ def test_training_lowers_the_loss_and_writes_checkpoints(tmp_path):
     assert (tmp_path / "checkpoints" / "step_00000002" / "model.safetensors").exists()
     with pytest.raises(ValueError, match="no usable examples"):
         train_sft(model, [], cfg, pad_token_id=0, out_dir=tmp_path)
+
+
+def copy_skill(model, seed=3) -> float:
+    from agentgym.models import copy_accuracy
+
+    return copy_accuracy(model, torch.arange(3, 40), torch.Generator().manual_seed(seed))
+
+
+def sft_from_a_copier(tmp_path, copy_mix: float):
+    """A 2-layer model trained to copy, then 40 SFT steps at a high lr on data with nothing
+    to copy; returns (its copy accuracy before, after, the run's metrics)."""
+    import json
+
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from agentgym.models import copy_loss
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=40, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+    ))  # fmt: skip
+    ids, generator = torch.arange(3, 40), torch.Generator().manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(300):
+        copy_loss(model, ids, 32, generator).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    before = copy_skill(model)
+    cfg = SFTConfig(epochs=10, batch_size=4, micro_batch_size=4, copy_mix=copy_mix)
+    cfg = SFTConfig(**{**cfg.__dict__, "optim": type(cfg.optim)(lr=0.003)})
+    out = tmp_path / f"mix{copy_mix}"
+    train_sft(
+        model, examples(16), cfg, pad_token_id=0, out_dir=out, progress=lambda s: None,
+        copy_ids=ids,
+    )  # fmt: skip
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return before, copy_skill(model), rows
+
+
+def test_copy_mix_keeps_the_copy_skill_that_sft_alone_wipes(tmp_path):
+    before, plain, rows = sft_from_a_copier(tmp_path, 0.0)
+    assert before > 0.9
+    assert plain < 0.5, plain
+    assert "copy_loss" not in rows[0]
+    before, mixed, rows = sft_from_a_copier(tmp_path, 0.5)
+    assert mixed > 0.9, mixed
+    assert len(rows) == 40 and all(row["copy_loss"] >= 0 for row in rows)
+
+
+def test_copy_mix_needs_the_ids_to_draw_from(tmp_path):
+    cfg = SFTConfig(copy_mix=0.5)
+    with pytest.raises(ValueError, match="copy_mix needs the token ids"):
+        train_sft(tiny_lm(), examples(), cfg, pad_token_id=0, out_dir=tmp_path)

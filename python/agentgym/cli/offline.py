@@ -109,6 +109,11 @@ def _train_offline(args: argparse.Namespace, section: str) -> int:
     items, report = read(cfg.data, codec, max_tokens=cfg.max_tokens, strict=cfg.strict)
     print(f"agentgym {section}: {noun}: {report.summary()}", flush=True)
     out = Path(config.run_dir) / section
+    extra = {}
+    if section == "sft" and cfg.copy_mix:
+        from agentgym.models import copy_token_ids
+
+        extra["copy_ids"] = copy_token_ids(tokenizer)
     result = train(
         model,
         items,
@@ -117,6 +122,7 @@ def _train_offline(args: argparse.Namespace, section: str) -> int:
         out_dir=out,
         progress=_progress,
         tokenizer_id=tokenizer_id(model_dir(config)),
+        **extra,
     )
     print(
         f"agentgym {section}: {result.steps} steps, final loss {result.final_loss:.4f}; "

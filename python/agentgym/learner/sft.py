@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from torch import nn
 
 from agentgym.config import SFTConfig
@@ -22,6 +23,10 @@ from agentgym.learner.datasets import Example
 from agentgym.learner.learner import forward_tokens
 from agentgym.learner.losses import sft_loss
 from agentgym.learner.offline import clip_and_step, offline_loop, pad_examples
+from agentgym.models import copy_loss
+
+COPY_MIX_BATCH = 8
+"""Copy sequences per step with ``copy_mix`` (a quarter of the warm-up's batch)."""
 
 
 @dataclass
@@ -50,19 +55,30 @@ def train_sft(
     out_dir: str | Path,
     progress: Callable[[str], None] = print,
     tokenizer_id: str = "",
+    copy_ids: torch.Tensor | None = None,
 ) -> SFTResult:
     """Fine-tune ``model`` in place on ``examples``; writes metrics and checkpoints under
-    ``out_dir`` (``metrics.jsonl``, ``checkpoints/``)."""
+    ``out_dir`` (``metrics.jsonl``, ``checkpoints/``). With ``cfg.copy_mix``, ``copy_ids`` are
+    the token ids its copy spans are drawn from (``agentgym.models.copy_token_ids``)."""
     if not examples:
         raise ValueError("sft: no usable examples")
+    if cfg.copy_mix and copy_ids is None:
+        raise ValueError("sft: copy_mix needs the token ids to draw copy spans from")
     seen = {"tokens": 0}
     start = time.perf_counter()
+    generator = torch.Generator().manual_seed(cfg.seed)
 
     def step_fn(optimizer, step: list[int]) -> dict[str, float]:
-        loss, tokens, grad_norm = _step(model, optimizer, examples, step, cfg, pad_token_id)
+        loss, tokens = _demo_loss(model, examples, step, cfg, pad_token_id)
+        metrics = {"loss": loss, "tokens": tokens}
+        if cfg.copy_mix:
+            copy = copy_loss(model, copy_ids, COPY_MIX_BATCH, generator)
+            (cfg.copy_mix * copy).backward()
+            metrics["copy_loss"] = float(copy.detach())
         seen["tokens"] += tokens
         rate = seen["tokens"] / (time.perf_counter() - start)
-        return {"loss": loss, "tokens": tokens, "grad_norm": grad_norm, "tokens_per_s": rate}
+        grad_norm = clip_and_step(model, optimizer, cfg.optim.grad_clip)
+        return {**metrics, "grad_norm": grad_norm, "tokens_per_s": rate}
 
     steps, last, checkpoint = offline_loop(
         model, len(examples), cfg, step_fn, out_dir, "sft", progress, tokenizer_id
@@ -70,9 +86,8 @@ def train_sft(
     return SFTResult(steps, seen["tokens"], last["loss"], checkpoint)
 
 
-def _step(
-    model, optimizer, examples, step, cfg: SFTConfig, pad_token_id
-) -> tuple[float, int, float]:
+def _demo_loss(model, examples, step, cfg: SFTConfig, pad_token_id) -> tuple[float, int]:
+    """Back-propagate the step's token-mean NLL; returns (loss, assistant tokens)."""
     num_tokens = sum(sum(examples[i].loss_mask) for i in step)
     total = 0.0
     for micro in micro_batches(examples, step, cfg.micro_batch_size):
@@ -81,4 +96,4 @@ def _step(
         loss = sft_loss(out.logp, batch.loss_mask, num_tokens=num_tokens)
         loss.backward()
         total += float(loss.detach())
-    return total, num_tokens, clip_and_step(model, optimizer, cfg.optim.grad_clip)
+    return total, num_tokens
