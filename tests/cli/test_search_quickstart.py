@@ -36,7 +36,7 @@ def _header_commands() -> list[list[str]]:
 def test_search_quickstart_recipe_answers_held_out_questions(tmp_path, monkeypatch) -> None:
     """``configs/search-quickstart.yaml`` as its header runs it, unshrunk: the world, its index,
     the expert's demos, SFT (with the copy warm-up), 100 GRPO steps, held-out eval of all three
-    policies. About 15 minutes on 2 idle cores.
+    policies. 11 min 27 s on 2 idle cores.
 
     The untrained policy writes no usable reply; after SFT it answers held-out questions whose
     names it has never seen (EM 0.133 over 400 questions, 28% invalid replies, in bench/
