@@ -192,8 +192,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     # SIGTERM ends the process like Ctrl-C does: through KeyboardInterrupt and server.stop().
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    print(f"agentgym-envserver: {args.env} on http://{server.host}:{server.port}", flush=True)
     try:
+        # Inside the try: whoever reads this line may interrupt at once (tests, supervisors).
+        print(f"agentgym-envserver: {args.env} on http://{server.host}:{server.port}", flush=True)
         # Short waits with the GIL released, so Python sees Ctrl-C between them.
         while not server.wait(0.2):
             pass
