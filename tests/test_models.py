@@ -12,6 +12,8 @@ from agentgym.models import (  # noqa: E402
     MANIFEST,
     TinyModelSpec,
     build_tiny_model,
+    copy_accuracy,
+    copy_token_ids,
     env_corpus,
     file_texts,
     load_model,
@@ -175,22 +177,18 @@ COPIER = TinyModelSpec(
 )
 
 
-def copy_accuracy(path, seed=99) -> float:
-    """Greedy accuracy on the repeat of random spans (the warm-up's task, fresh spans)."""
+def copy_skill(path, seed=99) -> float:
+    """Greedy accuracy on the repeat of fresh random spans (the warm-up's task)."""
     model, tokenizer = load_model(path)
-    span = torch.randint(3, len(tokenizer), (64, 32), generator=torch.Generator().manual_seed(seed))
-    sequences = torch.cat([span, span], dim=1)
-    with torch.no_grad():
-        predicted = model(input_ids=sequences).logits[:, 32:-1].argmax(-1)
-    return (predicted == sequences[:, 33:]).float().mean().item()
+    return copy_accuracy(model, copy_token_ids(tokenizer), torch.Generator().manual_seed(seed))
 
 
 def test_copy_warmup_makes_the_model_continue_repeated_spans(tmp_path) -> None:
     """Without the warm-up the model is at chance on a span's repeat; with it, it copies."""
     plain = build_tiny_model(tmp_path / "plain", CORPUS, COPIER)
     warm = build_tiny_model(tmp_path / "warm", CORPUS, COPIER, copy_warmup_steps=COPY_STEPS)
-    assert copy_accuracy(plain) < 0.05
-    assert copy_accuracy(warm) > 0.9
+    assert copy_skill(plain) < 0.05
+    assert copy_skill(warm) > 0.9
     recorded = json.loads((warm / MANIFEST).read_text())["copy_warmup"]
     assert recorded["steps"] == COPY_STEPS and recorded["copy_accuracy"] > 0.9
     assert "copy_warmup" not in json.loads((plain / MANIFEST).read_text())
