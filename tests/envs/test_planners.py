@@ -134,3 +134,56 @@ def test_demos_cli_keeps_the_named_webnav_templates(tmp_path, capsys):
         main(["demos", "webnav", "--tasks", "0:90", "--templates", "6,46", "--out", str(out)])
     with pytest.raises(SystemExit, match="no task id left"):
         main(["demos", "webnav", "--tasks", "0:5", "--templates", "6", "--out", str(out)])
+
+
+def test_family_goal_lines():
+    from agentgym.envs.families import family
+
+    babyai, textcraft = family("babyai").goal, family("textcraft").goal
+    assert babyai("Your goal: go to the red door\nIn front of you ...") == "go to the red door"
+    recipes = "Crafting commands:\ncraft 4 stick using 2 planks\n\n"
+    assert textcraft(recipes + "Goal: craft stick.") == "craft stick"
+    assert babyai("In front of you ...") is None and textcraft("Goal: ") is None
+    assert family("search").goal is None and family("unknown-env").goal is None
+
+
+@pytest.mark.parametrize(
+    "env,task,plan", [("babyai", 3, plan_babyai), ("textcraft", 200, plan_textcraft)]
+)
+def test_goal_in_thought_restates_the_goal_line_and_keeps_the_actions(env, task, plan):
+    pool = EnvPool(env)
+    steps = plan(pool, task)
+    plain = demo_episode(pool, env, task, steps)
+    restated = demo_episode(pool, env, task, steps, goal_in_thought=True)
+    first = plain["messages"][1]["content"]
+    line = next(line for line in first.splitlines() if "oal: " in line)
+    goal = line.split("oal: ", 1)[1].rstrip(".")
+    replies = [m["content"] for m in restated["messages"] if m["role"] == "assistant"]
+    before = [m["content"] for m in plain["messages"] if m["role"] == "assistant"]
+    assert replies == [r.replace("Thought: ", f"Thought: My goal: {goal}. ", 1) for r in before]
+    assert [parse_action(r, env).action for r in replies] == [s.action for s in steps]
+    assert restated["success"] and restated["reward"] == plain["reward"]
+    assert [m for m in restated["messages"] if m["role"] != "assistant"] == [
+        m for m in plain["messages"] if m["role"] != "assistant"
+    ]
+
+
+def test_goal_in_thought_is_refused_without_a_goal_line(tmp_path):
+    from agentgym.cli.main import main
+
+    out = tmp_path / "demos.jsonl"
+    with pytest.raises(SystemExit, match="search states no goal line"):
+        main(["demos", "search", "--goal-in-thought", "--out", str(out)])
+    with pytest.raises(ValueError, match="search: the env family states no goal line"):
+        demo_episode(EnvPool("textcraft"), "search", 0, [], goal_in_thought=True)
+    with pytest.raises(ValueError, match="babyai task 0: no goal line in the first observation"):
+        # a TextCraft world read with BabyAI's rules
+        demo_episode(EnvPool("textcraft"), "babyai", 0, [], goal_in_thought=True)
+    assert not out.exists()
+
+
+def test_demos_cli_states_a_bad_env_option_without_a_traceback(tmp_path):
+    from agentgym.cli.main import main
+
+    with pytest.raises(SystemExit, match='agentgym demos search: invalid option "qa"'):
+        main(["demos", "search", "--out", str(tmp_path / "d.jsonl")])

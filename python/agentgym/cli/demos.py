@@ -9,7 +9,8 @@ replies in the family's format: ``Thought: ... Action: ...``, WebArena's for web
 planner's success rate per eval group (TextCraft: goal depth; BabyAI: level; webnav: site/kind;
 search: data source) and the tasks it could not solve, with the reasons the planner gave. Env
 options come as ``-o KEY=VALUE`` (search: ``-o index=DIR -o qa=FILE``); ``--levels`` (BabyAI,
-``task_id % 40``) and ``--templates`` (webnav, ``task_id % 46``) keep only some ids of the range.
+``task_id % 40``) and ``--templates`` (webnav, ``task_id % 46``) keep only some ids of the range;
+``--goal-in-thought`` (BabyAI, TextCraft) starts every thought with the episode's goal line.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="env option, repeatable (search: -o index=DIR -o qa=FILE)",
+    )
+    parser.add_argument(
+        "--goal-in-thought",
+        action="store_true",
+        help='start every thought with "My goal: <goal>." as the first observation words the '
+        "goal (babyai, textcraft): a reply then names the goal it serves, which small models "
+        "copy from the goal line more easily than they recall it",
     )
     parser.add_argument("--out", required=True, help="JSONL file to write")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
@@ -86,10 +94,15 @@ def run(args: argparse.Namespace) -> int:
     tasks = _filtered(tasks, "--templates", args.templates, WEBNAV_TEMPLATES)
     if not tasks:
         raise SystemExit(f"--tasks {args.tasks}: no task id left after --levels/--templates")
-    pool = EnvPool(args.env, **parse_options(args.option))
+    rules, solved, failed = family(args.env), defaultdict(int), defaultdict(list)
+    if args.goal_in_thought and rules.goal is None:
+        raise SystemExit(f"--goal-in-thought: {args.env} states no goal line to restate")
+    try:
+        pool = EnvPool(args.env, **parse_options(args.option))
+    except ValueError as e:
+        raise SystemExit(f"agentgym demos {args.env}: {e}") from None
     if span.stop > pool.num_tasks:
         raise SystemExit(f"--tasks {args.tasks}: {args.env} has task ids 0..{pool.num_tasks - 1}")
-    rules, solved, failed = family(args.env), defaultdict(int), defaultdict(list)
     reasons: dict[str, Counter] = defaultdict(Counter)
     names: dict[str, str] = {}
     out = Path(args.out)
@@ -97,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
     with open(out, "w") as f:
         for k, task in enumerate(tasks, start=1):
             steps, why = _plan(pool, args.env, task)
-            record = demo_episode(pool, args.env, task, steps) if steps else None
+            record = None
+            if steps:
+                record = demo_episode(pool, args.env, task, steps, args.goal_in_thought)
             group, names[group] = _group(pool, rules, args.env, task)
             if record is not None and record["success"]:
                 f.write(json.dumps(record) + "\n")

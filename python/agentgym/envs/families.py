@@ -2,8 +2,9 @@
 
 An entry holds the system instruction (AgentGym's "Thought: ... Action: ..." format), how a
 reply's action is sanitised, how an episode's end is read (success, truncation), how eval groups
-tasks, and the options a remote pool needs to read that family's servers as AgentGym's clients
-do. Code that would otherwise branch on an env's name reads its entry instead; an env without an
+tasks, where its first observation states the goal (expert demos can restate it in their
+thoughts), and the options a remote pool needs to read that family's servers as AgentGym's
+clients do. Code that would otherwise branch on an env's name reads its entry instead; an env without an
 entry gets ``GENERIC``.
 
 The success rule is the env's own completion signal, the same for training metrics and eval:
@@ -206,6 +207,19 @@ def _sciworld_outcome(score: float, done: bool, truncated: bool) -> Outcome:
     return Outcome(success=completed, truncated=(truncated and not done) or out_of_moves)
 
 
+def _line_after(prefix: str) -> Callable[[str], str | None]:
+    """An observation -> the rest of its first line that starts with ``prefix`` (without a
+    final full stop), or None."""
+
+    def goal(observation: str) -> str | None:
+        for line in observation.splitlines():
+            if line.startswith(prefix):
+                return line[len(prefix) :].strip().rstrip(".").strip() or None
+        return None
+
+    return goal
+
+
 def _agentgym_reply(thought: str, action: str) -> str:
     return f"Thought: {thought}\nAction: {action}"
 
@@ -248,6 +262,11 @@ class EnvFamily:
     corpora); it must parse back to the action with this family's rules: "Thought: ...\nAction:
     ..." by default, WebArena's form for webnav, ``<think>...</think>`` then the tag for search."""
 
+    goal: Callable[[str], str | None] | None = None
+    """The episode's first observation -> its goal as the env words it (BabyAI's "Your goal:"
+    line, TextCraft's "Goal:" line), or None; ``agentgym demos --goal-in-thought`` restates it
+    at the start of every thought. None: the family states no goal line."""
+
     def group(self, env: str, task_id: int, info: Mapping[str, Any]) -> str:
         """The eval row of ``task_id`` (the env's name when the family has no grouping)."""
         return self.eval_group(task_id, info) if self.eval_group else env
@@ -270,6 +289,7 @@ FAMILIES: dict[str, EnvFamily] = {
             eval_group=lambda task_id, info: f"level {task_id % 40}",
             group_needs_info=False,
             reward_scale="0..1 (1 - 0.9 * steps / max_steps at the goal, else 0)",
+            goal=_line_after("Your goal: "),
         ),
         EnvFamily(
             "textcraft",
@@ -278,6 +298,7 @@ FAMILIES: dict[str, EnvFamily] = {
             aliases={"look": "inventory"},
             eval_group=lambda task_id, info: f"depth {info['depth']}",
             reward_scale="0..1 (1 when the goal item is crafted)",
+            goal=_line_after("Goal: "),
         ),
         EnvFamily(
             "search",

@@ -170,16 +170,28 @@ def plan_textcraft(pool: Any, task_id: int) -> list[Step] | None:
         pool.close([sid])
 
 
-def demo_episode(pool: Any, env: str, task_id: int, steps: list[Step]) -> dict[str, Any]:
+def demo_episode(
+    pool: Any, env: str, task_id: int, steps: list[Step], goal_in_thought: bool = False
+) -> dict[str, Any]:
     """Replay ``steps`` in a fresh session; the episode as a ``messages`` record (the form
     ``agentgym.learner.datasets`` reads), opened as the actors open one (the family's
-    instruction, then the first observation), each reply in the family's format."""
+    instruction, then the first observation), each reply in the family's format.
+    ``goal_in_thought`` starts every thought with "My goal: <goal>." in the words of the first
+    observation's goal line (the family's ``goal``), so that a reply names the goal it serves;
+    ValueError when the family or the observation has no goal line."""
     from agentgym.envs.families import family
 
     rules = family(env)
+    if goal_in_thought and rules.goal is None:
+        raise ValueError(f"{env}: the env family states no goal line to restate")
     (sid,) = pool.create(1)
     try:
         (observation,) = pool.reset([sid], [task_id])
+        if goal_in_thought:
+            goal = rules.goal(observation)
+            if goal is None:
+                raise ValueError(f"{env} task {task_id}: no goal line in the first observation")
+            steps = [Step(s.action, f"My goal: {goal}. {s.thought}") for s in steps]
         messages = [
             {"role": "system", "content": rules.instruction},
             {"role": "user", "content": observation},
