@@ -67,7 +67,8 @@ def test_train_reports_every_problem_at_once_and_creates_nothing(tmp_path):
 
 def test_action_line_replies_need_room_for_an_action_and_a_model_path_must_exist(tmp_path):
     run_dir = tmp_path / "run"
-    args = sets(f"run_dir={run_dir}", "engine.max_new_tokens=1", "model.path=/nonexistent/model")
+    args = sets(f"run_dir={run_dir}", "engine.max_new_tokens=1", "model.path=/nonexistent/model",
+                "model.copy_warmup_steps=0")  # fmt: skip
     done = agentgym("train", str(THOUGHT_ACTION), *args)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     problems = [line.strip() for line in done.stderr.strip().splitlines()[1:]]
@@ -107,13 +108,14 @@ def test_the_learner_and_actor_commands_check_the_same_way(tmp_path):
 
 
 def test_model_path_takes_local_directories_and_hub_ids(tmp_path):
+    no_build = "model.copy_warmup_steps=0"  # a tiny-model build setting of this config
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")
     for good in (str(tmp_path / "model"), "Qwen/Qwen2.5-0.5B-Instruct", "gpt2"):
-        assert load_config(THOUGHT_ACTION, [f"model.path={good}"]).model.path == good
+        assert load_config(THOUGHT_ACTION, [f"model.path={good}", no_build]).model.path == good
     for bad in ("./missing", str(tmp_path), "/abs/missing", "a/b/c"):
         with pytest.raises(ConfigError, match=r"^model\.path: no model directory there"):
-            load_config(THOUGHT_ACTION, [f"model.path={bad}"])
+            load_config(THOUGHT_ACTION, [f"model.path={bad}", no_build])
 
 
 def test_tokenizer_texts_must_be_files(tmp_path):
@@ -163,3 +165,10 @@ def test_copy_mix_must_not_be_negative():
     assert load_config(THOUGHT_ACTION, ["sft.copy_mix=0.5"]).sft.copy_mix == 0.5
     with pytest.raises(ConfigError, match=r"^sft\.copy_mix: must be >= 0"):
         load_config(THOUGHT_ACTION, ["sft.copy_mix=-0.1"])
+
+
+def test_invalid_reply_penalty_must_not_be_negative():
+    penalty = load_config(THOUGHT_ACTION, ["actor.invalid_reply_penalty=0.1"]).actor
+    assert penalty.invalid_reply_penalty == 0.1
+    with pytest.raises(ConfigError, match=r"^actor\.invalid_reply_penalty: must be >= 0"):
+        load_config(THOUGHT_ACTION, ["actor.invalid_reply_penalty=-0.1"])

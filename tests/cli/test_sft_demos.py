@@ -129,17 +129,16 @@ def test_pairs_then_dpo(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_babyai_demos_then_sft_beat_the_untrained_policy(tmp_path):
-    """The real format learns from demos: after SFT on level-0 demos the policy writes valid
-    actions and reaches held-out goals that the untrained policy never does."""
+    """The real format learns from demos: after SFT on the config's demos (levels 0-4, goal
+    restated in each thought) the policy writes valid actions and reaches held-out goals that
+    the untrained policy never does."""
     from agentgym.cli.eval import evaluate
     from agentgym.config import load_config
 
     config_path = CONFIG.parent / "babyai-thought-action.yaml"
     demos = tmp_path / "demos.jsonl"
-    # 400 level-0 demos, as the config's recipe; with 200, one run on AgentGym's worlds left
-    # the policy writing 54% invalid actions after 4 epochs.
-    assert main(["demos", "babyai", "--tasks", "0:16000", "--levels", "0", "--out", str(demos),
-                 "--quiet"]) == 0  # fmt: skip
+    assert main(["demos", "babyai", "--tasks", "0:3200", "--levels", "0,1,2,3,4",
+                 "--goal-in-thought", "--out", str(demos), "--quiet"]) == 0  # fmt: skip
     sets = [f"run_dir={tmp_path / 'run'}", "sft.epochs=4", "tasks.eval.limit=10",
             "tasks.eval.levels=[0, 1]"]  # fmt: skip
     assert main(["sft", str(config_path), *_sets(sets), "--data", str(demos)]) == 0

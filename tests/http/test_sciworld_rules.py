@@ -134,8 +134,11 @@ def test_actor_episode_shows_the_task_and_reads_success_and_truncation(sciworld_
     engine = ScriptedEngine(tokenizer, plans, idle_action="look at sky")
     pool = EnvPool.remote(sciworld_url, "sciworld", num_tasks=4)
 
-    async def play(task_id):
-        spec = EpisodeSpec("sciworld", task_id, task_id, 2, None, max_context_tokens=100_000)
+    async def play(task_id, penalty=0.0):
+        spec = EpisodeSpec(
+            "sciworld", task_id, task_id, 2, None, max_context_tokens=100_000,
+            invalid_reply_penalty=penalty,
+        )  # fmt: skip
         params = SamplingParams(max_new_tokens=64)
         return await run_group(spec, engine, pool, ChatCodec(tokenizer), params, next_ids(0))
 
@@ -150,3 +153,7 @@ def test_actor_episode_shows_the_task_and_reads_success_and_truncation(sciworld_
     assert [(t.success, t.truncated, t.reward) for t in timed_out.trajectories] == [
         (False, True, 50.0)
     ] * 2
+    # actor.invalid_reply_penalty: the training reward loses it per invalid reply, success stays
+    penalised = asyncio.run(play(0, penalty=2.5))
+    assert [(t.success, t.reward) for t in penalised.trajectories] == [(True, 97.5)] * 2
+    assert asyncio.run(play(2, penalty=2.5)).trajectories[0].reward == 50.0

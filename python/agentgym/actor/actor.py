@@ -101,6 +101,7 @@ class ActorSettings:
     reply_format: str = "action_line"
     system_prompt: bool = True
     max_context_tokens: int = 4096
+    invalid_reply_penalty: float = 0.0
     seed: int = 0
     push_timeout_s: float = 2.0
     sample_every: int = 0
@@ -327,6 +328,7 @@ class Actor:
             reply_format=self.s.reply_format,  # type: ignore[arg-type]
             system_prompt=self.s.system_prompt,
             max_context_tokens=self.s.max_context_tokens,
+            invalid_reply_penalty=self.s.invalid_reply_penalty,
             seed=derive_seed(self.s.seed, group_id),
         )
         self.stats.groups_started += 1

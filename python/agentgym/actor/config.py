@@ -26,6 +26,11 @@ class ActorConfig:
     observation is the whole prompt, for tiny models with short contexts)."""
     max_context_tokens: int = 4096
     """An episode whose conversation would exceed this many tokens ends (counted as truncated)."""
+    invalid_reply_penalty: float = 0.0
+    """Subtracted from an episode's training reward for each reply without a usable action (a
+    format reward, as R1-style recipes use): GRPO then ranks, within a group, an episode that
+    wasted turns on unparsable replies below one that reached the same end without. Success
+    and eval are unchanged; 0: off."""
     seed: int = 0
     """Seeds task sampling, the sampling of each group (mixed with its group id) and the engine's
     own stream; actor i uses seed + i."""
@@ -44,4 +49,5 @@ class ActorConfig:
             ("max_context_tokens", self.max_context_tokens >= 1, "must be >= 1"),
             ("sample_every", self.sample_every >= 0, "must be >= 0 (0: no sample)"),
             ("push_timeout_s", self.push_timeout_s > 0, "must be > 0"),
+            ("invalid_reply_penalty", self.invalid_reply_penalty >= 0, "must be >= 0 (0: off)"),
         )

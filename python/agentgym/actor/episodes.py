@@ -43,6 +43,9 @@ class EpisodeSpec:
     reply_format: Literal["action_line", "bare"] = "action_line"
     system_prompt: bool = True
     max_context_tokens: int = 4096
+    invalid_reply_penalty: float = 0.0
+    """Subtracted from a trajectory's reward per reply without a usable action (success is
+    unchanged)."""
     seed: int | None = None
     """Seeds the sampling: turn t samples with ``derive_seed(seed, t)`` (its i-th live episode
     with that + i), so the same seed, weights and task give the same episodes whatever else is
@@ -235,7 +238,7 @@ def _result(spec, episodes: list[_Episode], episode_ids, generated: int) -> Grou
             env=spec.env,
             task_id=spec.task_id,
             horizon_cap=spec.horizon_cap,
-            reward=e.reward,
+            reward=e.reward - spec.invalid_reply_penalty * e.invalid_replies,
             success=e.success,
             truncated=e.truncated,
             timings={"generate": e.gen_s, "env": e.env_s},

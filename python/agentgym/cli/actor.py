@@ -155,6 +155,7 @@ def run_actor(
         reply_format=a.reply_format,
         system_prompt=a.system_prompt,
         max_context_tokens=a.max_context_tokens,
+        invalid_reply_penalty=a.invalid_reply_penalty,
         seed=a.seed + index,
         push_timeout_s=a.push_timeout_s,
         sample_every=a.sample_every if index == 0 else 0,

@@ -4,8 +4,8 @@ An entry holds the system instruction (AgentGym's "Thought: ... Action: ..." for
 reply's action is sanitised, how an episode's end is read (success, truncation), how eval groups
 tasks, where its first observation states the goal (expert demos can restate it in their
 thoughts), and the options a remote pool needs to read that family's servers as AgentGym's
-clients do. Code that would otherwise branch on an env's name reads its entry instead; an env without an
-entry gets ``GENERIC``.
+clients do. Code that would otherwise branch on an env's name reads its entry instead; an env
+without an entry gets ``GENERIC``.
 
 The success rule is the env's own completion signal, the same for training metrics and eval:
 BabyAI and TextCraft reward only a reached goal (reward > 0 at the end); ScienceWorld completes a
