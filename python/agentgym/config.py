@@ -10,6 +10,7 @@ and the file or ``--set`` item it came from (see ``agentgym.configtools``).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -261,12 +262,38 @@ class ModelConfig:
             ("corpus_episodes", self.corpus_episodes >= 1, "must be >= 1"),
             ("tokenizer_texts", all(Path(p).is_file() for p in self.tokenizer_texts),
              "every path must be a file"),
-            ("tokenizer_texts", not self.tokenizer_texts or (self.path is None
-             and not self.menu_policy), "tiny model only (not with path or menu_policy)"),
             ("copy_warmup_steps", self.copy_warmup_steps >= 0, "must be >= 0"),
-            ("copy_warmup_steps", not self.copy_warmup_steps or (self.path is None
-             and not self.menu_policy), "tiny model only (not with path or menu_policy)"),
+            *self._build_setting_rules(),
         )  # fmt: skip
+
+    def _build_setting_rules(self) -> list[tuple[str, bool, str]]:
+        """The tiny-model build settings given (``tokenizer_texts``, ``copy_warmup_steps``)
+        need a tiny model: the one built into the run dir, or a ``path`` to a tiny-model
+        build whose manifest records the same settings (a later stage of a pipeline names the
+        model an earlier stage built). The menu model and real checkpoints take neither."""
+        from agentgym.models import MANIFEST, resolved_paths
+
+        given = {"tokenizer_texts": bool(self.tokenizer_texts),
+                 "copy_warmup_steps": self.copy_warmup_steps > 0}  # fmt: skip
+        if not any(given.values()) or (self.path is None and not self.menu_policy):
+            return []
+        if self.menu_policy:
+            return [(n, not g, "tiny model only (not with menu_policy)") for n, g in given.items()]
+        try:
+            manifest = json.loads((Path(self.path).expanduser() / MANIFEST).read_text())
+        except (OSError, ValueError):
+            why = f"tiny model only; model.path {self.path} is no tiny-model build (no {MANIFEST})"
+            return [(n, not g, why) for n, g in given.items()]
+        texts = manifest.get("tokenizer_texts", [])
+        steps = manifest.get("copy_warmup", {}).get("steps", 0)
+        return [
+            ("tokenizer_texts", not given["tokenizer_texts"]
+             or texts == resolved_paths(self.tokenizer_texts),
+             f"model.path {self.path} was built with tokenizer texts {texts}"),
+            ("copy_warmup_steps", not given["copy_warmup_steps"]
+             or steps == self.copy_warmup_steps,
+             f"model.path {self.path} was built with {steps} copy warm-up steps"),
+        ]  # fmt: skip
 
 
 def _model_path_ok(path: str) -> bool:

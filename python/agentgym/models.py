@@ -110,7 +110,7 @@ def build_tiny_model(
     warm-up.
     """
     directory = Path(directory)
-    text_files = _resolved(text_files)
+    text_files = resolved_paths(text_files)
     cached = _read_manifest(directory)
     if cached is not None:
         problem = manifest_conflict(cached, spec, text_files, copy_warmup_steps)
@@ -148,7 +148,7 @@ def manifest_conflict(
     none."""
     if manifest.get("spec") != asdict(spec):
         return f"{manifest.get('spec')}, not {asdict(spec)}"
-    have, want = manifest.get("tokenizer_texts", []), _resolved(text_files)
+    have, want = manifest.get("tokenizer_texts", []), resolved_paths(text_files)
     if have != want:
         return f"tokenizer texts {have}, not {want}"
     steps = manifest.get("copy_warmup", {}).get("steps", 0)
@@ -231,7 +231,7 @@ def copy_accuracy(model: Any, ids: Any, generator: Any) -> float:
     return round((predicted == sequences[:, COPY_SPAN + 1 :]).float().mean().item(), 4)
 
 
-def _resolved(paths: Iterable[str | Path]) -> list[str]:
+def resolved_paths(paths: Iterable[str | Path]) -> list[str]:
     """Absolute paths, so a build made from another working directory compares equal."""
     return [str(Path(p).expanduser().resolve()) for p in paths]
 

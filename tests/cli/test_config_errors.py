@@ -3,6 +3,7 @@ field's dotted path and where the value came from, exit code 2, no traceback, no
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ pytest.importorskip("torch")  # the config schema lives under agentgym.learner
 
 from agentgym.config import load_config  # noqa: E402
 from agentgym.configtools import ConfigError  # noqa: E402
+from agentgym.models import MANIFEST  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 QUICKSTART = CONFIGS / "quickstart.yaml"
@@ -128,6 +130,36 @@ def test_tokenizer_texts_must_be_files(tmp_path):
         load_config(THOUGHT_ACTION, [f"model.tokenizer_texts=[{tmp_path / 'missing.jsonl'}]"])
     with pytest.raises(ConfigError, match=r"^model\.tokenizer_texts: tiny model only"):
         load_config(THOUGHT_ACTION, [good, "model.path=gpt2"])
+
+
+def test_a_model_path_takes_build_settings_its_manifest_records(tmp_path):
+    """A pipeline's later stage names the tiny model an earlier stage built: the config's
+    build settings are accepted when the model's manifest records them, refused otherwise."""
+    texts = tmp_path / "world.jsonl"
+    texts.write_text("{}\n")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    path = f"model.path={model}"
+    with pytest.raises(ConfigError, match=r"^model\.copy_warmup_steps: tiny model only; "
+                       rf"model\.path {model} is no tiny-model build"):  # fmt: skip
+        load_config(THOUGHT_ACTION, [path])
+    manifest = {"copy_warmup": {"steps": 400}, "tokenizer_texts": [str(texts.resolve())]}
+    (model / MANIFEST).write_text(json.dumps(manifest))
+    assert load_config(THOUGHT_ACTION, [path]).model.copy_warmup_steps == 400
+    assert load_config(THOUGHT_ACTION, [path, f"model.tokenizer_texts=[{texts}]"])
+    other = model / "config.json"
+    with pytest.raises(ConfigError) as raised:
+        load_config(THOUGHT_ACTION, [path, "model.copy_warmup_steps=300",
+                                     f"model.tokenizer_texts=[{other}]"])  # fmt: skip
+    assert str(raised.value).splitlines() == [
+        f"model.tokenizer_texts: model.path {model} was built with tokenizer texts "
+        f"['{texts.resolve()}'], got ('{other}',) (--set model.tokenizer_texts=[{other}])",
+        f"model.copy_warmup_steps: model.path {model} was built with 400 copy warm-up steps, "
+        "got 300 (--set model.copy_warmup_steps=300)",
+    ]
+    with pytest.raises(ConfigError, match=r"^model\.copy_warmup_steps: tiny model only \(not "):
+        load_config(THOUGHT_ACTION, ["model.menu_policy=true"])
 
 
 def test_periodic_eval_needs_one_learner_process():
