@@ -271,7 +271,7 @@ class ModelConfig:
         need a tiny model: the one built into the run dir, or a ``path`` to a tiny-model
         build whose manifest records the same settings (a later stage of a pipeline names the
         model an earlier stage built). The menu model and real checkpoints take neither."""
-        from agentgym.models import MANIFEST, resolved_paths
+        from agentgym.models import MANIFEST, build_setting_conflicts
 
         given = {"tokenizer_texts": bool(self.tokenizer_texts),
                  "copy_warmup_steps": self.copy_warmup_steps > 0}  # fmt: skip
@@ -284,16 +284,9 @@ class ModelConfig:
         except (OSError, ValueError):
             why = f"tiny model only; model.path {self.path} is no tiny-model build (no {MANIFEST})"
             return [(n, not g, why) for n, g in given.items()]
-        texts = manifest.get("tokenizer_texts", [])
-        steps = manifest.get("copy_warmup", {}).get("steps", 0)
-        return [
-            ("tokenizer_texts", not given["tokenizer_texts"]
-             or texts == resolved_paths(self.tokenizer_texts),
-             f"model.path {self.path} was built with tokenizer texts {texts}"),
-            ("copy_warmup_steps", not given["copy_warmup_steps"]
-             or steps == self.copy_warmup_steps,
-             f"model.path {self.path} was built with {steps} copy warm-up steps"),
-        ]  # fmt: skip
+        conflicts = build_setting_conflicts(manifest, self.tokenizer_texts, self.copy_warmup_steps)
+        return [(n, False, f"model.path {self.path} was built with {conflicts[n][0]}")
+                for n, g in given.items() if g and n in conflicts]  # fmt: skip
 
 
 def _model_path_ok(path: str) -> bool:

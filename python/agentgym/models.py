@@ -148,13 +148,25 @@ def manifest_conflict(
     none."""
     if manifest.get("spec") != asdict(spec):
         return f"{manifest.get('spec')}, not {asdict(spec)}"
+    conflicts = build_setting_conflicts(manifest, text_files, copy_warmup_steps)
+    first = next(iter(conflicts.values()), None)
+    return None if first is None else f"{first[0]}, not {first[1]}"
+
+
+def build_setting_conflicts(
+    manifest: dict[str, Any], text_files: Iterable[str], copy_warmup_steps: int
+) -> dict[str, tuple[str, Any]]:
+    """The build settings (``tokenizer_texts``, ``copy_warmup_steps``) a tiny model's manifest
+    records otherwise: name -> (what the build recorded, in words; the value asked for). A
+    manifest that records no text files or warm-up had none."""
+    conflicts: dict[str, tuple[str, Any]] = {}
     have, want = manifest.get("tokenizer_texts", []), resolved_paths(text_files)
     if have != want:
-        return f"tokenizer texts {have}, not {want}"
+        conflicts["tokenizer_texts"] = (f"tokenizer texts {have}", want)
     steps = manifest.get("copy_warmup", {}).get("steps", 0)
     if steps != copy_warmup_steps:
-        return f"{steps} copy warm-up steps, not {copy_warmup_steps}"
-    return None
+        conflicts["copy_warmup_steps"] = (f"{steps} copy warm-up steps", copy_warmup_steps)
+    return conflicts
 
 
 COPY_SPAN = 32
