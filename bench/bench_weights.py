@@ -17,13 +17,20 @@ holding it (the first sync warms both sides up: sockets, buffers, page cache):
 Extra RSS = the process's peak RSS minus its RSS once its model was built (page-cache pages of
 the file count where the actor maps them).
 
+``--model LAYERSxHIDDENxVOCAB`` syncs a random Qwen2 of that shape (bench_learner_dist.py's)
+instead of the synthetic tensors, and ``--device cuda`` keeps both sides' models on the GPU (the
+learner's tensors are copied to host memory to travel, the engine copies them back in place),
+as a learner and an actor sharing one GPU would.
+
     python bench/bench_weights.py [--sizes-mb 100 1000] [--dir /dev/shm]
+    python bench/bench_weights.py --model 16x1024x32768 --device cuda --methods stream
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing as mp
 import os
 import platform
@@ -33,6 +40,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_learner_dist's model
 
 METHODS = ("stream", "one message", "file")
 
@@ -47,7 +55,23 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def build(size_mb: int, fill: float):
+def build(size: int | str, fill: float, device: str = "cpu"):
+    """The model of a case on ``device``, every value ``fill``: ``size`` MB of synthetic float32
+    tensors, or a Qwen2 of shape "LAYERSxHIDDENxVOCAB"."""
+    import torch
+
+    if isinstance(size, str):
+        from bench_learner_dist import model as qwen2
+
+        module = qwen2(*(int(v) for v in size.split("x"))).to(device)
+        with torch.no_grad():
+            for t in module.state_dict().values():
+                t.fill_(fill)
+        return module
+    return synthetic(size, fill).to(device)
+
+
+def synthetic(size_mb: int, fill: float):
     """A module whose state dict is ``size_mb`` MB of float32 tensors."""
     import torch
 
@@ -65,14 +89,24 @@ def build(size_mb: int, fill: float):
     return module
 
 
-def learner(method: str, size_mb: int, endpoints, ready, go, done, out, path: str) -> None:
+def marker(model):
+    """The tensor whose value says which version a model holds (the state dict's first)."""
+    return next(iter(model.state_dict().values()))
+
+
+def state_bytes(model) -> int:
+    """Bytes of the state dict as it travels (every entry, tied ones too)."""
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values())
+
+
+def learner(method: str, size, device: str, endpoints, ready, go, done, out, path: str) -> None:
     import torch
 
     from agentgym.learner.weights import state_dict_to_blobs, write_safetensors
     from agentgym.transport.channels import LearnerChannels
 
     torch.set_num_threads(1)
-    model = build(size_mb, 1.5)
+    model = build(size, 1.5, device)
     base = rss_mb()
     chunk = 64 << 20 if method == "stream" else 1 << 40
     with LearnerChannels(endpoints, chunk_bytes=chunk) as channels:
@@ -80,7 +114,7 @@ def learner(method: str, size_mb: int, endpoints, ready, go, done, out, path: st
             ready[version].wait(600)
             start = time.time()
             with torch.no_grad():
-                model.embed.fill_(version)
+                marker(model).fill_(version)
             if method == "file":
                 state = model.state_dict()
                 header = [(k, v.dtype, tuple(v.shape)) for k, v in state.items()]
@@ -92,10 +126,10 @@ def learner(method: str, size_mb: int, endpoints, ready, go, done, out, path: st
                 channels.publish_weights(version, state_dict_to_blobs(model.state_dict()))
             go[version].set()
         done.wait(600)
-    out.put(("learner", start, peak_mb() - base))
+    out.put(("learner", start, peak_mb() - base, state_bytes(model)))
 
 
-def actor(method: str, size_mb: int, endpoints, ready, go, done, out, path: str) -> None:
+def actor(method: str, size, device: str, endpoints, ready, go, done, out, path: str) -> None:
     import torch
 
     from agentgym.engines.hf import HFEngine
@@ -103,7 +137,7 @@ def actor(method: str, size_mb: int, endpoints, ready, go, done, out, path: str)
     from agentgym.transport.channels import AsyncActorChannels
 
     torch.set_num_threads(1)
-    model = build(size_mb, 0.0)
+    model = build(size, 0.0, device)
     engine = HFEngine(model, stop_token_ids=[0], pad_token_id=0)
     base = rss_mb()
 
@@ -122,13 +156,15 @@ def actor(method: str, size_mb: int, endpoints, ready, go, done, out, path: str)
         channels.close()
 
     asyncio.run(main())
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
     end = time.time()
-    assert engine.version == 2 and float(model.embed[-1, -1]) == 2.0
+    assert engine.version == 2 and float(marker(model).reshape(-1)[-1]) == 2.0
     done.set()
-    out.put(("actor", end, peak_mb() - base))
+    out.put(("actor", end, peak_mb() - base, state_bytes(model)))
 
 
-def run_case(method: str, size_mb: int, directory: str, port: int) -> dict:
+def run_case(method: str, size, directory: str, port: int, device: str = "cpu") -> dict:
     from agentgym.transport.channels import Endpoints
 
     ctx = mp.get_context("spawn")
@@ -137,35 +173,47 @@ def run_case(method: str, size_mb: int, directory: str, port: int) -> dict:
     done, out = ctx.Event(), ctx.Queue()
     path = os.path.join(directory, f"agentgym-bench-{os.getpid()}.safetensors")
     endpoints = Endpoints.tcp("127.0.0.1", port)
-    args = (method, size_mb, endpoints, ready, go, done, out, path)
+    args = (method, size, device, endpoints, ready, go, done, out, path)
     procs = [ctx.Process(target=f, args=args) for f in (learner, actor)]
     for p in procs:
         p.start()
-    got = dict((name, (t, extra)) for name, t, extra in (out.get(timeout=900) for _ in procs))
+    got = {name: rest for name, *rest in (out.get(timeout=900) for _ in procs)}
     for p in procs:
         p.join(60)
     for version in (1, 2):
         if os.path.exists(f"{path}.v{version}"):
             os.remove(f"{path}.v{version}")
     seconds = got["actor"][0] - got["learner"][0]
-    return {"s": seconds, "gbps": size_mb / 1024 / seconds,
+    return {"s": seconds, "gbps": got["actor"][2] / 2**30 / seconds,
             "learner_mb": got["learner"][1], "actor_mb": got["actor"][1]}  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes-mb", type=int, nargs="+", default=[100, 1000])
+    ap.add_argument("--model", default=None, help="LAYERSxHIDDENxVOCAB: a Qwen2 instead")
+    ap.add_argument("--device", default="cpu", help="where both sides keep their model")
+    ap.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     ap.add_argument("--dir", default="/dev/shm", help="where the file case writes")
     ap.add_argument("--port", type=int, default=5720)
+    ap.add_argument("--json", default=None, help="append each case's figures to this file")
     args = ap.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; file case in {args.dir}\n")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, models on {args.device}; "
+          f"file case in {args.dir}\n")  # fmt: skip
     print("| model | method | seconds | GB/s | learner extra RSS MB | actor extra RSS MB |")
     print("|---:|---|---:|---:|---:|---:|")
-    for size in args.sizes_mb:
-        for i, method in enumerate(METHODS):
-            r = run_case(method, size, args.dir, args.port + 3 * i)
-            print(f"| {size} MB | {method} | {r['s']:.2f} | {r['gbps']:.2f} | "
+    sizes = [args.model] if args.model else args.sizes_mb
+    for size in sizes:
+        name = f"Qwen2 {size}" if isinstance(size, str) else f"{size} MB"
+        for i, method in enumerate(args.methods):
+            r = run_case(method, size, args.dir, args.port + 3 * i, args.device)
+            print(f"| {name} | {method} | {r['s']:.2f} | {r['gbps']:.2f} | "
                   f"{r['learner_mb']:,.0f} | {r['actor_mb']:,.0f} |", flush=True)  # fmt: skip
+            if args.json:
+                with open(args.json, "a") as f:
+                    row = {"bench": "weights", "model": name, "method": method,
+                           "device": args.device, **r}  # fmt: skip
+                    f.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":

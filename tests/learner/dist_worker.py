@@ -1,6 +1,7 @@
 """Train the tiny model on fixed batches, in one process or as one rank under torchrun.
 
     python dist_worker.py OUT_DIR --estimator grpo --steps 3 [--save-at 2] [--resume CKPT]
+        [--device cuda]
 
 Writes OUT_DIR/params.safetensors (the policy's whole state dict after the last step, and the
 value head's as ``value_head.*``) and OUT_DIR/metrics.json (each step's metrics), from rank 0.
@@ -14,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -53,10 +55,12 @@ def train(
     save_at: int | None = None,
     resume: str | None = None,
     die_at: int | None = None,
+    device: str = "cpu",
 ) -> None:
     """Train up to version ``steps`` and write the results (see the module docstring)."""
-    dist = from_environment("cpu", timeout_s=60)
-    learner = Learner(tiny_model(), learner_config(estimator, str(out / "checkpoints")), dist=dist)
+    dist = from_environment(device, timeout_s=60)
+    cfg = replace(learner_config(estimator, str(out / "checkpoints")), device=device)
+    learner = Learner(tiny_model(), cfg, dist=dist)
     if resume:
         learner.load_checkpoint(resume)
     metrics = []
@@ -74,7 +78,7 @@ def train(
         from safetensors.torch import save_file
 
         out.mkdir(parents=True, exist_ok=True)
-        tensors = {k: v.contiguous() for k, v in items.items() if k != "lm_head.weight"}
+        tensors = {k: v.cpu().contiguous() for k, v in items.items() if k != "lm_head.weight"}
         save_file(tensors, str(out / "params.safetensors"))
         (out / "metrics.json").write_text(json.dumps(metrics))
     dist.close()
@@ -89,11 +93,12 @@ def main() -> None:
     parser.add_argument("--save-at", type=int, default=None)
     parser.add_argument("--resume", default=None)
     parser.add_argument("--die-at", type=int, default=None, help="rank 1 exits at this step")
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(1)
     train(
         args.out, args.estimator, args.steps,
-        save_at=args.save_at, resume=args.resume, die_at=args.die_at,
+        save_at=args.save_at, resume=args.resume, die_at=args.die_at, device=args.device,
     )  # fmt: skip
 
 

@@ -50,15 +50,24 @@ class Dist:
 
     def all_sum_(self, t: Tensor) -> Tensor:
         """Sum ``t`` over ranks in place (``t`` itself when there is one process)."""
-        if self.sharded and self.world_size > 1:
-            dist.all_reduce(t, op=dist.ReduceOp.SUM)
-        return t
+        return self._all_reduce_(t, dist.ReduceOp.SUM)
 
     def all_max_(self, t: Tensor) -> Tensor:
         """Element-wise max of ``t`` over ranks, in place."""
-        if self.sharded and self.world_size > 1:
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return t
+        return self._all_reduce_(t, dist.ReduceOp.MAX)
+
+    def _all_reduce_(self, t: Tensor, op: Any) -> Tensor:
+        """All-reduce ``t`` in place; a host tensor under NCCL (which reduces only GPU
+        tensors) travels through the rank's GPU and back."""
+        if not self.sharded or self.world_size == 1:
+            return t
+        device = self._collective_device
+        if device is None or t.device == device:
+            dist.all_reduce(t, op=op)
+            return t
+        on_device = t.to(device)
+        dist.all_reduce(on_device, op=op)
+        return t.copy_(on_device)
 
     def broadcast(self, obj: Any) -> Any:
         """Rank 0's ``obj`` on every rank (pickled; the ranks are one trusted job)."""
@@ -114,7 +123,9 @@ def from_environment(device: str = "cpu", timeout_s: float = 600.0) -> Dist:
         torch.cuda.set_device(local)
     backend = "nccl" if device.startswith("cuda") else "gloo"
     if not dist.is_initialized():
-        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+        # NCCL is told the rank's GPU up front (else it guesses one from the global rank).
+        bound = {"device_id": torch.device(device)} if backend == "nccl" else {}
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s), **bound)
     log.info("rank %d of %d (%s, %s)", rank, world, backend, device)
     return Dist(rank=rank, world_size=world, sharded=True, device=device)
 

@@ -1,0 +1,38 @@
+"""bench/gpu_check.sh as a dry run on CPU (every size shrunk): each step runs to the end and
+leaves its log and figures, so the check is ready when a GPU machine is at hand."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = ("gpu-tests", "quickstart", "learner", "learner-fsdp2", "engine", "weights")
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_on_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu_check.sh"), "--device", "cpu", "--out", str(out)],
+        capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    summary = (out / "summary.md").read_text()
+    assert proc.returncode == 0, summary + proc.stdout[-3000:]
+    for step in STEPS:
+        assert f"| {step} | ok |" in summary
+        assert (out / f"{step}.log").stat().st_size > 0
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    kinds = sorted((r["bench"], r.get("mode", r.get("batch", r.get("method")))) for r in rows)
+    assert kinds == sorted([
+        ("learner", "one process"), ("learner", "FSDP2, 1 rank(s)"),
+        ("engine", 1), ("engine", 4), ("weights", "stream"),
+    ])  # fmt: skip
+    assert all(r.get("tokens_per_s", 1) > 0 and r.get("s", 1) > 0 for r in rows)
+    assert "evaluated step 2" in (out / "quickstart.log").read_text()
