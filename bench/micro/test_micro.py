@@ -97,3 +97,24 @@ def test_advantages(benchmark, name):
     else:
         out = benchmark(getattr(adv, name), rewards, groups, mask)
     assert out.shape == (64, 1024)
+
+
+@pytest.mark.parametrize("how", ["inverse_cdf", "multinomial_per_row"])
+def test_sample_rows(benchmark, how):
+    """One decode step's sampling: 64 rows of a 49,152-token vocabulary (SmolLM2's), one
+    generator per row; agentgym's inverse-CDF ``sample_rows`` beside the baseline of one
+    ``torch.multinomial`` call per row."""
+    torch = pytest.importorskip("torch")
+    from agentgym.engines.sampling import processed_logprobs, sample_rows
+
+    logprobs = processed_logprobs(torch.randn(64, 49152, generator=torch.Generator()), 1.0)
+    gens = [torch.Generator().manual_seed(i) for i in range(64)]
+
+    def multinomial_per_row():
+        probs = logprobs.exp()
+        return torch.stack([torch.multinomial(probs[i], 1, generator=g)[0] for i, g in
+                            enumerate(gens)])  # fmt: skip
+
+    run = (lambda: sample_rows(logprobs, gens)[0]) if how == "inverse_cdf" else multinomial_per_row
+    tokens = benchmark(run)
+    assert tokens.shape == (64,)

@@ -60,3 +60,14 @@ def test_sample_rows_is_reproducible_per_row_seed() -> None:
     a, _ = sample_rows(lp, [torch.Generator().manual_seed(7), torch.Generator().manual_seed(8)])
     b, _ = sample_rows(lp[1:], [torch.Generator().manual_seed(8)])
     assert a[1] == b[0]
+
+
+def test_sample_rows_follows_the_distribution() -> None:
+    probs = torch.tensor([0.5, 0.0, 0.3, 0.15, 0.05, 0.0])
+    lp = torch.log(probs).expand(4000, -1)
+    gens = [torch.Generator().manual_seed(i) for i in range(4000)]
+    tokens, chosen = sample_rows(lp, gens)
+    freq = torch.bincount(tokens, minlength=6).float() / 4000
+    assert freq[1] == 0 and freq[5] == 0  # no mass, never drawn (also not at the CDF's top)
+    assert freq.tolist() == pytest.approx(probs.tolist(), abs=0.025)  # > 3 sigma at n = 4000
+    assert torch.equal(chosen, lp.gather(-1, tokens[:, None])[:, 0])

@@ -330,7 +330,9 @@ def _right_pad(
 def _pick(
     logits: torch.Tensor, params: SamplingParams, generators: list[torch.Generator]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    logits = logits.float().cpu()
+    """Each row's next token and its behaviour log-prob, on the logits' device (the caller
+    moves only these picks to the host)."""
+    logits = logits.float()
     if params.temperature == 0:
         return greedy_rows(logits)
     logprobs = processed_logprobs(logits, params.temperature, params.top_k, params.top_p)
