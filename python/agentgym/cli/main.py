@@ -4,7 +4,7 @@ datasets), ``demos`` (expert demonstrations), ``pairs`` and ``dpo`` (preference 
 preference optimisation), ``export`` (a checkpoint as a Hugging Face model directory),
 ``textcraft-goals`` (record a TextCraft server's goal order), ``hub`` (a local web app: runs,
 live curves, trajectory replay), ``index`` (build a search index; generate the multi-hop search
-world)."""
+world), ``model`` (fetch or import a real model from a GGUF file)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,17 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    from agentgym.cli import compare, demos, export, hub, index, offline, textcraft_goals, train
+    from agentgym.cli import (
+        compare,
+        demos,
+        export,
+        hub,
+        index,
+        model,
+        offline,
+        textcraft_goals,
+        train,
+    )
     from agentgym.cli import eval as eval_cmd
 
     train.add_arguments(sub.add_parser("train", help="train: learner and actors, live progress"))
@@ -33,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hub.add_arguments(sub.add_parser("hub", help="web app: runs, live curves, replays"))
     index.add_arguments(sub.add_parser("index", help="search env data: build an index, generate"))
+    model.add_arguments(sub.add_parser("model", help="fetch or import a real model (GGUF)"))
     return parser
 
 
@@ -93,6 +104,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from agentgym.cli import index
 
         return index.run(args)
+    if args.command == "model":
+        from agentgym.cli import model
+
+        return model.run(args)
     if args.command == "textcraft-goals":
         from agentgym.cli import textcraft_goals
 
