@@ -319,17 +319,29 @@ class EngineConfig:
     """Top-k truncation (0: off; keep off for exact importance weights)."""
     top_p: float = 1.0
     """Top-p truncation (1.0: off)."""
+    prefix_cache_mb: float | None = None
+    """hf engine: MB of keys/values of earlier turns kept so that an episode's next prompt
+    prefills only its new tokens, and a group's shared opening is prefilled once
+    (``agentgym.engines.prefix_cache``); 0: off. None: 1024, or off with
+    ``model.menu_policy`` (its reply masks read whole prompts)."""
+
+    @property
+    def prefix_cache_size_mb(self) -> float:
+        """``prefix_cache_mb`` with None resolved for a model that is not a menu policy."""
+        return 1024.0 if self.prefix_cache_mb is None else self.prefix_cache_mb
 
     def __post_init__(self) -> None:
         check(
             self,
             ("max_batch_size", self.max_batch_size >= 1, "must be >= 1"),
+            ("prefix_cache_mb", none_or(self.prefix_cache_mb, lambda v: v >= 0),
+             "must be >= 0 (0: off) or null"),
             ("gather_s", self.gather_s >= 0, "must be >= 0"),
             ("max_new_tokens", self.max_new_tokens >= 1, "must be >= 1"),
             ("temperature", self.temperature > 0, "must be > 0"),
             ("top_k", self.top_k >= 0, "must be >= 0 (0: off)"),
             ("top_p", 0 < self.top_p <= 1, "must be in (0, 1] (1: off)"),
-        )
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -554,6 +566,8 @@ class RunConfig:
              "must be bare with model.menu_policy"),
             ("model.path", not menu or self.model.path is None,
              "must be null with model.menu_policy (it builds its own tiny model)"),
+            ("engine.prefix_cache_mb", not menu or not self.engine.prefix_cache_mb,
+             "must be 0 or null with model.menu_policy (its reply masks read whole prompts)"),
             ("engine.max_new_tokens",
              not action_line or self.engine.max_new_tokens >= ACTION_LINE_MIN_TOKENS,
              f"must be >= {ACTION_LINE_MIN_TOKENS} with actor.reply_format action_line (a "
@@ -572,7 +586,33 @@ class RunConfig:
             ("model.path", self.model.path is not None or not foreign,
              f"must be set for env(s) {foreign} without a native implementation (the tiny "
              "model learns its tokenizer from native envs' text)"),
+            *self._context_rules(),
         )  # fmt: skip
+
+    def _context_rules(self) -> list[tuple[str, bool, str]]:
+        """A reply must fit the model's context after the longest prompt the actor sends
+        (``actor.max_context_tokens - 1`` tokens: an episode ends once it reaches the limit)."""
+        limit, where = self._model_context()
+        if limit is None:
+            return []
+        need = self.actor.max_context_tokens - 1 + self.engine.max_new_tokens
+        return [("actor.max_context_tokens", need <= limit,
+                 f"leaves no room for a reply: a prompt of up to max_context_tokens - 1 tokens "
+                 f"plus engine.max_new_tokens ({self.engine.max_new_tokens}) is {need} positions, "
+                 f"the model has {limit} ({where}); set it to at most "
+                 f"{limit - self.engine.max_new_tokens + 1}")]  # fmt: skip
+
+    def _model_context(self) -> tuple[int | None, str]:
+        """The policy's ``max_position_embeddings`` and where it was read (None: unknown, e.g.
+        a hub id not downloaded)."""
+        if self.model.path is None:
+            return self.model.tiny.max_position_embeddings, "model.tiny.max_position_embeddings"
+        config = Path(self.model.path).expanduser() / "config.json"
+        try:
+            value = json.loads(config.read_text()).get("max_position_embeddings")
+        except (OSError, ValueError):
+            return None, ""
+        return (int(value), str(config)) if isinstance(value, int) else (None, "")
 
 
 def _native_names() -> list[str]:

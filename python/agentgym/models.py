@@ -20,7 +20,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -363,6 +363,23 @@ def cache_keyword(model: Any) -> str:
 def output_cache(output: Any) -> Any:
     """The KV cache a forward pass with ``use_cache=True`` returned (either field name)."""
     return output["cache"] if "cache" in output else output["past_key_values"]
+
+
+def cache_layers(cache: Any) -> list[tuple[Any, Any]]:
+    """Per decoder layer, the (keys, values) tensors of a transformers KV cache."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return list(zip(cache.key_cache, cache.value_cache, strict=True))
+
+
+def new_cache(layers: Sequence[tuple[Any, Any]]) -> Any:
+    """A transformers ``DynamicCache`` holding ``layers`` ((keys, values) per layer)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    for i, (k, v) in enumerate(layers):
+        cache.update(k, v, i)
+    return cache
 
 
 def keeps_logits(model: Any) -> bool:

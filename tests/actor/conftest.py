@@ -16,6 +16,7 @@ TINY_OVERRIDES = [
     "model.tiny.hidden_size=32",
     "model.tiny.intermediate_size=64",
     "model.tiny.max_position_embeddings=1024",
+    "actor.max_context_tokens=1024",
     "model.corpus_episodes=8",
     "tasks.eval.limit=6",
     "eval.samples=2",

@@ -204,3 +204,17 @@ def test_invalid_reply_penalty_must_not_be_negative():
     assert penalty.invalid_reply_penalty == 0.1
     with pytest.raises(ConfigError, match=r"^actor\.invalid_reply_penalty: must be >= 0"):
         load_config(THOUGHT_ACTION, ["actor.invalid_reply_penalty=-0.1"])
+
+
+def test_a_reply_must_fit_the_models_context(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"max_position_embeddings": 512}))
+    base = [f"model.path={model}", "actor.reply_format=action_line", "engine.max_new_tokens=64"]
+    load_config(None, [*base, "actor.max_context_tokens=449"])  # 448 + 64 = 512 fits
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [*base, "actor.max_context_tokens=500"])
+    [line] = [p for p in e.value.problems if p.startswith("actor.max_context_tokens")]
+    assert "is 563 positions, the model has 512" in line and "at most 449" in line
+    with pytest.raises(ConfigError, match="model.tiny.max_position_embeddings"):
+        load_config(QUICKSTART, ["model.tiny.max_position_embeddings=1024"])

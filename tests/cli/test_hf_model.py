@@ -52,9 +52,10 @@ def make_checkpoint(directory: Path) -> Path:
     from agentgym.config import TinyModelSpec
     from agentgym.models import MANIFEST, build_tiny_model, env_corpus, load_model
 
+    # 4,224 positions: the config's 4,096-token prompts plus its 128-token replies.
     spec = TinyModelSpec(vocab_size=512, hidden_size=32, intermediate_size=64,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=2048)  # fmt: skip
+                         max_position_embeddings=4224)  # fmt: skip
     build = build_tiny_model(directory / "build", env_corpus("textcraft", episodes=8), spec)
     model, tokenizer = load_model(build)
     tokenizer.chat_template = QWEN_STYLE_TEMPLATE

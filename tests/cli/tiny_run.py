@@ -11,6 +11,7 @@ TINY = [
     "model.tiny.hidden_size=32",
     "model.tiny.intermediate_size=64",
     "model.tiny.max_position_embeddings=1024",
+    "actor.max_context_tokens=1024",
     "model.corpus_episodes=8",
     "actor.group_size=2",
     "actor.groups_in_flight=2",

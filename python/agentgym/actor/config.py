@@ -24,8 +24,11 @@ class ActorConfig:
     system_prompt: bool = True
     """Open each episode with the env's instruction as a system message (False: the first
     observation is the whole prompt, for tiny models with short contexts)."""
-    max_context_tokens: int = 4096
-    """An episode whose conversation would exceed this many tokens ends (counted as truncated)."""
+    max_context_tokens: int = 3968
+    """An episode ends (counted as truncated) once its conversation reaches this many tokens.
+    The longest prompt is then one token shorter, and it plus ``engine.max_new_tokens`` must fit
+    the model's context (checked at load; the default fits the tiny model's 4,096 positions
+    with 128-token replies)."""
     invalid_reply_penalty: float = 0.0
     """Subtracted from an episode's training reward for each reply without a usable action (a
     format reward, as R1-style recipes use): GRPO then ranks, within a group, an episode that

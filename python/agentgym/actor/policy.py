@@ -210,6 +210,8 @@ def make_engine(config: RunConfig, model: Any, tokenizer: Any, *, seed: int = 0)
         max_batch_size=1 if config.deterministic else config.engine.max_batch_size,
         gather_s=config.engine.gather_s,
         seed=seed,
+        prefix_cache_mb=0 if config.model.menu_policy else config.engine.prefix_cache_size_mb,
+        tokenizer=tokenizer,
     )
 
 

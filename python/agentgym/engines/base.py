@@ -35,6 +35,9 @@ class SamplingParams:
     """Keep the smallest most-likely set of tokens with mass >= top_p; 1.0 disables."""
     stop_token_ids: tuple[int, ...] = ()
     """Extra stop tokens on top of the engine's own (EOS, <|im_end|>)."""
+    stop: tuple[str, ...] = ()
+    """Stop strings: a row ends with the token that completes one of them (finish 'stop');
+    the generation keeps that token, text after the string in it included."""
     seed: int | None = None
     """Seed of the first prompt of a call; prompt i uses seed + i. None: the engine's own stream."""
 
@@ -47,6 +50,8 @@ class SamplingParams:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if any(not s for s in self.stop):
+            raise ValueError("stop strings must be non-empty")
 
 
 @dataclass
@@ -58,7 +63,8 @@ class Generation:
     logprobs: list[float]
     """Behaviour log-probability of each sampled token (same length as token_ids)."""
     finish_reason: FinishReason
-    """'stop' when a stop token was sampled, 'length' when the token budget ran out."""
+    """'stop' when a stop token was sampled or a stop string completed, 'length' when the token
+    budget ran out (``max_new_tokens``, or the model's context for a long prompt)."""
     policy_version: int = 0
     """Version of the weights that produced every token of this generation."""
     metrics: dict[str, float] = field(default_factory=dict)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,9 @@ from typing import Any
 import torch
 
 from agentgym.engines.base import Generation, SamplingParams
+from agentgym.engines.prefix_cache import Layers, PrefixStore
 from agentgym.engines.sampling import greedy_rows, processed_logprobs, sample_rows
-from agentgym.models import cache_keyword, keeps_logits, output_cache
+from agentgym.models import cache_keyword, cache_layers, keeps_logits, new_cache, output_cache
 
 
 @dataclass
@@ -49,6 +50,8 @@ class HFEngine:
         gather_s: float = 0.002,
         seed: int = 0,
         version: int = 0,
+        prefix_cache_mb: float = 0,
+        tokenizer: Any = None,
     ) -> None:
         """Wrap `model` (already on its device, eval mode is set here).
 
@@ -57,8 +60,15 @@ class HFEngine:
         max_batch_size: most prompts in one forward pass.
         gather_s: how long the batcher waits after the first request for others to join.
         seed: seeds the stream used by requests without their own seed.
+        prefix_cache_mb: keep the keys/values of finished generations, up to this many MB,
+            so that a prompt extending one (an episode's next turn) prefills only its new
+            tokens (`agentgym.engines.prefix_cache`); 0: prefill every prompt whole.
+        tokenizer: decodes replies for stop strings (``SamplingParams.stop``).
         """
         self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.store = PrefixStore(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
+        """The prefix cache (None: off); cleared whenever the weights change."""
         self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
         self.pad_token_id = int(pad_token_id)
         self.max_batch_size = max_batch_size
@@ -84,6 +94,7 @@ class HFEngine:
         model, tokenizer = load_model(path, device=device, dtype=dtype)
         return cls(
             model,
+            tokenizer=tokenizer,
             stop_token_ids=stop_ids_for(model, tokenizer),
             pad_token_id=tokenizer.pad_token_id
             if tokenizer.pad_token_id is not None
@@ -102,6 +113,8 @@ class HFEngine:
         """Queue every prompt and wait for all of them (they may share batches with others)."""
         if any(len(p) == 0 for p in prompts):
             raise ValueError("empty prompt")
+        if params.stop and self.tokenizer is None:
+            raise ValueError("stop strings need the engine's tokenizer (HFEngine(tokenizer=...))")
         self._ensure_running()
         loop = asyncio.get_running_loop()
         key = replace(params, seed=None)
@@ -133,6 +146,8 @@ class HFEngine:
         await asyncio.to_thread(self._lock.acquire)
         try:
             self._whole = False
+            if self.store is not None:
+                self.store.clear()
             params = self.model.state_dict()
             async for name, tensor in tensors:
                 target = params.get(name)
@@ -217,6 +232,8 @@ class HFEngine:
     def _load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
         with self._lock, torch.no_grad():
             self._whole = True  # a whole state dict: no mix of versions from here on
+            if self.store is not None:
+                self.store.clear()
             tensors = {k: torch.as_tensor(v) for k, v in state_dict.items()}  # numpy is fine too
             missing, unexpected = self.model.load_state_dict(tensors, strict=False)
             if unexpected:
@@ -234,6 +251,8 @@ class HFEngine:
                 params,
                 stop_token_ids=self.stop_token_ids | set(params.stop_token_ids),
                 pad_token_id=self.pad_token_id,
+                store=self.store,
+                stop_text=stop_text_check(self.tokenizer, params.stop) if params.stop else None,
             )
             for g in gens:
                 g.policy_version = self._version
@@ -266,37 +285,45 @@ def decode(
     *,
     stop_token_ids: set[int] | frozenset[int],
     pad_token_id: int,
+    store: PrefixStore | None = None,
+    stop_text: Callable[[list[int]], bool] | None = None,
 ) -> list[Generation]:
     """KV-cached sampling of one continuation per prompt (no batching across calls).
 
-    The prompts are right-padded and prefilled without an attention mask: under the causal mask
-    no real token sees the padding after it, so the model can take its fused causal attention
-    path, and only the logits at each prompt's last token are computed (where the model takes
-    ``logits_to_keep``). Decode steps then mask the padding slots of the cache and continue each
-    row at its own position.
+    Each row's budget is ``params.max_new_tokens`` or what the model's context leaves after its
+    own prompt, whichever is smaller (a row with no room generates nothing). Without a
+    ``store`` the prompts are prefilled together (`_prefill_batch`); with one, row by row from
+    the longest cached prefix (`_prefill_rows`), and every finished row's keys and values go
+    back into the store. Decode steps then continue each row at its own position, masking the
+    padding slots of the cache; rows that finish leave the batch. ``stop_text(tokens)`` says
+    whether a row's tokens end with a stop string.
     """
-    device = next(model.parameters()).device
-    input_ids, mask = _right_pad(prompts, pad_token_id, device)
-    last = mask.sum(-1) - 1  # position of each prompt's last token
-    limit = getattr(model.config, "max_position_embeddings", None)
-    budget = params.max_new_tokens
-    if limit is not None:
-        budget = min(budget, max(limit - input_ids.shape[1], 0))
-    generators = [torch.Generator().manual_seed(s) for s in seeds]
+    budgets = row_budgets(model, prompts, params.max_new_tokens)
     out = [Generation([], [], "length") for _ in prompts]
-    live = list(range(len(prompts)))  # original row index of each batch row
-    kept = last.unique()  # sorted
-    keep = {"logits_to_keep": kept} if keeps_logits(model) else {}
-    result = model(input_ids=input_ids, use_cache=True, **keep)
-    column = torch.searchsorted(kept, last) if keep else last
-    logits = result.logits[torch.arange(len(prompts), device=device), column]
-    positions = last[:, None]
-    cache, cache_kw = output_cache(result), cache_keyword(model)
-    for _ in range(budget):
+    live = [i for i, b in enumerate(budgets) if b > 0]
+    if not live:
+        return out
+    rows = [prompts[i] for i in live]
+    pre = (
+        _prefill_rows(model, rows, store)
+        if store is not None
+        else _prefill_batch(model, rows, pad_token_id)
+    )
+    device = pre.logits.device
+    generators = [torch.Generator().manual_seed(s) for s in seeds]
+    cache, mask, logits, width = pre.cache, pre.mask, pre.logits, pre.mask.shape[1]
+    positions = pre.lengths[:, None] - 1
+    cache_kw = cache_keyword(model)
+    fed = 0  # tokens fed back so far (every live row gets each one)
+    while True:
         tokens, logps = _pick(logits, params, [generators[i] for i in live])
-        keep = _record(out, live, tokens.tolist(), logps.tolist(), stop_token_ids)
+        keep = _record(out, live, tokens.tolist(), logps.tolist(), stop_token_ids, budgets,
+                       stop_text)  # fmt: skip
+        if store is not None and len(keep) < len(live):
+            done = [b for b in range(len(live)) if b not in set(keep)]
+            _store_rows(store, cache, done, [live[b] for b in done], prompts, out, width, fed)
         if not keep:
-            break
+            return out
         if len(keep) < len(live):
             idx = torch.tensor(keep, device=device)
             cache.batch_select_indices(idx)
@@ -305,14 +332,112 @@ def decode(
         mask = torch.cat([mask, mask.new_ones(len(live), 1)], dim=1)
         positions = positions + 1
         result = model(
-            input_ids=tokens[:, None].to(device),
+            input_ids=tokens[:, None],
             attention_mask=mask,
             position_ids=positions,
             use_cache=True,
             **{cache_kw: cache},
         )
+        fed += 1
         logits = result.logits[:, -1, :]
-    return out
+
+
+def row_budgets(model: torch.nn.Module, prompts: list[list[int]], max_new: int) -> list[int]:
+    """Tokens each row may generate: ``max_new``, or fewer where the model's context
+    (``max_position_embeddings``) ends sooner after that row's own prompt."""
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit is None:
+        return [max_new] * len(prompts)
+    return [max(0, min(max_new, limit - len(p))) for p in prompts]
+
+
+@dataclass
+class _Prefilled:
+    """Prompts run through the model: a right-padded KV cache and the next-token logits."""
+
+    cache: Any
+    mask: torch.Tensor
+    """[rows, width]: 1 for each row's prompt slots, 0 for padding."""
+    logits: torch.Tensor
+    """[rows, vocab] at each prompt's last token."""
+    lengths: torch.Tensor
+    """[rows] prompt lengths."""
+
+
+def _prefill_batch(model: torch.nn.Module, prompts: list[list[int]], pad: int) -> _Prefilled:
+    """All prompts in one forward pass, right-padded and without an attention mask: under the
+    causal mask no real token sees the padding after it, so the model can take its fused causal
+    attention path, and only the logits at each prompt's last token are computed (where the
+    model takes ``logits_to_keep``)."""
+    device = next(model.parameters()).device
+    input_ids, mask = _right_pad(prompts, pad, device)
+    last = mask.sum(-1) - 1  # position of each prompt's last token
+    kept = last.unique()  # sorted
+    keep = {"logits_to_keep": kept} if keeps_logits(model) else {}
+    result = model(input_ids=input_ids, use_cache=True, **keep)
+    column = torch.searchsorted(kept, last) if keep else last
+    logits = result.logits[torch.arange(len(prompts), device=device), column]
+    return _Prefilled(output_cache(result), mask, logits, last + 1)
+
+
+def _prefill_rows(
+    model: torch.nn.Module, prompts: list[list[int]], store: PrefixStore
+) -> _Prefilled:
+    """Each prompt from the longest prefix the store holds (only the rest is run), its keys and
+    values put back at once so a later row with the same opening (a GRPO group) reuses them;
+    the rows' caches are then stacked right-padded into one batch cache."""
+    device = next(model.parameters()).device
+    cache_kw = cache_keyword(model)
+    keep = {"logits_to_keep": 1} if keeps_logits(model) else {}
+    rows: list[Layers] = []
+    last_logits = []
+    for prompt in prompts:
+        past, n = store.lookup(prompt)
+        ids = torch.tensor([prompt[n:]], dtype=torch.long, device=device)
+        extra = {cache_kw: new_cache(past)} if past is not None else {}
+        positions = torch.arange(n, len(prompt), device=device)[None]
+        result = model(input_ids=ids, position_ids=positions, use_cache=True, **keep, **extra)
+        layers = [(k.clone(), v.clone()) for k, v in cache_layers(output_cache(result))]
+        store.put(prompt, layers)
+        store.reused_tokens += n
+        store.prefilled_tokens += len(prompt) - n
+        rows.append(layers)
+        last_logits.append(result.logits[0, -1])
+    lengths = torch.tensor([len(p) for p in prompts], device=device)
+    width = int(lengths.max())
+    batch = []
+    for layer in range(len(rows[0])):
+        k0, v0 = rows[0][layer]
+        shape = (len(rows), k0.shape[1], width, k0.shape[3])
+        keys, values = k0.new_zeros(shape), v0.new_zeros(shape)
+        for r, row in enumerate(rows):
+            k, v = row[layer]
+            keys[r, :, : k.shape[2]] = k[0]
+            values[r, :, : v.shape[2]] = v[0]
+        batch.append((keys, values))
+    mask = (torch.arange(width, device=device)[None] < lengths[:, None]).long()
+    return _Prefilled(new_cache(batch), mask, torch.stack(last_logits), lengths)
+
+
+def _store_rows(
+    store: PrefixStore,
+    cache: Any,
+    batch_rows: list[int],
+    rows: list[int],
+    prompts: list[list[int]],
+    out: list[Generation],
+    width: int,
+    fed: int,
+) -> None:
+    """Put finished rows' keys and values in the store: their prompt slots and the slots of
+    the tokens fed back (every generated token but the last)."""
+    layers = cache_layers(cache)
+    device = layers[0][0].device
+    for b, row in zip(batch_rows, rows, strict=True):
+        n = len(prompts[row])
+        slots = torch.cat([torch.arange(n), torch.arange(width, width + fed)]).to(device)
+        kept = [(k[b : b + 1, :, slots].clone(), v[b : b + 1, :, slots].clone()) for k, v in layers]
+        store.put(prompts[row] + out[row].token_ids[:-1], kept)
 
 
 def _right_pad(
@@ -345,14 +470,31 @@ def _record(
     tokens: list[int],
     logps: list[float],
     stop_token_ids: set[int] | frozenset[int],
+    budgets: list[int],
+    stop_text: Callable[[list[int]], bool] | None,
 ) -> list[int]:
     """Append each live row's token; return the batch rows that keep generating."""
     keep = []
     for k, (row, tok, lp) in enumerate(zip(live, tokens, logps, strict=True)):
-        out[row].token_ids.append(tok)
-        out[row].logprobs.append(lp)
-        if tok in stop_token_ids:
-            out[row].finish_reason = "stop"
-        else:
+        gen = out[row]
+        gen.token_ids.append(tok)
+        gen.logprobs.append(lp)
+        if tok in stop_token_ids or (stop_text is not None and stop_text(gen.token_ids)):
+            gen.finish_reason = "stop"
+        elif len(gen.token_ids) < budgets[row]:
             keep.append(k)
     return keep
+
+
+def stop_text_check(tokenizer: Any, stops: Sequence[str]) -> Callable[[list[int]], bool]:
+    """``check(tokens)``: whether the text of ``tokens`` ends in a stop string completed by its
+    last token. Only the tail is decoded (a token is at least one character), so a long reply
+    costs the same per step as a short one."""
+    longest = max(len(s) for s in stops)
+
+    def check(tokens: list[int]) -> bool:
+        tail = tokenizer.decode(tokens[-(longest + 1) :], skip_special_tokens=False)
+        before = tokenizer.decode(tokens[-(longest + 1) : -1], skip_special_tokens=False)
+        return any(s in tail and s not in before for s in stops)
+
+    return check
