@@ -15,7 +15,17 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    from agentgym.cli import compare, demos, export, hub, index, offline, textcraft_goals, train
+    from agentgym.cli import (
+        compare,
+        configcmd,
+        demos,
+        export,
+        hub,
+        index,
+        offline,
+        textcraft_goals,
+        train,
+    )
     from agentgym.cli import eval as eval_cmd
 
     train.add_arguments(sub.add_parser("train", help="train: learner and actors, live progress"))
@@ -33,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     hub.add_arguments(sub.add_parser("hub", help="web app: runs, live curves, replays"))
     index.add_arguments(sub.add_parser("index", help="search env data: build an index, generate"))
+    configcmd.add_arguments(
+        sub.add_parser("config", help="show a config with its defaults; the config reference")
+    )
     return parser
 
 
@@ -93,6 +106,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from agentgym.cli import index
 
         return index.run(args)
+    if args.command == "config":
+        from agentgym.cli import configcmd
+
+        return configcmd.run(args)
     if args.command == "textcraft-goals":
         from agentgym.cli import textcraft_goals
 
