@@ -15,21 +15,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any
 
 from agentgym.cli.common import ENDPOINTS_FILE, RESOLVED_CONFIG, on_terminate, resume_config
+from agentgym.cli.processes import (
+    START_TIMEOUT_S,
+    Child,
+    ChildDied,
+    LocalChild,
+    Processes,
+    spawn,
+    stop_all,
+)
 from agentgym.cli.rundir import checkpoint_step, clear_run, refuse_existing, trim_metrics
 from agentgym.cli.servers import ServerFailed, served
 from agentgym.config import RunConfig, absolute_paths, dump_config, load_config
 
-START_TIMEOUT_S = 600.0
 MODEL_WAIT_S = START_TIMEOUT_S  # actors wait this long for the learner's tiny-model build
 LEARNER_GRACE_S = 60.0  # the learner checkpoints before it exits
 ACTOR_GRACE_S = 10.0
@@ -214,72 +220,6 @@ def _resumable(config: RunConfig) -> str | None:
     )
 
 
-class Child(Protocol):
-    """One process of the run, wherever it runs: its name, exit code and log."""
-
-    name: str
-    log_path: Path
-
-    def poll(self) -> int | None:
-        """The exit code, or None while it runs."""
-
-    def terminate(self) -> None:
-        """Ask it to stop (SIGTERM: the learner checkpoints first); returns at once."""
-
-    def wait(self, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for it to exit, then kill it; release its log."""
-
-    def tail(self, lines: int = 15) -> str:
-        """The last ``lines`` lines of its log."""
-
-
-class Processes(Protocol):
-    """Where the run's processes start: this machine (``LocalProcesses``) or a Ray cluster
-    (``agentgym.cli.ray_launch.RayProcesses``). ``stopping`` says the launcher was asked to
-    stop, for starts that wait on the cluster."""
-
-    def start_learner(self, args: list[str], stopping: Callable[[], bool]) -> list[Child]:
-        """The learner (rank 0 first, then any other ranks), running ``agentgym.cli.learner``
-        with ``args`` (the run's config, or ``--resume RUN_DIR``)."""
-
-    def start_actors(self, extras: list[list[str]], stopping: Callable[[], bool]) -> list[Child]:
-        """One actor per item of ``extras`` (its arguments after the run's config), running
-        ``agentgym.cli.actor``."""
-
-    def close(self) -> None:
-        """Release what the starts held (called once every child has stopped)."""
-
-
-@dataclass
-class LocalChild:
-    """A child process on this machine and its log file."""
-
-    name: str
-    proc: subprocess.Popen
-    log_path: Path
-    log: IO[bytes]
-
-    def poll(self) -> int | None:
-        return self.proc.poll()
-
-    def terminate(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-
-    def wait(self, timeout_s: float) -> None:
-        try:
-            self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
-    def tail(self, lines: int = 15) -> str:
-        if not self.log.closed:
-            self.log.flush()
-        return log_tail(self.log_path, lines)
-
-
 class LocalProcesses:
     """The learner (through torchrun when ``learner.ranks`` > 1) and the actors as local
     subprocesses, each in its own session and logging to ``RUN_DIR/logs/<name>.log``."""
@@ -310,17 +250,7 @@ class LocalProcesses:
         return [[str(self.run_dir / RESOLVED_CONFIG), *extra] for extra in extras]
 
     def _spawn(self, name: str, cmd: list[str]) -> LocalChild:
-        logs = self.run_dir / "logs"
-        logs.mkdir(exist_ok=True)
-        log_path = logs / f"{name}.log"
-        log = open(log_path, "ab")  # noqa: SIM115 - closed in LocalChild.wait
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        # own process group: a terminal's Ctrl-C reaches only the launcher, which stops the
-        # children in order (learner checkpoints first)
-        proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        return LocalChild(name, proc, log_path, log)
+        return spawn(name, cmd, self.run_dir / "logs" / f"{name}.log")
 
 
 @dataclass
@@ -536,10 +466,6 @@ class Launcher:
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
 
 
-class ChildDied(RuntimeError):
-    """A child process failed; the message says which and why."""
-
-
 def actor_totals(run_dir: Path) -> dict[str, float]:
     """Counters summed over the actors' stats files (wall_s: the longest)."""
     totals: dict[str, float] = {}
@@ -572,15 +498,6 @@ def _caps(m: dict[str, Any]) -> str:
     return ", ".join(f"{env} {cap}" for env, cap in sorted(caps.items()))
 
 
-def stop_all(children: list[Child], grace_s: float) -> None:
-    """Ask every child to stop, then give them ``grace_s`` together before killing the rest."""
-    for child in children:
-        child.terminate()
-    deadline = time.monotonic() + grace_s
-    for child in children:
-        child.wait(max(deadline - time.monotonic(), 0.0))
-
-
 def _eval_note(record: dict[str, Any]) -> str:
     """The periodic eval's results where this update's record has them (else "")."""
     rates = {k[5:]: v for k, v in record.items() if k.startswith(("eval/avg@", "eval/pass@"))}
@@ -598,12 +515,3 @@ def _duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
-def log_tail(path: Path, lines: int = 15) -> str:
-    """The last ``lines`` lines of the log at ``path`` ("" when it is not there)."""
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    return "\n".join(text[-lines:])
