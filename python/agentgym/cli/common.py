@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import json
+import re
 import signal
 import sys
 import tempfile
@@ -20,6 +22,26 @@ from agentgym.transport.channels import Endpoints
 
 ENDPOINTS_FILE = "endpoints.json"
 RESOLVED_CONFIG = "config.yaml"
+
+
+def plain_text(doc: str | None) -> str:
+    """A docstring as the plain text ``--help`` shows: reStructuredText's ``literals`` and
+    :role:`targets` lose their markup, and the indentation of continuation lines goes."""
+    text = re.sub(r":[a-z]+:`([^`]+)`", r"\1", inspect.cleandoc(doc or ""))
+    return text.replace("``", "")
+
+
+def help_parser(
+    sub: argparse._SubParsersAction, name: str, summary: str, doc: str | None
+) -> argparse.ArgumentParser:
+    """A subcommand's parser: ``summary`` in the command list, the module docstring ``doc`` as
+    its ``--help`` text, in plain text."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=plain_text(doc),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def add_config_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:

@@ -8,8 +8,8 @@ learner checkpoint (``.../checkpoints/step_N`` or the ``checkpoints`` folder for
 model directory (``RUN_DIR/model``: the untrained policy). It says which step it evaluated and
 writes the result into the config's run dir: ``eval/step_N.json`` for the run's checkpoints,
 ``eval/sft_step_N.json`` for ``RUN_DIR/sft/checkpoints``, ``eval/model.json`` for the untrained
-model (``agentgym.cli.rundir.eval_out``; numbered rather than replacing a result of other
-settings, see ``result_path``), and to ``--out`` as well when given.
+model (numbered, ``step_N-2.json``, rather than replacing a result of other settings), and to
+``--out`` as well when given. Without ``--checkpoint`` it says which paths the run has.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--checkpoint",
-        required=True,
-        help="learner checkpoint dir, a checkpoints folder, or a model dir",
+        default=None,
+        help="RUN_DIR/checkpoints (the trained policy, its newest step) or one step_N in it, "
+        "RUN_DIR/sft/checkpoints, another model dir, or RUN_DIR/model (the untrained baseline)",
     )
     parser.add_argument(
         "--out",
@@ -60,6 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """``agentgym eval``: prints the table, writes the JSON; returns the exit code."""
     config = load_config(args.config, args.overrides)
+    refusal = checkpoint_refusal(args.checkpoint, Path(config.run_dir))
+    if refusal is not None:
+        print(f"agentgym eval: {refusal}", file=sys.stderr)
+        return 2
     ckpt = resolve_checkpoint(args.checkpoint)
     conflict = model_conflict(config)
     if conflict is not None:  # e.g. another seed's menu model: refused before any work
@@ -90,6 +95,26 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(result))
     print(f"evaluated {what}; written to {' and '.join(map(str, outs))}")
     return 0
+
+
+def checkpoint_refusal(checkpoint: str | None, run_dir: Path) -> str | None:
+    """Why ``--checkpoint`` cannot be evaluated (not given, or no such path), with the paths the
+    config's run dir offers; None when it names something."""
+    if checkpoint is not None and Path(checkpoint).exists():
+        return None
+    head = (
+        "--checkpoint is required"
+        if checkpoint is None
+        else f"--checkpoint {checkpoint}: no such file or directory"
+    )
+    choices = [
+        (run_dir / "checkpoints", "the trained policy (its newest step; or one step_N in it)"),
+        (run_dir / "sft" / "checkpoints", "the policy after agentgym sft"),
+        (run_dir / "model", "the untrained baseline the run starts from"),
+    ]
+    lines = [f"  {path}  {what}{'' if path.exists() else ' (not there yet)'}"
+             for path, what in choices]  # fmt: skip
+    return "\n".join([f"{head}; this config's run dir offers:", *lines])
 
 
 MACRO = "macro"

@@ -11,10 +11,20 @@ from __future__ import annotations
 import argparse
 import sys
 
+DESCRIPTION = """\
+High-throughput multi-turn reinforcement learning for LLM agents.
+
+Start with: agentgym train configs/quickstart.yaml
+Each command's --help says what it does; the documentation is in docs/ (docs/index.md)."""
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="agentgym",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     from agentgym.cli import (
         compare,
         configcmd,
@@ -27,24 +37,28 @@ def build_parser() -> argparse.ArgumentParser:
         train,
     )
     from agentgym.cli import eval as eval_cmd
+    from agentgym.cli.common import help_parser
 
-    train.add_arguments(sub.add_parser("train", help="train: learner and actors, live progress"))
-    eval_cmd.add_arguments(sub.add_parser("eval", help="evaluate a checkpoint on held-out tasks"))
+    def command(name: str, summary: str, module) -> argparse.ArgumentParser:
+        return help_parser(sub, name, summary, module.__doc__)
+
+    train.add_arguments(command("train", "train: learner and actors, live progress", train))
+    eval_cmd.add_arguments(command("eval", "evaluate a checkpoint on held-out tasks", eval_cmd))
     compare.add_arguments(
-        sub.add_parser("compare", help="two eval results of the same tasks, paired by task")
+        command("compare", "two eval results of the same tasks, paired by task", compare)
     )
-    offline.add_sft_arguments(sub.add_parser("sft", help="supervised fine-tuning on datasets"))
-    demos.add_arguments(sub.add_parser("demos", help="write expert demonstrations (planners)"))
-    offline.add_pairs_arguments(sub.add_parser("pairs", help="preference pairs per task"))
-    offline.add_dpo_arguments(sub.add_parser("dpo", help="offline preference optimisation"))
-    export.add_arguments(sub.add_parser("export", help="a checkpoint as a Hugging Face model"))
+    offline.add_sft_arguments(command("sft", "supervised fine-tuning on datasets", offline))
+    demos.add_arguments(command("demos", "write expert demonstrations (planners)", demos))
+    offline.add_pairs_arguments(command("pairs", "preference pairs per task", offline))
+    offline.add_dpo_arguments(command("dpo", "offline preference optimisation", offline))
+    export.add_arguments(command("export", "a checkpoint as a Hugging Face model", export))
     textcraft_goals.add_arguments(
-        sub.add_parser("textcraft-goals", help="record a TextCraft server's goal order")
+        command("textcraft-goals", "record a TextCraft server's goal order", textcraft_goals)
     )
-    hub.add_arguments(sub.add_parser("hub", help="web app: runs, live curves, replays"))
-    index.add_arguments(sub.add_parser("index", help="search env data: build an index, generate"))
+    hub.add_arguments(command("hub", "web app: runs, live curves, replays", hub))
+    index.add_arguments(command("index", "search env data: build an index, generate", index))
     configcmd.add_arguments(
-        sub.add_parser("config", help="show a config with its defaults; the config reference")
+        command("config", "show a config with its defaults; the config reference", configcmd)
     )
     return parser
 
