@@ -101,9 +101,8 @@ def run(args: argparse.Namespace) -> int:
         _claim(run_dir, args)
     else:
         done = _resumable(config)
-        if done is not None:
-            print(done, flush=True)
-            return 0
+        if done is not None:  # nothing to do is not success: a script must not read it so
+            raise SystemExit(done)
         step = checkpoint_step(run_dir) or 0
         dropped = trim_metrics(run_dir, step)
         if dropped:
@@ -200,8 +199,9 @@ def _claim(run_dir: Path, args: argparse.Namespace) -> None:
 
 
 def _resumable(config: RunConfig) -> str | None:
-    """None when the run can go on; the message saying it is finished otherwise. A run dir
-    without a checkpoint is refused (SystemExit)."""
+    """None when the run can go on; the message saying it is finished (the command then exits
+    with code 1, having trained nothing) otherwise. A run dir without a checkpoint is refused
+    (SystemExit)."""
     run_dir = Path(config.run_dir)
     step = checkpoint_step(run_dir)
     if step is None:
