@@ -244,7 +244,8 @@ class ModelConfig:
     that its names become single tokens. Recorded in the build's manifest."""
     copy_warmup_steps: int = 0
     """Tiny model only: steps of training to continue repeated random spans right after its
-    initialisation (``agentgym.models.copy_warmup``; ~30 s for 400 steps on 2 cores), so that
+    initialisation (``agentgym.models.copy_warmup``; 400 steps took 30 s on 2 idle cores, 4.5
+    minutes on a busy box), so that
     it can copy names it has never seen from its context, as pretrained models do (a search
     agent copies them from the question and the passages). 0: none. Recorded in the build's
     manifest."""

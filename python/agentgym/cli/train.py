@@ -32,6 +32,7 @@ from agentgym.cli.processes import (
     spawn,
     stop_all,
 )
+from agentgym.cli.progress import duration
 from agentgym.cli.rundir import checkpoint_step, clear_run, refuse_existing, trim_metrics
 from agentgym.cli.servers import ServerFailed, served
 from agentgym.config import RunConfig, absolute_paths, dump_config, load_config
@@ -416,7 +417,7 @@ class Launcher:
             f"stale-dropped {m.get('dropped_stale_total', 0)}  "
             f"samples/s {samples_s:.1f}  tokens/s {actors.get('pushed_tokens', 0) / wall:.0f}  "
             f"env-errors {actors.get('dropped_env_errors', 0)}  "
-            f"{_duration(time.monotonic() - self.progress.started)}  eta {self._eta()}"
+            f"{duration(time.monotonic() - self.progress.started)}  eta {self._eta()}"
         )
 
     def _eta(self) -> str:
@@ -426,14 +427,14 @@ class Launcher:
         if total is None or p.sampling is None or done < 1:
             return "?"
         pace = (time.monotonic() - p.sampling) / done
-        return _duration(pace * max(total - p.steps, 0))
+        return duration(pace * max(total - p.steps, 0))
 
     def _closing(self, code: int) -> str:
         """Where the run's files are, and what to run next (eval, or the resume command)."""
         run_dir, step = self.run_dir, checkpoint_step(self.run_dir)
         total = self.config.learner.max_steps
         of = f"/{total}" if total is not None else ""
-        wall = _duration(time.monotonic() - self.progress.started)
+        wall = duration(time.monotonic() - self.progress.started)
         head = {
             0: f"finished at step {self.progress.steps}{of} after {wall}",
             130: f"stopped at step {self.progress.steps}{of} after {wall}",
@@ -505,13 +506,3 @@ def _eval_note(record: dict[str, Any]) -> str:
         return ""
     shown = "  ".join(f"{k} {v:.3f}" for k, v in sorted(rates.items()))
     return f"\n  eval on {record.get('eval/tasks', '?')} held-out tasks: {shown}"
-
-
-def _duration(seconds: float) -> str:
-    """``42s``, ``3m05s`` or ``2h03m``."""
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
