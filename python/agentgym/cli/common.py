@@ -71,12 +71,14 @@ def config_from_args(args: argparse.Namespace, prog: str = "agentgym") -> RunCon
         raise SystemExit(report_config_error(prog, e)) from None
 
 
-def resume_config(run_dir: str | Path, overrides: list[str]) -> RunConfig:
-    """The config saved in ``run_dir`` (``config.yaml``) with ``overrides`` applied, for
-    ``--resume RUN_DIR``; exits with a message when the run dir has none."""
-    saved = Path(run_dir) / RESOLVED_CONFIG
+def resume_config(run_dir: str | Path, overrides: list[str], folder: str = "") -> RunConfig:
+    """The config saved in ``run_dir`` (``config.yaml``; ``RUN_DIR/<folder>/config.yaml`` for
+    an sft or dpo run) with ``overrides`` applied, for ``--resume RUN_DIR``; exits with a
+    message when the run dir has none."""
+    saved = Path(run_dir) / folder / RESOLVED_CONFIG
     if not saved.is_file():
-        raise SystemExit(f"--resume {run_dir}: no {RESOLVED_CONFIG} there (not a run dir)")
+        what = f"{folder} run" if folder else "run dir"
+        raise SystemExit(f"--resume {run_dir}: no {saved} (not a {what})")
     config = load_config(saved, overrides)
     return replace(config, run_dir=str(Path(run_dir).resolve()))
 
