@@ -35,6 +35,7 @@ from agentgym.cli.processes import (
 from agentgym.cli.progress import duration
 from agentgym.cli.rundir import checkpoint_step, clear_run, refuse_existing, trim_metrics
 from agentgym.cli.servers import ServerFailed, served
+from agentgym.cli.stepline import LEGEND, SignalWatch, StepLine
 from agentgym.config import RunConfig, absolute_paths, dump_config, load_config
 
 MODEL_WAIT_S = START_TIMEOUT_S  # actors wait this long for the learner's tiny-model build
@@ -289,6 +290,8 @@ class Launcher:
         self.learners: list[Child] = []
         self.children: list[Child] = []
         self.progress = Progress()
+        self.step_line = StepLine(config.learner.max_steps)
+        self.signal = SignalWatch(config.learner.advantage.estimator)
         if resume:  # earlier steps are in metrics.jsonl already; show only this launch's
             metrics = self.run_dir / "metrics.jsonl"
             step = checkpoint_step(self.run_dir) or 0
@@ -321,6 +324,7 @@ class Launcher:
             self.progress.sampling = time.monotonic()
             if not self.quiet:
                 print("agentgym train: actors started; waiting for the first update", flush=True)
+                print(f"agentgym train: {LEGEND}", flush=True)
             code = self._watch()
         except ChildDied as e:
             print(f"\nagentgym train: {e}", file=sys.stderr, flush=True)
@@ -382,12 +386,17 @@ class Launcher:
     # --- progress ---------------------------------------------------------------------------
 
     def _show(self) -> None:
-        """One line per update the learner recorded since the last call."""
+        """One line per update the learner recorded since the last call (and a warning when
+        steps go by without a learning signal, also with ``--quiet``)."""
         for record in self._read_metrics():
             self.progress.last.update(record)
             self.progress.steps = record.get("step", self.progress.steps)
+            line = self._line(record)  # also when quiet: the line's rates need every step
             if not self.quiet:
-                print(self._line() + _eval_note(record), flush=True)
+                print(line + _eval_note(record), flush=True)
+            warning = self.signal.observe(record)
+            if warning is not None:
+                print(warning, flush=True)
 
     def _read_metrics(self) -> list[dict[str, Any]]:
         path = self.run_dir / "metrics.jsonl"
@@ -403,22 +412,12 @@ class Launcher:
                 records.append(json.loads(raw))
         return records
 
-    def _line(self) -> str:
-        m, actors = self.progress.last, actor_totals(self.run_dir)
-        wall = max(actors.get("wall_s", 0.0), 1e-9)
-        lags = {int(k.split("/")[1]): v for k, v in m.items() if k.startswith("staleness/")}
-        mean_lag = sum(k * v for k, v in lags.items()) / max(sum(lags.values()), 1)
-        samples_s = actors.get("trajectories_pushed", 0) / wall
-        total = self.config.learner.max_steps
-        return (
-            f"step {m.get('step', 0)}/{total if total is not None else '?'}  "
-            f"reward {m.get('reward/all', 0.0):.3f}  success {_successes(m)}  "
-            f"cap {_caps(m)}  staleness {mean_lag:.2f}  "
-            f"stale-dropped {m.get('dropped_stale_total', 0)}  "
-            f"samples/s {samples_s:.1f}  tokens/s {actors.get('pushed_tokens', 0) / wall:.0f}  "
-            f"env-errors {actors.get('dropped_env_errors', 0)}  "
-            f"{duration(time.monotonic() - self.progress.started)}  eta {self._eta()}"
-        )
+    def _line(self, record: dict[str, Any]) -> str:
+        """The step's line (``agentgym.cli.stepline``), then the actors' env errors so far, the
+        time taken and the ETA."""
+        errors = actor_totals(self.run_dir).get("dropped_env_errors", 0)
+        elapsed = duration(time.monotonic() - self.progress.started)
+        return self.step_line.format(record, f"env-errors {errors}  {elapsed}  eta {self._eta()}")
 
     def _eta(self) -> str:
         """Time left at the pace of this launch's updates so far ("?" before the first)."""
@@ -453,6 +452,11 @@ class Launcher:
             lines.append(f"  evaluate      agentgym eval {config} --checkpoint {ckpts}")
         if code != 0 and step is not None:
             lines.append(f"  resume        agentgym train --resume {run_dir}")
+        if self.signal.silent_steps:
+            lines.append(
+                f"  note          {self.signal.silent_steps} step(s) had no group whose "
+                "rewards differ: they trained on no policy gradient"
+            )
         return "\n".join(lines)
 
     def _summary(self, code: int) -> None:
@@ -479,24 +483,6 @@ def actor_totals(run_dir: Path) -> dict[str, float]:
             if isinstance(v, int | float) and not isinstance(v, bool):
                 totals[k] = max(totals.get(k, 0), v) if k == "wall_s" else totals.get(k, 0) + v
     return totals
-
-
-def _successes(m: dict[str, Any]) -> str:
-    """Success over all episodes, and per env when a step had several (``0.50 (babyai 0.62,
-    textcraft 0.38)``)."""
-    envs = {k.split("/", 1)[1]: v for k, v in m.items() if k.startswith("success/")}
-    overall = f"{envs.pop('all', 0.0):.2f}"
-    if len(envs) < 2:
-        return overall
-    return overall + " (" + ", ".join(f"{env} {v:.2f}" for env, v in sorted(envs.items())) + ")"
-
-
-def _caps(m: dict[str, Any]) -> str:
-    """The cap in force, or each env's (``babyai 8, textcraft 6``)."""
-    caps = {k.split("/", 1)[1]: v for k, v in m.items() if k.startswith("horizon_cap/")}
-    if not caps:
-        return str(m.get("horizon_cap"))
-    return ", ".join(f"{env} {cap}" for env, cap in sorted(caps.items()))
 
 
 def _eval_note(record: dict[str, Any]) -> str:
