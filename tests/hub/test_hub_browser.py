@@ -1,7 +1,7 @@
 """agentgym hub in headless Chromium (Debian's chromium + chromium-driver, driven by selenium).
 
-Skipped, with the reason, where selenium or the browser is missing; `bash tests/run.sh` installs
-them where it can (apt-get as root).
+Skipped, with the reason, where selenium or the browser is missing; `AGENTGYM_BROWSER_TESTS=1
+bash tests/run.sh` (as root) installs the browser with apt-get.
 """
 
 from __future__ import annotations
@@ -27,7 +27,10 @@ def _chromium() -> tuple[str, str]:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver") or "/usr/lib/chromium/chromedriver"
     if browser is None or not shutil.which(driver):
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install them)")
+        pytest.skip(
+            "needs Debian's chromium and chromium-driver: apt-get install them, or run "
+            "AGENTGYM_BROWSER_TESTS=1 bash tests/run.sh as root"
+        )
     return browser, driver
 
 
