@@ -1,4 +1,4 @@
-"""Screenshots of agentgym hub's pages, for the README.
+"""Screenshots of agentgym hub's pages, for docs/hub.md.
 
     agentgym train configs/quickstart.yaml --set run_dir=/tmp/hubruns/quickstart
     python docs/hub/capture.py /tmp/hubruns docs/hub [--eval-run RUN_ID --eval-task TASK_ID]

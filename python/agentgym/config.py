@@ -244,7 +244,8 @@ class ModelConfig:
     that its names become single tokens. Recorded in the build's manifest."""
     copy_warmup_steps: int = 0
     """Tiny model only: steps of training to continue repeated random spans right after its
-    initialisation (``agentgym.models.copy_warmup``; ~30 s for 400 steps on 2 cores), so that
+    initialisation (``agentgym.models.copy_warmup``; 400 steps took 30 s on 2 idle cores, 4.5
+    minutes on a busy box), so that
     it can copy names it has never seen from its context, as pretrained models do (a search
     agent copies them from the question and the passages). 0: none. Recorded in the build's
     manifest."""
@@ -786,12 +787,18 @@ def absolute_paths(config: RunConfig) -> RunConfig:
 
 def dump_config(config: RunConfig, path: str | Path) -> None:
     """Write the resolved config as YAML (loadable with ``load_config``)."""
-    Path(path).write_text(yaml.safe_dump(_plain(asdict(config)), sort_keys=False))
+    Path(path).write_text(config_yaml(config))
 
 
-def _plain(value: Any) -> Any:
+def config_yaml(config: RunConfig) -> str:
+    """``config`` as YAML, every field written (loadable with ``load_config``)."""
+    return yaml.safe_dump(plain_data(asdict(config)), sort_keys=False)
+
+
+def plain_data(value: Any) -> Any:
+    """``value`` with tuples as lists, for YAML (mappings and lists recursively)."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain_data(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain_data(v) for v in value]
     return value

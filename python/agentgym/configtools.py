@@ -152,6 +152,12 @@ def _build(cls: type, data: Any, where: _Where, prefix: str, base: Any = None) -
     return built
 
 
+def unchecked_defaults(cls: type[T]) -> T:
+    """An instance of dataclass ``cls`` holding its defaults, without its checks (a schema whose
+    defaults alone are no valid value, such as a curriculum without stages, still has them)."""
+    return _unchecked(cls, None, {})
+
+
 def _unchecked(cls: type, base: Any, kwargs: dict[str, Any]) -> Any:
     """An instance of dataclass ``cls`` holding ``kwargs`` (else ``base``'s values, else the
     defaults) without running its ``__post_init__`` checks."""

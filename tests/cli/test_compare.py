@@ -110,3 +110,34 @@ def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(tmp_path):
     _, err = process.communicate(timeout=60)
     assert process.returncode == 141
     assert b"Traceback" not in err and b"Exception ignored" not in err
+
+
+def test_score_and_invalid_replies_are_paired_too_where_they_moved(capsys, tmp_path):
+    """Success may not move while the replies do: the score and the invalid-reply share are
+    paired per task as success is, and shown beside it ('-' where a result lacks them)."""
+
+    def result(invalid: int, score: float) -> dict:
+        episodes = [
+            {"task_id": t, "level": "level 8", "success": False, "score": score + t / 10,
+             "turns": 8, "invalid_replies": invalid + t % 2}
+            for t in range(4) for _ in range(2)
+        ]  # fmt: skip
+        return {"env": "babyai", "k": 2, "horizon_cap": 8, "temperature": 0.3,
+                "episodes": episodes}  # fmt: skip
+
+    base, new = result(invalid=4, score=0.0), result(invalid=1, score=0.25)
+    row = compare(base, new)["rows"]["babyai"]
+    assert row["diff"] == 0.0  # success did not move
+    assert row["score"]["diff"] == pytest.approx(0.25) and row["score"]["se"] < 1e-12
+    assert row["invalid"]["base"] == pytest.approx((4 * 2 + 5 * 2) / 16 / 2)
+    assert row["invalid"]["diff"] == pytest.approx(-3 / 8)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(base))
+    b.write_text(json.dumps(new))
+    assert main(["compare", str(a), str(b)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[-4:] == ["score", "(SE)", "invalid", "(SE)"]
+    assert table[2].split()[-4:] == ["+0.250", "(0.000)", "-0.375", "(0.000)"]
+    for e in base["episodes"]:
+        del e["invalid_replies"]  # a result that does not record them
+    assert compare(base, new)["rows"]["babyai"]["invalid"] is None

@@ -58,12 +58,13 @@ def test_a_second_train_in_the_same_run_dir_is_refused_and_touches_nothing(tmp_p
     assert {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")} == before
 
 
-def test_resume_says_when_the_run_is_finished_or_has_no_checkpoint(tmp_path):
+def test_resume_of_a_finished_run_or_one_without_a_checkpoint_fails_saying_why(tmp_path):
     run_dir = tmp_path / "run"
     fake_run(run_dir, step=2, max_steps=2)
     done = agentgym("train", "--resume", str(run_dir))
-    assert done.returncode == 0
-    assert done.stdout.strip() == (
+    assert done.returncode == 1  # it trained nothing: a script must not take it for a run
+    assert done.stdout == ""
+    assert done.stderr.strip() == (
         f"agentgym train: {run_dir} is finished: its checkpoint is at step 2 of "
         f"learner.max_steps 2. To train further: agentgym train --resume {run_dir} "
         "--set learner.max_steps=4"

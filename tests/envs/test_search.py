@@ -33,13 +33,13 @@ def test_generated_world_is_deterministic(tmp_path: Path) -> None:
         assert (tmp_path / "a" / file).read_bytes() == (tmp_path / "b" / file).read_bytes()
         assert (tmp_path / "a" / file).read_bytes() != (tmp_path / "c" / file).read_bytes()
     data = generate(3, 20)
-    assert len(data.train) == 16 and len(data.test) == 4
-    assert {q["data_source"] for q in data.train} == {"chain2", "chain3"}
+    assert len(data.questions) == 20
+    assert {q["data_source"] for q in data.questions} == {"chain2", "chain3"}
 
 
 def test_no_passage_names_both_ends_of_a_chain() -> None:
     data = generate(0, 60)
-    for q in data.train + data.test:
+    for q in data.questions:
         start = re.search(r"of (.+) born\?$", str(q["question"])).group(1)
         for doc in data.corpus:
             if start in doc["contents"]:

@@ -149,6 +149,9 @@ def test_actor_episode_shows_the_task_and_reads_success_and_truncation(sciworld_
         (True, False, 100.0)
     ] * 2
     assert solved.invalid_replies == [1, 1] and timed_out.invalid_replies == [0, 0]
+    # the trajectories carry their counts to the learner (its invalid/* metrics)
+    assert [t.invalid_replies for t in solved.trajectories] == [1, 1]
+    assert [t.invalid_replies for t in timed_out.trajectories] == [0, 0]
     assert [t.num_turns for t in solved.trajectories] == [4, 4]
     assert [(t.success, t.truncated, t.reward) for t in timed_out.trajectories] == [
         (False, True, 50.0)

@@ -204,6 +204,42 @@ def test_unknown_route(hub):
     url, _ = hub
     r = get(url, "secrets", run="done")
     assert r.status_code == 404 and "no such API route" in r.json()["error"]
+    r = get(url, "secrets")  # an unknown route, not a known one missing its run
+    assert r.status_code == 404 and r.json()["error"] == "no such API route: 'secrets'"
+    r = get(url, "metrics")
+    assert r.status_code == 400 and "missing query parameter 'run'" in r.json()["error"]
+
+
+def test_trajectories_are_grouped_as_eval_groups_them(tmp_path, tokenizer):
+    """webnav's and TextCraft's groups come from the episode (site and kind, goal depth), read
+    from a session of the run's own env; BabyAI's from the task id."""
+    import yaml
+
+    root = tmp_path / "runs"
+    webnav = [episode(tokenizer, i, ["Action: stop [x]"], env="webnav", task_id=t)
+              for i, t in enumerate((0, 17, 30))]  # fmt: skip
+    run = make_run(root / "web", tokenizer, episodes=webnav)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    (run / "config.yaml").write_text(yaml.safe_dump({**config, "env": {"name": "webnav"}}))
+    multi = [episode(tokenizer, 0, ["Action: x"], env="textcraft", task_id=200),
+             episode(tokenizer, 1, ["Action: x"], task_id=43)]  # fmt: skip
+    run = make_run(root / "multi", tokenizer, episodes=multi)
+    envs = [{"env": {"name": "textcraft"}}, {"env": {"name": "babyai"}}]
+    (run / "config.yaml").write_text(yaml.safe_dump({**config, "envs": envs}))
+    server = make_server(Hub([root]), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        rows = get(url, "trajectories", run="web").json()["rows"]
+        assert [r["group"] for r in rows] == [
+            "shop/information_seeking", "forum/information_seeking", "code/information_seeking"
+        ]  # fmt: skip
+        page = get(url, "trajectories", run="multi").json()
+        assert [r["group"] for r in page["rows"]] == ["depth 2", "level 3"]
+        assert page["values"]["group"] == ["depth 2", "level 3"]
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_token_required_when_set(tmp_path):

@@ -1,7 +1,7 @@
 """agentgym hub in headless Chromium (Debian's chromium + chromium-driver, driven by selenium).
 
-Skipped, with the reason, where selenium or the browser is missing; `bash tests/run.sh` installs
-them where it can (apt-get as root).
+Skipped, with the reason, where selenium or the browser is missing; `AGENTGYM_BROWSER_TESTS=1
+bash tests/run.sh` (as root) installs the browser with apt-get.
 """
 
 from __future__ import annotations
@@ -27,7 +27,10 @@ def _chromium() -> tuple[str, str]:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver") or "/usr/lib/chromium/chromedriver"
     if browser is None or not shutil.which(driver):
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install them)")
+        pytest.skip(
+            "needs Debian's chromium and chromium-driver: apt-get install them, or run "
+            "AGENTGYM_BROWSER_TESTS=1 bash tests/run.sh as root"
+        )
     return browser, driver
 
 
@@ -162,10 +165,59 @@ def test_eval_table_compares_two_results(browser, hub_url):
     _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr"))
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="eval"]').click()
     _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#eval-table tbody tr")) == 2)
-    Select(browser.find_element(By.ID, "eval-a")).select_by_value("model")
-    Select(browser.find_element(By.ID, "eval-b")).select_by_value("step_5")
+    # it opens on the untrained result against the trained one: what training changed
+    assert browser.find_element(By.ID, "eval-a").get_attribute("value") == "model"
+    assert browser.find_element(By.ID, "eval-b").get_attribute("value") == "step_5"
+    heads = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#eval-table thead th")]
+    assert heads == ["", "model", "step_5 (step 5)", "step_5 - model"]
+    rows = browser.find_elements(By.CSS_SELECTOR, "#eval-table tbody tr")
+    assert rows[1].text == "level 0 0.250 0.750 +0.500"
+    assert rows[1].find_elements(By.TAG_NAME, "td")[3].get_attribute("class") == "better"
+    # columns follow the order picked
+    Select(browser.find_element(By.ID, "eval-a")).select_by_value("step_5")
+    Select(browser.find_element(By.ID, "eval-b")).select_by_value("model")
+    heads = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#eval-table thead th")]
+    assert heads == ["", "step_5 (step 5)", "model", "model - step_5"]
     rows = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#eval-table tbody tr")]
-    assert rows[1] == "level 0 0.750 0.250 +0.500"
+    assert rows[1] == "level 0 0.750 0.250 -0.500"
+    assert _severe(browser) == []
+
+
+def test_run_config_as_yaml_header_per_page_and_smoothed_curves(browser, hub_url):
+    import yaml
+
+    url, run_dir = hub_url
+    for step in range(6, 30):  # a jagged curve
+        with open(run_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps({"step": step, "reward/all": step % 2}) + "\n")
+    browser.get(url)
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr"))
+    _wait(browser, lambda d: d.find_element(By.ID, "status").text == "1 run(s)")
+    browser.find_element(By.CSS_SELECTOR, "#runs-table tbody tr td:nth-child(2)").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "run-config").text)
+    shown = browser.find_element(By.ID, "run-config").text
+    assert "env:\n  name: babyai\n" in shown and "{" not in shown  # as YAML, not JSON
+    assert yaml.safe_load(shown) == yaml.safe_load((run_dir / "config.yaml").read_text())
+
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="play"]').click()
+    assert browser.find_element(By.ID, "status").text == ""  # not the runs page's "1 run(s)"
+
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-view="curves"]').click()
+    plot = '.plot[data-metric="reward/all"]'
+    traces = f"return document.querySelector('{plot}')?.data"
+    _wait(browser, lambda d: d.execute_script(traces))
+    assert len(browser.execute_script(traces)) == 1
+    browser.execute_script(
+        "const s = document.getElementById('smoothing'); s.value = '0.9';"
+        "s.dispatchEvent(new Event('input'));"
+    )
+    _wait(browser, lambda d: len(d.execute_script(traces)) == 2)
+    raw, smoothed = browser.execute_script(traces)
+    assert raw["opacity"] == 0.25 and raw["y"][-4:] == [0, 1, 0, 1]
+    tail = smoothed["y"][-10:]
+    jumps = [abs(a - b) for a, b in zip(tail, tail[1:], strict=False)]
+    assert max(jumps) < 0.2  # the 0/1 alternation smoothed out
+    assert browser.find_element(By.ID, "smoothing-value").text == "0.90"
     assert _severe(browser) == []
 
 

@@ -50,6 +50,14 @@ def test_trajectory_rejects_inconsistent_arrays():
         Trajectory(**{**_fields(make_traj()), "tokens": np.zeros(12, np.float32)})
 
 
+def test_invalid_replies_travel_and_are_bounded_by_the_turns():
+    t = make_traj(1)
+    assert t.invalid_replies == 1
+    assert wire.decode_trajectories(wire.encode_trajectories([t]))[0].invalid_replies == 1
+    with pytest.raises(WireError, match="invalid_replies 3 not in"):
+        Trajectory(**{**_fields(t), "invalid_replies": 3})
+
+
 def test_numpy_scalars_are_accepted_and_encodable():
     t = Trajectory(**{**_fields(make_traj()), "episode_id": np.int64(5), "reward": np.float32(1)})
     out = wire.decode_trajectories(wire.encode_trajectories([t]))[0]
@@ -85,6 +93,9 @@ def _tamper_frames(frames, **changes):
         {"tokens": {"dtype": "int32", "shape": [11]}},
         {"turn_versions": {"dtype": "int32", "shape": [0]}},
         {"group_size": [0]},
+        {"invalid_replies": [3]},  # more than the episode's 2 turns
+        {"invalid_replies": [-1]},
+        {"invalid_replies": [True]},
     ],
 )
 def test_malformed_trajectories_are_rejected(change):

@@ -26,6 +26,7 @@ def make_traj(i: int = 0, n: int = 12, turns: int = 2) -> Trajectory:
         truncated=not i % 2,
         num_turns=turns,
         timings={"generate": 1.5, "env": 0.25},
+        invalid_replies=i % 2,
     )
 
 

@@ -496,6 +496,7 @@ def trajectory_record(t: Trajectory, codec: ChatCodec) -> dict[str, Any]:
         "success": t.success,
         "truncated": t.truncated,
         "num_turns": t.num_turns,
+        "invalid_replies": t.invalid_replies,
         "versions": t.turn_versions.tolist(),
         "num_tokens": t.num_tokens,
         "text": codec.tokenizer.decode(t.tokens.tolist()),

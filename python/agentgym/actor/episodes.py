@@ -242,6 +242,7 @@ def _result(spec, episodes: list[_Episode], episode_ids, generated: int) -> Grou
             success=e.success,
             truncated=e.truncated,
             timings={"generate": e.gen_s, "env": e.env_s},
+            invalid_replies=e.invalid_replies,
             **e.conversation.trace.trajectory_fields(),
         )
         for e in kept

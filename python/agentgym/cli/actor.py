@@ -15,6 +15,7 @@ from agentgym.cli.common import (
     config_from_args,
     learner_endpoints,
     on_terminate,
+    plain_text,
     read_endpoints,
     set_torch_threads,
     wait_for_endpoints,
@@ -30,7 +31,7 @@ ENDPOINTS_TIMEOUT_S = 600.0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentgym-actor", description=__doc__)
+    parser = argparse.ArgumentParser(prog="agentgym-actor", description=plain_text(__doc__))
     add_config_args(parser)
     parser.add_argument("--index", type=int, default=0, help="this actor's index (0-based)")
     parser.add_argument(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import json
+import re
 import signal
 import sys
 import tempfile
@@ -20,6 +22,26 @@ from agentgym.transport.channels import Endpoints
 
 ENDPOINTS_FILE = "endpoints.json"
 RESOLVED_CONFIG = "config.yaml"
+
+
+def plain_text(doc: str | None) -> str:
+    """A docstring as the plain text ``--help`` shows: reStructuredText's ``literals`` and
+    :role:`targets` lose their markup, and the indentation of continuation lines goes."""
+    text = re.sub(r":[a-z]+:`([^`]+)`", r"\1", inspect.cleandoc(doc or ""))
+    return text.replace("``", "")
+
+
+def help_parser(
+    sub: argparse._SubParsersAction, name: str, summary: str, doc: str | None
+) -> argparse.ArgumentParser:
+    """A subcommand's parser: ``summary`` in the command list, the module docstring ``doc`` as
+    its ``--help`` text, in plain text."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=plain_text(doc),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def add_config_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -49,12 +71,14 @@ def config_from_args(args: argparse.Namespace, prog: str = "agentgym") -> RunCon
         raise SystemExit(report_config_error(prog, e)) from None
 
 
-def resume_config(run_dir: str | Path, overrides: list[str]) -> RunConfig:
-    """The config saved in ``run_dir`` (``config.yaml``) with ``overrides`` applied, for
-    ``--resume RUN_DIR``; exits with a message when the run dir has none."""
-    saved = Path(run_dir) / RESOLVED_CONFIG
+def resume_config(run_dir: str | Path, overrides: list[str], folder: str = "") -> RunConfig:
+    """The config saved in ``run_dir`` (``config.yaml``; ``RUN_DIR/<folder>/config.yaml`` for
+    an sft or dpo run) with ``overrides`` applied, for ``--resume RUN_DIR``; exits with a
+    message when the run dir has none."""
+    saved = Path(run_dir) / folder / RESOLVED_CONFIG
     if not saved.is_file():
-        raise SystemExit(f"--resume {run_dir}: no {RESOLVED_CONFIG} there (not a run dir)")
+        what = f"{folder} run" if folder else "run dir"
+        raise SystemExit(f"--resume {run_dir}: no {saved} (not a {what})")
     config = load_config(saved, overrides)
     return replace(config, run_dir=str(Path(run_dir).resolve()))
 

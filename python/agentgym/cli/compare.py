@@ -1,5 +1,8 @@
 """``agentgym compare BASE.json NEW.json``: two eval results of the same tasks, paired by task.
 
+Besides success, the mean episode score and the share of invalid replies (no usable action) are
+paired the same way, since in AgentGym's reply format these often move before success does.
+
 Held-out success rates of two checkpoints differ by more than their own noise only when the
 difference is large against its standard error. Both results evaluate the same task ids (the
 config's ``tasks.eval``), so the difference is taken per task (NEW's mean success over its
@@ -66,16 +69,33 @@ def load_result(path: Path) -> dict[str, Any]:
     return result
 
 
-def _per_task(result: dict[str, Any]) -> dict[tuple[str, int], tuple[str, float]]:
-    """(env, task id) -> (level, mean success over the task's samples)."""
+METRICS = ("success", "score", "invalid")
+"""What is compared per task: mean success and score over its samples, and its share of
+replies without a usable action (None where the result does not record it)."""
+
+
+def _per_task(result: dict[str, Any]) -> dict[tuple[str, int], tuple[str, dict[str, float]]]:
+    """(env, task id) -> (level, {metric: the task's value}) for ``METRICS``."""
     env = result.get("env", "")
-    success: dict[tuple[str, int], list[float]] = defaultdict(list)
+    episodes: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     level: dict[tuple[str, int], str] = {}
     for e in result["episodes"]:
         key = (e.get("env", env), int(e["task_id"]))
-        success[key].append(1.0 if e.get("success") else 0.0)
+        episodes[key].append(e)
         level[key] = str(e["level"])
-    return {key: (level[key], sum(s) / len(s)) for key, s in success.items()}
+    return {key: (level[key], _task_values(eps)) for key, eps in episodes.items()}
+
+
+def _task_values(episodes: list[dict[str, Any]]) -> dict[str, float]:
+    n = len(episodes)
+    values = {
+        "success": sum(1.0 if e.get("success") else 0.0 for e in episodes) / n,
+        "score": sum(float(e.get("score", 0.0)) for e in episodes) / n,
+    }
+    turns = sum(int(e.get("turns", 0)) for e in episodes)
+    if turns and all("invalid_replies" in e for e in episodes):
+        values["invalid"] = sum(int(e["invalid_replies"]) for e in episodes) / turns
+    return values
 
 
 def _paired(pairs: list[tuple[float, float]]) -> dict[str, Any]:
@@ -114,43 +134,80 @@ def compare(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             notes.append(f"{what} differs: BASE {base.get(key)}, NEW {new.get(key)}")
     envs = list(dict.fromkeys(env for env, _ in common))
     multi = len(envs) > 1 or "envs" in base
-    groups: dict[str, list[tuple[float, float]]] = {}
+    groups: dict[str, list[tuple[str, int]]] = {}
     for env in envs:
-        groups[env] = [(a[k][1], b[k][1]) for k in common if k[0] == env]
-        levels = sorted({a[k][0] for k in common if k[0] == env})
-        for level in levels:
+        groups[env] = [k for k in common if k[0] == env]
+        for level in sorted({a[k][0] for k in common if k[0] == env}):
             name = f"{env}: {level}" if multi else level
-            groups[name] = [(a[k][1], b[k][1]) for k in common if k[0] == env and a[k][0] == level]
-    rows = {name: _paired(pairs) for name, pairs in groups.items()}
+            groups[name] = [k for k in common if k[0] == env and a[k][0] == level]
+    rows = {name: _row(a, b, keys) for name, keys in groups.items()}
     if len(envs) > 1:
-        env_rows = [rows[env] for env in envs]
-        ses = [r["se"] for r in env_rows]
-        rows[MACRO] = {
-            "tasks": sum(r["tasks"] for r in env_rows),
-            "base": sum(r["base"] for r in env_rows) / len(envs),
-            "new": sum(r["new"] for r in env_rows) / len(envs),
-            "diff": sum(r["diff"] for r in env_rows) / len(envs),
-            "se": None if None in ses else math.sqrt(sum(s * s for s in ses)) / len(envs),  # type: ignore[operator]
-        }
+        rows[MACRO] = _macro([rows[env] for env in envs])
     return {"rows": rows, "notes": notes, "envs": envs}
 
 
+def _row(a: dict, b: dict, keys: list[tuple[str, int]]) -> dict[str, Any]:
+    """Success paired over ``keys`` (the row's own fields), and each other metric paired over
+    the tasks both results record it for (None where none)."""
+    out = _paired([(a[k][1]["success"], b[k][1]["success"]) for k in keys])
+    for metric in METRICS[1:]:
+        pairs = [(a[k][1][metric], b[k][1][metric]) for k in keys
+                 if metric in a[k][1] and metric in b[k][1]]  # fmt: skip
+        out[metric] = _paired(pairs) if pairs else None
+    return out
+
+
+def _macro(env_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The mean of the env rows; its standard error combines theirs."""
+
+    def mean_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        n, ses = len(rows), [r["se"] for r in rows]
+        return {
+            "tasks": sum(r["tasks"] for r in rows),
+            "base": sum(r["base"] for r in rows) / n,
+            "new": sum(r["new"] for r in rows) / n,
+            "diff": sum(r["diff"] for r in rows) / n,
+            "se": None if None in ses else math.sqrt(sum(s * s for s in ses)) / n,  # type: ignore[operator]
+        }
+
+    out = mean_of(env_rows)
+    for metric in METRICS[1:]:
+        parts = [r[metric] for r in env_rows]
+        out[metric] = None if None in parts else mean_of(parts)
+    return out
+
+
 def format_table(result: dict[str, Any]) -> str:
-    """The comparison as a fixed-width text table."""
+    """The comparison as a fixed-width text table: success side by side, then the paired
+    change of the score and of the invalid-reply share."""
     w = max(14, *(len(name) + 2 for name in result["rows"]))
-    head = f"{'':<{w}}{'tasks':>7}{'base':>8}{'new':>8}{'new-base':>10}{'(SE)':>9}"
+    head = (
+        f"{'':<{w}}{'tasks':>7}{'base':>8}{'new':>8}{'new-base':>10}{'(SE)':>9}"
+        f"{'score':>10}{'(SE)':>9}{'invalid':>10}{'(SE)':>9}"
+    )
     lines = [head, "-" * len(head)]
     for name, r in result["rows"].items():
-        se = f"({r['se']:.3f})" if r["se"] is not None else "(-)"
         lines.append(
-            f"{name:<{w}}{r['tasks']:>7}{r['base']:>8.3f}{r['new']:>8.3f}{r['diff']:>+10.3f}{se:>9}"
+            f"{name:<{w}}{r['tasks']:>7}{r['base']:>8.3f}{r['new']:>8.3f}{r['diff']:>+10.3f}"
+            f"{_se(r['se']):>9}{_change(r.get('score'))}{_change(r.get('invalid'))}"
         )
     lines.append(
         "base, new: mean success over the tasks both evaluated (each task's samples averaged); "
-        "new-base: their paired difference; SE: its standard error over tasks (a difference "
-        "within ~2 SE of 0 is noise)"
+        "new-base: their paired difference; score, invalid: the paired change (new-base) of "
+        "the mean episode score and of the share of replies without a usable action; SE: "
+        "standard error over tasks (a difference within ~2 SE of 0 is noise)"
     )
     return "\n".join(lines)
+
+
+def _se(se: float | None) -> str:
+    return f"({se:.3f})" if se is not None else "(-)"
+
+
+def _change(paired: dict[str, Any] | None) -> str:
+    if paired is None:
+        return f"{'-':>10}{'':>9}"
+    return f"{paired['diff']:>+10.3f}{_se(paired['se']):>9}"
 
 
 if __name__ == "__main__":

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from agentgym.cli.progress import Progress
 from agentgym.config import BABYAI_LEVELS, WEBNAV_TEMPLATES
 
 PLANNED_ENVS = ("textcraft", "babyai", "webnav", "search")
@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     names: dict[str, str] = {}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    progress = None if args.quiet else Progress()
     with open(out, "w") as f:
         for k, task in enumerate(tasks, start=1):
             steps, why = _plan(pool, args.env, task)
@@ -120,13 +121,20 @@ def run(args: argparse.Namespace) -> int:
             else:
                 failed[group].append(task)
                 reasons[group][why or "the replayed demo did not succeed"] += 1
-            if not args.quiet:
-                print(f"\rdemos {k}/{len(tasks)}", end="", file=sys.stderr, flush=True)
-    if not args.quiet:
-        print(file=sys.stderr)
+            if progress is not None:
+                progress.show(_progress_line(k, len(tasks), solved, progress))
+    if progress is not None:
+        progress.finish(_progress_line(len(tasks), len(tasks), solved, progress))
     print(_report(solved, failed, reasons, names))
     print(f"written to {out}")
     return 0 if sum(solved.values()) else 1
+
+
+def _progress_line(done: int, total: int, solved: dict[str, int], progress: Progress) -> str:
+    return (
+        f"demos {done}/{total} tasks, {sum(solved.values())} solved, {progress.elapsed()} "
+        f"elapsed, eta {progress.eta(done, total)}"
+    )
 
 
 def _filtered(tasks: list[int], flag: str, keep: str | None, period: int) -> list[int]:

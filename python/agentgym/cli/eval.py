@@ -8,8 +8,8 @@ learner checkpoint (``.../checkpoints/step_N`` or the ``checkpoints`` folder for
 model directory (``RUN_DIR/model``: the untrained policy). It says which step it evaluated and
 writes the result into the config's run dir: ``eval/step_N.json`` for the run's checkpoints,
 ``eval/sft_step_N.json`` for ``RUN_DIR/sft/checkpoints``, ``eval/model.json`` for the untrained
-model (``agentgym.cli.rundir.eval_out``; numbered rather than replacing a result of other
-settings, see ``result_path``), and to ``--out`` as well when given.
+model (numbered, ``step_N-2.json``, rather than replacing a result of other settings), and to
+``--out`` as well when given. Without ``--checkpoint`` it says which paths the run has.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 
 from agentgym.actor.policy import model_conflict, resolve_checkpoint
 from agentgym.cli.common import set_torch_threads
+from agentgym.cli.progress import Progress, duration
 from agentgym.cli.rundir import eval_out, step_of
 from agentgym.cli.servers import ServerFailed, served
 from agentgym.config import EnvEntry, RunConfig, load_config
@@ -46,8 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--checkpoint",
-        required=True,
-        help="learner checkpoint dir, a checkpoints folder, or a model dir",
+        default=None,
+        help="RUN_DIR/checkpoints (the trained policy, its newest step) or one step_N in it, "
+        "RUN_DIR/sft/checkpoints, another model dir, or RUN_DIR/model (the untrained baseline)",
     )
     parser.add_argument(
         "--out",
@@ -60,6 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """``agentgym eval``: prints the table, writes the JSON; returns the exit code."""
     config = load_config(args.config, args.overrides)
+    refusal = checkpoint_refusal(args.checkpoint, Path(config.run_dir))
+    if refusal is not None:
+        print(f"agentgym eval: {refusal}", file=sys.stderr)
+        return 2
     ckpt = resolve_checkpoint(args.checkpoint)
     conflict = model_conflict(config)
     if conflict is not None:  # e.g. another seed's menu model: refused before any work
@@ -72,12 +78,15 @@ def run(args: argparse.Namespace) -> int:
     step = step_of(ckpt)
     what = f"step {step} ({ckpt})" if step is not None else f"the model directory {ckpt}"
     print(f"agentgym eval: evaluating {what}", flush=True)
+    progress = EvalProgress(Progress())
     try:
         with served(config, Path(config.run_dir) / "logs") as (config, _):
-            result = evaluate(config, ckpt, limit=args.limit)
+            result = evaluate(config, ckpt, limit=args.limit, progress=progress)
     except ServerFailed as e:
         print(f"agentgym eval: {e}", file=sys.stderr, flush=True)
         return 1
+    finally:
+        progress.finish()
     result.update(step=step, temperature=config.eval.temperature)
     records = [e.pop("record") for e in result["episodes"] if "record" in e]
     outs = [result_path(eval_out(Path(config.run_dir), ckpt, step), result)]
@@ -90,6 +99,70 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(result))
     print(f"evaluated {what}; written to {' and '.join(map(str, outs))}")
     return 0
+
+
+def checkpoint_refusal(checkpoint: str | None, run_dir: Path) -> str | None:
+    """Why ``--checkpoint`` cannot be evaluated (not given, or no such path), with the paths the
+    config's run dir offers; None when it names something."""
+    if checkpoint is not None and Path(checkpoint).exists():
+        return None
+    head = (
+        "--checkpoint is required"
+        if checkpoint is None
+        else f"--checkpoint {checkpoint}: no such file or directory"
+    )
+    choices = [
+        (run_dir / "checkpoints", "the trained policy (its newest step; or one step_N in it)"),
+        (run_dir / "sft" / "checkpoints", "the policy after agentgym sft"),
+        (run_dir / "model", "the untrained baseline the run starts from"),
+    ]
+    lines = [f"  {path}  {what}{'' if path.exists() else ' (not there yet)'}"
+             for path, what in choices]  # fmt: skip
+    return "\n".join([f"{head}; this config's run dir offers:", *lines])
+
+
+class EvalProgress:
+    """The eval's progress line: tasks and episodes done of the total, success so far, elapsed
+    time and ETA (``agentgym.cli.progress``: redrawn on a terminal, whole lines in a log)."""
+
+    def __init__(self, line: Progress):
+        self.line = line
+        self.env, self.total, self.samples = "", 0, 0
+        self.tasks = self.episodes = self.successes = self.errors = 0
+        self.started = time.monotonic()
+
+    def say(self, what: str) -> None:
+        """A step before the episodes (loading the model)."""
+        self.line.show(f"eval: {what}", force=True)
+
+    def start(self, env: str, total: int, samples: int) -> None:
+        """The episodes of ``env`` begin: ``total`` tasks of ``samples`` episodes each."""
+        self.env, self.total, self.samples = env, total, samples
+        self.tasks = self.episodes = self.successes = self.errors = 0
+        self.started = time.monotonic()
+        self.line.show(self.text(), force=True)
+
+    def task_done(self, successes: list[bool], errors: int) -> None:
+        """One task's episodes ended (``errors``: episodes an env failure dropped)."""
+        self.tasks += 1
+        self.episodes += len(successes) + errors
+        self.successes += sum(successes)
+        self.errors += errors
+        self.line.show(self.text(), force=self.tasks == self.total)
+
+    def text(self) -> str:
+        rate = f"{self.successes / self.episodes:.3f}" if self.episodes else "-"
+        elapsed = time.monotonic() - self.started
+        eta = "?" if not self.tasks else duration(elapsed / self.tasks * (self.total - self.tasks))
+        errors = f", {self.errors} env errors" if self.errors else ""
+        return (
+            f"eval {self.env}: {self.tasks}/{self.total} tasks "
+            f"({self.episodes}/{self.total * self.samples} episodes), success so far {rate}"
+            f"{errors}, {duration(elapsed)} elapsed, eta {eta}"
+        )
+
+    def finish(self) -> None:
+        self.line.finish()
 
 
 MACRO = "macro"
@@ -105,36 +178,53 @@ def final_cap(h: HorizonConfig) -> int | None:
     return h.max_cap
 
 
-def evaluate(config: RunConfig, checkpoint: str | Path, *, limit: int | None = None) -> dict:
+def evaluate(
+    config: RunConfig,
+    checkpoint: str | Path,
+    *,
+    limit: int | None = None,
+    progress: EvalProgress | None = None,
+) -> dict:
     """Run the held-out episodes; returns the JSON-able result (see ``summarize``)."""
     set_torch_threads(
         max(config.torch_threads, config.actor.torch_threads), deterministic=config.deterministic
     )
     from agentgym.actor.policy import load_trained_policy
 
+    if progress is not None:
+        progress.say("loading the policy")
     model, tokenizer, ckpt = load_trained_policy(config, checkpoint, device=config.engine.device)
-    result = evaluate_policy(config, model, tokenizer, limit=limit)
+    result = evaluate_policy(config, model, tokenizer, limit=limit, progress=progress)
     result.update(checkpoint=str(ckpt))
     return result
 
 
-def evaluate_policy(config: RunConfig, model: Any, tokenizer: Any, *, limit: int | None) -> dict:
+def evaluate_policy(
+    config: RunConfig,
+    model: Any,
+    tokenizer: Any,
+    *,
+    limit: int | None,
+    progress: EvalProgress | None = None,
+) -> dict:
     """The held-out episodes of ``model`` as it is (the first ``limit`` tasks of each env's
     ``tasks.eval``), under ``eval.horizon_cap`` or the env's schedule's last cap; see
     ``summarize``. A multi-env run gets a row per env, per env and level, and ``macro`` (the
-    mean of the env rows)."""
-    results = [_evaluate_env(config, e, model, tokenizer, limit) for e in config.entries]
+    mean of the env rows). ``progress`` hears of every task done."""
+    results = [_evaluate_env(config, e, model, tokenizer, limit, progress) for e in config.entries]
     if len(results) == 1:
         return results[0]
     return combine(results)
 
 
-def _evaluate_env(config: RunConfig, entry: EnvEntry, model, tokenizer, limit) -> dict:
+def _evaluate_env(config: RunConfig, entry: EnvEntry, model, tokenizer, limit, progress) -> dict:
     tasks = entry.tasks.eval.ids()[:limit]
     cap = config.eval.horizon_cap
     if cap is None:
         cap = final_cap(config.horizon_of(entry))
-    episodes = asyncio.run(_episodes(config, entry, model, tokenizer, tasks, cap))
+    if progress is not None:
+        progress.start(entry.env.name, len(tasks), config.eval.samples)
+    episodes = asyncio.run(_episodes(config, entry, model, tokenizer, tasks, cap, progress))
     result = summarize(entry.env.name, episodes, config.eval.samples)
     result.update(horizon_cap=cap, num_tasks=len(tasks))
     return result
@@ -240,7 +330,7 @@ def periodic_eval(config: RunConfig, model: Any, tokenizer: Any) -> Callable[[in
     return run
 
 
-async def _episodes(config, entry, model, tokenizer, tasks, cap) -> list[dict[str, Any]]:
+async def _episodes(config, entry, model, tokenizer, tasks, cap, progress) -> list[dict[str, Any]]:
     from agentgym.actor.actor import trajectory_record
     from agentgym.actor.episodes import EpisodeSpec, derive_seed, run_group
     from agentgym.actor.policy import make_engine, sampling_params
@@ -273,6 +363,8 @@ async def _episodes(config, entry, model, tokenizer, tasks, cap) -> list[dict[st
             first = config.eval.samples * position[task_id]
             ids = iter(range(first, first + config.eval.samples))
             result = await run_group(spec, engine, pool, codec, params, ids)
+        if progress is not None:
+            progress.task_done([t.success for t in result.trajectories], len(result.errors))
         return [
             {
                 "task_id": task_id,

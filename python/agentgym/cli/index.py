@@ -3,14 +3,15 @@
 - ``agentgym index build CORPUS.jsonl INDEX_DIR``: build the BM25 index of a Search-R1/FlashRAG
   corpus (multi-threaded, with a progress line; skipped lines are counted and the first are named).
 - ``agentgym index generate OUT_DIR``: write the generated multi-hop world (``corpus.jsonl`` and
-  ``qa.jsonl``, training questions first; see ``agentgym.envs.search_data``).
+  ``qa.jsonl``; see ``agentgym.envs.search_data``).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
+
+from agentgym.cli.progress import Progress
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen = sub.add_parser("generate", help="write the generated multi-hop corpus and QA sets")
     gen.add_argument("out_dir")
     gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--questions", type=int, default=200, help="questions, 80%% of them train")
+    gen.add_argument(
+        "--questions",
+        type=int,
+        default=200,
+        help="questions (task ids 0..N; a config's tasks.train and tasks.eval ranges split them)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,10 +44,11 @@ def _generate(args: argparse.Namespace) -> int:
     from agentgym.envs.search_data import write_dataset
 
     data = write_dataset(args.out_dir, seed=args.seed, num_questions=args.questions)
-    n, cut = len(data.questions), data.num_train
+    n = len(data.questions)
     print(
         f"{len(data.corpus)} passages -> {args.out_dir}/corpus.jsonl; {n} questions -> "
-        f"{args.out_dir}/qa.jsonl (train task ids 0..{cut}, held out {cut}..{n})"
+        f"{args.out_dir}/qa.jsonl (task ids 0..{n}; a config's tasks.train and tasks.eval "
+        "ranges split them)"
     )
     return 0
 
@@ -74,26 +81,23 @@ def _build(args: argparse.Namespace) -> int:
 
 
 class _ProgressLine:
-    """A one-line progress bar on stderr, redrawn at most a few times a second."""
+    """The build's progress (``agentgym.cli.progress``): a bar redrawn on a terminal, plain
+    lines in a log."""
 
     def __init__(self) -> None:
-        self.start = time.monotonic()
-        self.last = 0.0
+        self.progress = Progress()
 
     def __call__(self, read: int, total: int, passages: int, skipped: int) -> None:
-        now = time.monotonic()
-        if now - self.last < 0.2 and read < total:
-            return
-        self.last = now
+        self.progress.show(self._text(read, total, passages, skipped), force=read >= total)
+
+    def _text(self, read: int, total: int, passages: int, skipped: int) -> str:
         frac = read / total if total else 1.0
         bar = "#" * int(30 * frac)
-        rate = passages / max(now - self.start, 1e-9)
-        sys.stderr.write(
-            f"\r[{bar:<30}] {100 * frac:5.1f}%  {passages} passages ({rate:,.0f}/s), "
+        seconds = max(time.monotonic() - self.progress.started, 1e-9)
+        return (
+            f"[{bar:<30}] {100 * frac:5.1f}%  {passages} passages ({passages / seconds:,.0f}/s), "
             f"{skipped} skipped"
         )
-        sys.stderr.flush()
 
     def finish(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
+        self.progress.finish()

@@ -21,6 +21,7 @@ from agentgym.cli.common import (
     config_from_args,
     learner_endpoints,
     on_terminate,
+    plain_text,
     report_config_error,
     resume_config,
     set_torch_threads,
@@ -36,7 +37,7 @@ log = logging.getLogger("agentgym.learner")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentgym-learner",
-        description=__doc__,
+        description=plain_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_config_args(parser, required=False)

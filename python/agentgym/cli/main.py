@@ -4,19 +4,31 @@ datasets), ``demos`` (expert demonstrations), ``pairs`` and ``dpo`` (preference 
 preference optimisation), ``export`` (a checkpoint as a Hugging Face model directory),
 ``textcraft-goals`` (record a TextCraft server's goal order), ``hub`` (a local web app: runs,
 live curves, trajectory replay), ``index`` (build a search index; generate the multi-hop search
-world), ``model`` (fetch or import a real model from a GGUF file)."""
+world), ``model`` (fetch or import a real model from a GGUF file), ``config`` (a config with its
+defaults)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+DESCRIPTION = """\
+High-throughput multi-turn reinforcement learning for LLM agents.
+
+Start with: agentgym train configs/quickstart.yaml
+Each command's --help says what it does; the documentation is in docs/ (docs/index.md)."""
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentgym", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="agentgym",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     from agentgym.cli import (
         compare,
+        configcmd,
         demos,
         export,
         hub,
@@ -27,23 +39,30 @@ def build_parser() -> argparse.ArgumentParser:
         train,
     )
     from agentgym.cli import eval as eval_cmd
+    from agentgym.cli.common import help_parser
 
-    train.add_arguments(sub.add_parser("train", help="train: learner and actors, live progress"))
-    eval_cmd.add_arguments(sub.add_parser("eval", help="evaluate a checkpoint on held-out tasks"))
+    def command(name: str, summary: str, module) -> argparse.ArgumentParser:
+        return help_parser(sub, name, summary, module.__doc__)
+
+    train.add_arguments(command("train", "train: learner and actors, live progress", train))
+    eval_cmd.add_arguments(command("eval", "evaluate a checkpoint on held-out tasks", eval_cmd))
     compare.add_arguments(
-        sub.add_parser("compare", help="two eval results of the same tasks, paired by task")
+        command("compare", "two eval results of the same tasks, paired by task", compare)
     )
-    offline.add_sft_arguments(sub.add_parser("sft", help="supervised fine-tuning on datasets"))
-    demos.add_arguments(sub.add_parser("demos", help="write expert demonstrations (planners)"))
-    offline.add_pairs_arguments(sub.add_parser("pairs", help="preference pairs per task"))
-    offline.add_dpo_arguments(sub.add_parser("dpo", help="offline preference optimisation"))
-    export.add_arguments(sub.add_parser("export", help="a checkpoint as a Hugging Face model"))
+    offline.add_sft_arguments(command("sft", "supervised fine-tuning on datasets", offline))
+    demos.add_arguments(command("demos", "write expert demonstrations (planners)", demos))
+    offline.add_pairs_arguments(command("pairs", "preference pairs per task", offline))
+    offline.add_dpo_arguments(command("dpo", "offline preference optimisation", offline))
+    export.add_arguments(command("export", "a checkpoint as a Hugging Face model", export))
     textcraft_goals.add_arguments(
-        sub.add_parser("textcraft-goals", help="record a TextCraft server's goal order")
+        command("textcraft-goals", "record a TextCraft server's goal order", textcraft_goals)
     )
-    hub.add_arguments(sub.add_parser("hub", help="web app: runs, live curves, replays"))
-    index.add_arguments(sub.add_parser("index", help="search env data: build an index, generate"))
-    model.add_arguments(sub.add_parser("model", help="fetch or import a real model (GGUF)"))
+    hub.add_arguments(command("hub", "web app: runs, live curves, replays", hub))
+    index.add_arguments(command("index", "search env data: build an index, generate", index))
+    configcmd.add_arguments(
+        command("config", "show a config with its defaults; the config reference", configcmd)
+    )
+    model.add_arguments(command("model", "fetch or import a real model (GGUF)", model))
     return parser
 
 
@@ -104,6 +123,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from agentgym.cli import index
 
         return index.run(args)
+    if args.command == "config":
+        from agentgym.cli import configcmd
+
+        return configcmd.run(args)
     if args.command == "model":
         from agentgym.cli import model
 

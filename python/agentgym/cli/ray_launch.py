@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.cli.common import RESOLVED_CONFIG
-from agentgym.cli.train import START_TIMEOUT_S, Child, ChildDied, log_tail
+from agentgym.cli.processes import START_TIMEOUT_S, Child, ChildDied, log_tail
 from agentgym.config import RunConfig
 
 PR_SET_PDEATHSIG = 1
@@ -129,7 +129,7 @@ def _die_with_parent() -> None:
 
 
 class RayChild:
-    """A child running in a ``ProcessHost`` Ray actor (``agentgym.cli.train.Child``)."""
+    """A child running in a ``ProcessHost`` Ray actor (``agentgym.cli.processes.Child``)."""
 
     def __init__(self, name: str, host: Any, log_path: Path):
         self.name, self.host, self.log_path = name, host, log_path
@@ -172,7 +172,7 @@ class RayChild:
 
 
 class RayProcesses:
-    """Starts the run's processes on a Ray cluster (``agentgym.cli.train.Processes``)."""
+    """Starts the run's processes on a Ray cluster (``agentgym.cli.processes.Processes``)."""
 
     def __init__(self, config: RunConfig, address: str = "auto"):
         ray = _import_ray()

@@ -3,7 +3,9 @@
 A run directory holds one training run: ``agentgym train`` refuses a directory that already
 holds one (``--resume`` continues it, ``--overwrite`` deletes its files first), so two runs'
 metrics, trajectories and checkpoints never mix. Inputs that other commands put there (the
-tiny model in ``model/``, ``sft/``, demos) are not the run's and stay.
+tiny model in ``model/``, ``sft/``, demos) are not the run's and stay. ``agentgym sft`` and
+``agentgym dpo`` keep their own run in ``RUN_DIR/sft/`` and ``RUN_DIR/dpo/`` under the same
+rules (``offline_files``).
 """
 
 from __future__ import annotations
@@ -33,9 +35,29 @@ def run_files(run_dir: Path) -> list[str]:
     return found + [f"{EVAL_DIR}/{p.name}" for p in evals]
 
 
+OFFLINE_FILES = (RESOLVED_CONFIG, "metrics.jsonl", "checkpoints")
+"""What ``agentgym sft`` / ``dpo`` write in ``RUN_DIR/<section>/``."""
+
+
+def offline_files(run_dir: Path, section: str) -> list[str]:
+    """What an ``agentgym sft`` (``section`` "sft") or ``dpo`` run wrote, as paths relative
+    to ``run_dir``: its files in ``RUN_DIR/<section>/`` and its checkpoints' eval results
+    (``eval/<section>_step_*``)."""
+    out = run_dir / section
+    found = [f"{section}/{n}" + "/" * (out / n).is_dir() for n in OFFLINE_FILES
+             if (out / n).exists()]  # fmt: skip
+    evals = sorted([*(run_dir / EVAL_DIR).glob(f"{section}_step_*.json"),
+                    *(run_dir / EVAL_DIR).glob(f"{section}_step_*.episodes.jsonl")])  # fmt: skip
+    return found + [f"{EVAL_DIR}/{p.name}" for p in evals]
+
+
 def clear_run(run_dir: Path) -> list[str]:
     """Delete what ``run_files`` lists; returns those names."""
-    names = run_files(run_dir)
+    return delete(run_dir, run_files(run_dir))
+
+
+def delete(run_dir: Path, names: list[str]) -> list[str]:
+    """Delete ``names`` (files, or folders with a trailing ``/``) in ``run_dir``; returns them."""
     for name in names:
         path = run_dir / name.rstrip("/")
         if path.is_dir() and not path.is_symlink():
@@ -81,14 +103,19 @@ def trim_metrics(run_dir: Path, step: int) -> list[int]:
 
 def refuse_existing(run_dir: Path) -> str | None:
     """The message refusing a fresh run in ``run_dir`` when it holds a run, else None."""
-    names = run_files(run_dir)
+    return refusal(run_dir, "a training run", run_files(run_dir), checkpoint_step(run_dir),
+                   f"agentgym train --resume {run_dir}")  # fmt: skip
+
+
+def refusal(where: Path, what: str, names: list[str], step: int | None, resume: str) -> str | None:
+    """The message refusing a fresh run in ``where``, which holds ``what`` (its files
+    ``names``, its newest checkpoint at ``step``), with the ways on; None without files."""
     if not names:
         return None
-    step = checkpoint_step(run_dir)
     state = f"its newest checkpoint is step {step}" if step is not None else "no checkpoint"
     return (
-        f"{run_dir} already holds a training run ({', '.join(names)}; {state}).\n"
-        f"  continue it:  agentgym train --resume {run_dir}\n"
+        f"{where} already holds {what} ({', '.join(names)}; {state}).\n"
+        f"  continue it:  {resume}\n"
         "  start over:   the same command with --overwrite (deletes those files first)\n"
         "  or give the new run another run_dir (--set run_dir=...)"
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import subprocess
 import sys
 import time
 import urllib.request
@@ -19,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+from agentgym.cli.processes import LocalChild, spawn, stop_all
 from agentgym.config import RunConfig
 
 START_TIMEOUT_S = 120.0  # a ScienceWorld server imports the simulator (a JVM) before it answers
@@ -48,21 +48,13 @@ def served(config: RunConfig, log_dir: Path) -> Iterator[tuple[RunConfig, list]]
     if config.env.serve == 0:
         yield config, []
         return
-    from agentgym.cli.train import LocalChild, stop_all
-
-    log_dir.mkdir(parents=True, exist_ok=True)
     children: list[LocalChild] = []
     try:
         urls = []
         for i in range(config.env.serve):
             port = _free_port()
-            log_path = log_dir / f"envserver{i}.log"
-            log = open(log_path, "ab")  # noqa: SIM115 - closed in LocalChild.wait
-            proc = subprocess.Popen(
-                server_command(config, port), stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )  # fmt: skip
-            children.append(LocalChild(f"envserver{i}", proc, log_path, log))
+            name = f"envserver{i}"
+            children.append(spawn(name, server_command(config, port), log_dir / f"{name}.log"))
             urls.append(f"http://127.0.0.1:{port}")
         for child, url in zip(children, urls, strict=True):
             _wait_healthy(child, url)
@@ -77,7 +69,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_healthy(child, url: str) -> None:
+def _wait_healthy(child: LocalChild, url: str) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         code = child.poll()

@@ -15,21 +15,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any
 
 from agentgym.cli.common import ENDPOINTS_FILE, RESOLVED_CONFIG, on_terminate, resume_config
+from agentgym.cli.processes import (
+    START_TIMEOUT_S,
+    Child,
+    ChildDied,
+    LocalChild,
+    Processes,
+    spawn,
+    stop_all,
+)
+from agentgym.cli.progress import duration
 from agentgym.cli.rundir import checkpoint_step, clear_run, refuse_existing, trim_metrics
 from agentgym.cli.servers import ServerFailed, served
+from agentgym.cli.stepline import LEGEND, SignalWatch, StepLine
 from agentgym.config import RunConfig, absolute_paths, dump_config, load_config
 
-START_TIMEOUT_S = 600.0
 MODEL_WAIT_S = START_TIMEOUT_S  # actors wait this long for the learner's tiny-model build
 LEARNER_GRACE_S = 60.0  # the learner checkpoints before it exits
 ACTOR_GRACE_S = 10.0
@@ -95,9 +103,8 @@ def run(args: argparse.Namespace) -> int:
         _claim(run_dir, args)
     else:
         done = _resumable(config)
-        if done is not None:
-            print(done, flush=True)
-            return 0
+        if done is not None:  # nothing to do is not success: a script must not read it so
+            raise SystemExit(done)
         step = checkpoint_step(run_dir) or 0
         dropped = trim_metrics(run_dir, step)
         if dropped:
@@ -194,8 +201,9 @@ def _claim(run_dir: Path, args: argparse.Namespace) -> None:
 
 
 def _resumable(config: RunConfig) -> str | None:
-    """None when the run can go on; the message saying it is finished otherwise. A run dir
-    without a checkpoint is refused (SystemExit)."""
+    """None when the run can go on; the message saying it is finished (the command then exits
+    with code 1, having trained nothing) otherwise. A run dir without a checkpoint is refused
+    (SystemExit)."""
     run_dir = Path(config.run_dir)
     step = checkpoint_step(run_dir)
     if step is None:
@@ -212,72 +220,6 @@ def _resumable(config: RunConfig) -> str | None:
         f"learner.max_steps {total}. To train further: agentgym train --resume {run_dir} "
         f"--set learner.max_steps={total + step}"
     )
-
-
-class Child(Protocol):
-    """One process of the run, wherever it runs: its name, exit code and log."""
-
-    name: str
-    log_path: Path
-
-    def poll(self) -> int | None:
-        """The exit code, or None while it runs."""
-
-    def terminate(self) -> None:
-        """Ask it to stop (SIGTERM: the learner checkpoints first); returns at once."""
-
-    def wait(self, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for it to exit, then kill it; release its log."""
-
-    def tail(self, lines: int = 15) -> str:
-        """The last ``lines`` lines of its log."""
-
-
-class Processes(Protocol):
-    """Where the run's processes start: this machine (``LocalProcesses``) or a Ray cluster
-    (``agentgym.cli.ray_launch.RayProcesses``). ``stopping`` says the launcher was asked to
-    stop, for starts that wait on the cluster."""
-
-    def start_learner(self, args: list[str], stopping: Callable[[], bool]) -> list[Child]:
-        """The learner (rank 0 first, then any other ranks), running ``agentgym.cli.learner``
-        with ``args`` (the run's config, or ``--resume RUN_DIR``)."""
-
-    def start_actors(self, extras: list[list[str]], stopping: Callable[[], bool]) -> list[Child]:
-        """One actor per item of ``extras`` (its arguments after the run's config), running
-        ``agentgym.cli.actor``."""
-
-    def close(self) -> None:
-        """Release what the starts held (called once every child has stopped)."""
-
-
-@dataclass
-class LocalChild:
-    """A child process on this machine and its log file."""
-
-    name: str
-    proc: subprocess.Popen
-    log_path: Path
-    log: IO[bytes]
-
-    def poll(self) -> int | None:
-        return self.proc.poll()
-
-    def terminate(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-
-    def wait(self, timeout_s: float) -> None:
-        try:
-            self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
-    def tail(self, lines: int = 15) -> str:
-        if not self.log.closed:
-            self.log.flush()
-        return log_tail(self.log_path, lines)
 
 
 class LocalProcesses:
@@ -310,17 +252,7 @@ class LocalProcesses:
         return [[str(self.run_dir / RESOLVED_CONFIG), *extra] for extra in extras]
 
     def _spawn(self, name: str, cmd: list[str]) -> LocalChild:
-        logs = self.run_dir / "logs"
-        logs.mkdir(exist_ok=True)
-        log_path = logs / f"{name}.log"
-        log = open(log_path, "ab")  # noqa: SIM115 - closed in LocalChild.wait
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        # own process group: a terminal's Ctrl-C reaches only the launcher, which stops the
-        # children in order (learner checkpoints first)
-        proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        return LocalChild(name, proc, log_path, log)
+        return spawn(name, cmd, self.run_dir / "logs" / f"{name}.log")
 
 
 @dataclass
@@ -358,6 +290,8 @@ class Launcher:
         self.learners: list[Child] = []
         self.children: list[Child] = []
         self.progress = Progress()
+        self.step_line = StepLine(config.learner.max_steps)
+        self.signal = SignalWatch(config.learner.advantage.estimator)
         if resume:  # earlier steps are in metrics.jsonl already; show only this launch's
             metrics = self.run_dir / "metrics.jsonl"
             step = checkpoint_step(self.run_dir) or 0
@@ -390,6 +324,7 @@ class Launcher:
             self.progress.sampling = time.monotonic()
             if not self.quiet:
                 print("agentgym train: actors started; waiting for the first update", flush=True)
+                print(f"agentgym train: {LEGEND}", flush=True)
             code = self._watch()
         except ChildDied as e:
             print(f"\nagentgym train: {e}", file=sys.stderr, flush=True)
@@ -451,12 +386,17 @@ class Launcher:
     # --- progress ---------------------------------------------------------------------------
 
     def _show(self) -> None:
-        """One line per update the learner recorded since the last call."""
+        """One line per update the learner recorded since the last call (and a warning when
+        steps go by without a learning signal, also with ``--quiet``)."""
         for record in self._read_metrics():
             self.progress.last.update(record)
             self.progress.steps = record.get("step", self.progress.steps)
+            line = self._line(record)  # also when quiet: the line's rates need every step
             if not self.quiet:
-                print(self._line() + _eval_note(record), flush=True)
+                print(line + _eval_note(record), flush=True)
+            warning = self.signal.observe(record)
+            if warning is not None:
+                print(warning, flush=True)
 
     def _read_metrics(self) -> list[dict[str, Any]]:
         path = self.run_dir / "metrics.jsonl"
@@ -472,22 +412,12 @@ class Launcher:
                 records.append(json.loads(raw))
         return records
 
-    def _line(self) -> str:
-        m, actors = self.progress.last, actor_totals(self.run_dir)
-        wall = max(actors.get("wall_s", 0.0), 1e-9)
-        lags = {int(k.split("/")[1]): v for k, v in m.items() if k.startswith("staleness/")}
-        mean_lag = sum(k * v for k, v in lags.items()) / max(sum(lags.values()), 1)
-        samples_s = actors.get("trajectories_pushed", 0) / wall
-        total = self.config.learner.max_steps
-        return (
-            f"step {m.get('step', 0)}/{total if total is not None else '?'}  "
-            f"reward {m.get('reward/all', 0.0):.3f}  success {_successes(m)}  "
-            f"cap {_caps(m)}  staleness {mean_lag:.2f}  "
-            f"stale-dropped {m.get('dropped_stale_total', 0)}  "
-            f"samples/s {samples_s:.1f}  tokens/s {actors.get('pushed_tokens', 0) / wall:.0f}  "
-            f"env-errors {actors.get('dropped_env_errors', 0)}  "
-            f"{_duration(time.monotonic() - self.progress.started)}  eta {self._eta()}"
-        )
+    def _line(self, record: dict[str, Any]) -> str:
+        """The step's line (``agentgym.cli.stepline``), then the actors' env errors so far, the
+        time taken and the ETA."""
+        errors = actor_totals(self.run_dir).get("dropped_env_errors", 0)
+        elapsed = duration(time.monotonic() - self.progress.started)
+        return self.step_line.format(record, f"env-errors {errors}  {elapsed}  eta {self._eta()}")
 
     def _eta(self) -> str:
         """Time left at the pace of this launch's updates so far ("?" before the first)."""
@@ -496,14 +426,14 @@ class Launcher:
         if total is None or p.sampling is None or done < 1:
             return "?"
         pace = (time.monotonic() - p.sampling) / done
-        return _duration(pace * max(total - p.steps, 0))
+        return duration(pace * max(total - p.steps, 0))
 
     def _closing(self, code: int) -> str:
         """Where the run's files are, and what to run next (eval, or the resume command)."""
         run_dir, step = self.run_dir, checkpoint_step(self.run_dir)
         total = self.config.learner.max_steps
         of = f"/{total}" if total is not None else ""
-        wall = _duration(time.monotonic() - self.progress.started)
+        wall = duration(time.monotonic() - self.progress.started)
         head = {
             0: f"finished at step {self.progress.steps}{of} after {wall}",
             130: f"stopped at step {self.progress.steps}{of} after {wall}",
@@ -522,6 +452,11 @@ class Launcher:
             lines.append(f"  evaluate      agentgym eval {config} --checkpoint {ckpts}")
         if code != 0 and step is not None:
             lines.append(f"  resume        agentgym train --resume {run_dir}")
+        if self.signal.silent_steps:
+            lines.append(
+                f"  note          {self.signal.silent_steps} step(s) had no group whose "
+                "rewards differ: they trained on no policy gradient"
+            )
         return "\n".join(lines)
 
     def _summary(self, code: int) -> None:
@@ -534,10 +469,6 @@ class Launcher:
             "actors": actor_totals(self.run_dir),
         }
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-
-
-class ChildDied(RuntimeError):
-    """A child process failed; the message says which and why."""
 
 
 def actor_totals(run_dir: Path) -> dict[str, float]:
@@ -554,33 +485,6 @@ def actor_totals(run_dir: Path) -> dict[str, float]:
     return totals
 
 
-def _successes(m: dict[str, Any]) -> str:
-    """Success over all episodes, and per env when a step had several (``0.50 (babyai 0.62,
-    textcraft 0.38)``)."""
-    envs = {k.split("/", 1)[1]: v for k, v in m.items() if k.startswith("success/")}
-    overall = f"{envs.pop('all', 0.0):.2f}"
-    if len(envs) < 2:
-        return overall
-    return overall + " (" + ", ".join(f"{env} {v:.2f}" for env, v in sorted(envs.items())) + ")"
-
-
-def _caps(m: dict[str, Any]) -> str:
-    """The cap in force, or each env's (``babyai 8, textcraft 6``)."""
-    caps = {k.split("/", 1)[1]: v for k, v in m.items() if k.startswith("horizon_cap/")}
-    if not caps:
-        return str(m.get("horizon_cap"))
-    return ", ".join(f"{env} {cap}" for env, cap in sorted(caps.items()))
-
-
-def stop_all(children: list[Child], grace_s: float) -> None:
-    """Ask every child to stop, then give them ``grace_s`` together before killing the rest."""
-    for child in children:
-        child.terminate()
-    deadline = time.monotonic() + grace_s
-    for child in children:
-        child.wait(max(deadline - time.monotonic(), 0.0))
-
-
 def _eval_note(record: dict[str, Any]) -> str:
     """The periodic eval's results where this update's record has them (else "")."""
     rates = {k[5:]: v for k, v in record.items() if k.startswith(("eval/avg@", "eval/pass@"))}
@@ -588,22 +492,3 @@ def _eval_note(record: dict[str, Any]) -> str:
         return ""
     shown = "  ".join(f"{k} {v:.3f}" for k, v in sorted(rates.items()))
     return f"\n  eval on {record.get('eval/tasks', '?')} held-out tasks: {shown}"
-
-
-def _duration(seconds: float) -> str:
-    """``42s``, ``3m05s`` or ``2h03m``."""
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
-def log_tail(path: Path, lines: int = 15) -> str:
-    """The last ``lines`` lines of the log at ``path`` ("" when it is not there)."""
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    return "\n".join(text[-lines:])

@@ -12,8 +12,9 @@ format), and the passage about an entity never names the answer of a question th
 People, cities and countries that no question asks about are in the corpus as distractors. The
 same seed gives the same files, byte for byte, on every machine.
 
-The questions go into one QA file (task id = row): the first 80% are for training, the rest are
-held out, so a config's ``tasks.train`` and ``tasks.eval`` ranges split them.
+The questions go into one QA file (task id = row). Each question is drawn on its own, so the
+world has no split of its own: a config's ``tasks.train`` and ``tasks.eval`` ranges of rows split
+it (``configs/search-quickstart.yaml`` trains on 0..320 and holds out 320..720).
 """
 
 from __future__ import annotations
@@ -53,21 +54,10 @@ _INDUSTRIES = ["shipbuilding", "textiles", "printing", "glassworks", "clockmakin
 
 @dataclass(frozen=True)
 class SearchDataset:
-    """A generated corpus and its questions; task ids below ``num_train`` are for training."""
+    """A generated corpus and its questions (task id = position in ``questions``)."""
 
     corpus: list[dict[str, str]]
     questions: list[dict[str, object]]
-    num_train: int
-
-    @property
-    def train(self) -> list[dict[str, object]]:
-        """The training questions (task ids ``0..num_train``)."""
-        return self.questions[: self.num_train]
-
-    @property
-    def test(self) -> list[dict[str, object]]:
-        """The held-out questions (task ids ``num_train..``)."""
-        return self.questions[self.num_train :]
 
 
 class _Names:
@@ -93,7 +83,7 @@ class _Names:
 
 
 def generate(seed: int = 0, num_questions: int = 200, num_distractors: int = 60) -> SearchDataset:
-    """The world of ``seed``: about half the questions need 2 searches, half 3; 80% train."""
+    """The world of ``seed``: about half the questions need 2 searches, half 3."""
     rng = random.Random(seed)
     names = _Names(rng)
     countries = [names.word(3) for _ in range(max(4, num_questions // 20))]
@@ -140,7 +130,7 @@ def generate(seed: int = 0, num_questions: int = 200, num_distractors: int = 60)
     rng.shuffle(corpus)
     for i, doc in enumerate(corpus):
         doc["id"] = str(i)
-    return SearchDataset(corpus, questions, int(len(questions) * 0.8))
+    return SearchDataset(corpus, questions)
 
 
 def write_dataset(out_dir: str | Path, seed: int = 0, num_questions: int = 200) -> SearchDataset:

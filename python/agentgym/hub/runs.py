@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from agentgym.hub.groups import TaskGroups
+
 RUNNING_WITHIN_S = 60.0
 """A run without ``summary.json`` counts as running when one of its files changed this recently;
 after that it is ``stopped`` (interrupted, killed, or its launcher died)."""
@@ -132,6 +134,8 @@ class Run:
     """One row per valid trajectory line: the filterable fields (no tokens)."""
     tokenizer: Any = None
     tokenizer_tried: bool = False
+    groups: TaskGroups | None = None
+    """The group of each task (level, depth, site), from the run's config on first use."""
 
     @classmethod
     def open(cls, run_id: str, path: Path) -> Run:
@@ -275,8 +279,12 @@ class Run:
             row["index"] = index
             row["version_min"] = min(versions) if versions else None
             row["version_max"] = max(versions) if versions else None
-            row["group"] = eval_group(record.get("env"), record.get("task_id"))
+            row["group"] = groups.group(record.get("env"), record.get("task_id"))
             self.summaries.append(row)
+
+        if self.groups is None:
+            self.groups = TaskGroups(self.config())
+        groups = self.groups
 
         self.trajectories.refresh(keep)
 
@@ -315,16 +323,6 @@ def _number(value: Any) -> float | None:
         return None
     value = float(value)
     return value if math.isfinite(value) else None
-
-
-def eval_group(env: Any, task_id: Any) -> str | None:
-    """The eval row (level, depth...) of a task when it follows from the id alone."""
-    from agentgym.envs.families import FAMILIES
-
-    entry = FAMILIES.get(str(env).lower()) if env is not None else None
-    if entry is None or not isinstance(task_id, int):
-        return None
-    return entry.id_group(task_id)
 
 
 def load_tokenizer(run_dir: Path, config: dict[str, Any]) -> Any:

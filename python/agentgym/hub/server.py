@@ -65,6 +65,10 @@ def plotly_js() -> Path:
     return path
 
 
+RUN_ROUTES = frozenset({"run", "metrics", "trajectories", "trajectory", "evals", "eval_episodes"})
+"""The GET routes about one run (``?run=ID``)."""
+
+
 class Hub:
     """What the request handler serves: the run index, the token, the static files."""
 
@@ -85,6 +89,8 @@ class Hub:
             return {"runs": [run.overview() for run in self.index.scan()]}
         if route == "envs":
             return {"envs": self.play.envs()}
+        if route not in RUN_ROUTES:  # before asking for a run: an unknown route is a 404
+            raise KeyError(route)
         run = self.index.get(_required(query, "run"))
         if route == "run":
             return {"overview": run.overview(), "config": run.config(), "summary": run.summary(),

@@ -35,6 +35,10 @@ class DPOResult:
     final_accuracy: float
     """Share of the last step's pairs whose implicit reward prefers the chosen side."""
     checkpoint: Path | None
+    done: int = 0
+    """The step reached (``steps`` unless stopped)."""
+    stopped: bool = False
+    """Stopped early on request, at a checkpoint (``resume`` it to go on)."""
 
 
 def side_logprobs(model: nn.Module, examples: Sequence[Example], pad_token_id: int) -> torch.Tensor:
@@ -53,8 +57,13 @@ def train_dpo(
     out_dir: str | Path,
     progress: Callable[[str], None] = print,
     tokenizer_id: str = "",
+    resume: str | Path | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> DPOResult:
-    """Optimise ``model`` in place on ``pairs`` against a frozen copy of itself."""
+    """Optimise ``model`` in place on ``pairs`` against a frozen copy of itself as it is
+    passed in (the starting policy, also when ``resume`` then loads a checkpoint of this
+    run's later weights into it). ``resume`` and ``should_stop``: see
+    ``agentgym.learner.offline.offline_loop``."""
     if not pairs:
         raise ValueError("dpo: no usable pairs")
     reference = copy.deepcopy(model).eval().requires_grad_(False)
@@ -65,10 +74,13 @@ def train_dpo(
         accuracy = float((margins > 0).float().mean())
         return {"loss": loss, "reward_margin": float(margins.mean()), "accuracy": accuracy}
 
-    steps, last, checkpoint = offline_loop(
-        model, len(pairs), cfg, step_fn, out_dir, "dpo", progress, tokenizer_id
-    )
-    return DPOResult(steps, last["loss"], last["accuracy"], checkpoint)
+    run = offline_loop(
+        model, len(pairs), cfg, step_fn, out_dir, "dpo", progress, tokenizer_id,
+        resume=resume, should_stop=should_stop,
+    )  # fmt: skip
+    nan = float("nan")
+    loss, accuracy = run.last.get("loss", nan), run.last.get("accuracy", nan)
+    return DPOResult(run.steps, loss, accuracy, run.checkpoint, run.done, run.stopped)
 
 
 def _step(model, reference, optimizer, pairs: list[Pair], cfg: DPOConfig, pad_token_id: int):

@@ -811,6 +811,9 @@ def _mean_dicts(parts: list[dict[str, float]]) -> dict[str, float]:
 def _episode_metrics(
     trajectories: Sequence[Trajectory], task_group: TaskGroup | None = None
 ) -> dict[str, float]:
+    """Per env (and ``all``): mean reward, success, truncation and turns; the share of replies
+    without a usable action (``invalid``); the share of groups with a learning signal
+    (``signal``); success per task group (BabyAI's levels)."""
     by_env: defaultdict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         by_env[t.env].append(t)
@@ -821,9 +824,24 @@ def _episode_metrics(
         out[f"success/{env}"] = sum(t.success for t in ts) / n
         out[f"truncated/{env}"] = sum(t.truncated for t in ts) / n
         out[f"turns/{env}"] = sum(t.num_turns for t in ts) / n
+        out[f"invalid/{env}"] = sum(t.invalid_replies for t in ts) / max(
+            sum(t.num_turns for t in ts), 1
+        )
+        out[f"signal/{env}"] = signal_share(ts)
         if env != "all" and task_group is not None:
             out.update(_group_success(env, ts, task_group))
     return out
+
+
+def signal_share(trajectories: Sequence[Trajectory]) -> float:
+    """The share of groups whose episodes' rewards differ. A group of equal rewards (every
+    episode failed, or every one succeeded alike) has zero advantage under the group-relative
+    estimators (GRPO, Dr. GRPO, RLOO): it moves the policy by nothing but the KL and entropy
+    terms. A step with no such group leaves the weights where they were."""
+    rewards: defaultdict[int, set[float]] = defaultdict(set)
+    for t in trajectories:
+        rewards[t.group_id].add(t.reward)
+    return sum(len(r) > 1 for r in rewards.values()) / max(len(rewards), 1)
 
 
 def _group_success(env: str, ts: Sequence[Trajectory], task_group: TaskGroup) -> dict[str, float]:

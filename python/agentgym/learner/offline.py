@@ -1,10 +1,12 @@
 """What SFT and DPO share: padding examples, the seeded order of optimizer steps, and the loop
-that runs the steps, writes metrics and checkpoints in the learner's format."""
+that runs the steps, writes metrics and checkpoints in the learner's format, stops at a
+checkpoint when asked and resumes from one."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import torch
 from torch import nn
 
 from agentgym.learner.batch import TrainBatch
-from agentgym.learner.checkpoint import TrainingState, save_checkpoint
+from agentgym.learner.checkpoint import TrainingState, load_checkpoint, save_checkpoint
 from agentgym.learner.datasets import Example
 from agentgym.learner.metrics import MetricsWriter
 
@@ -57,6 +59,32 @@ def clip_and_step(model: nn.Module, optimizer: torch.optim.Optimizer, clip: floa
     return float(norm)
 
 
+@dataclass
+class LoopResult:
+    """What ``offline_loop`` did."""
+
+    steps: int
+    """The optimizer steps of the whole plan (all epochs)."""
+    done: int
+    """The step reached (``steps`` unless stopped)."""
+    last: dict[str, float]
+    """The metrics of the last step taken ({} when none was)."""
+    checkpoint: Path | None
+    """The last checkpoint written."""
+    stopped: bool
+    """Whether ``should_stop`` ended the loop early (a checkpoint was written first)."""
+
+
+def plan_steps(num_items: int, cfg: Any) -> list[tuple[int, list[int]]]:
+    """(epoch, item indices) of every optimizer step, in order: the same for the same seed,
+    which is what lets a resumed run take up where it stopped."""
+    return [
+        (epoch, step)
+        for epoch in range(cfg.epochs)
+        for step in step_batches(num_items, cfg.batch_size, cfg.seed, epoch)
+    ]
+
+
 def offline_loop(
     model: nn.Module,
     num_items: int,
@@ -66,41 +94,61 @@ def offline_loop(
     label: str,
     progress: Callable[[str], None] = print,
     tokenizer_id: str = "",
-) -> tuple[int, dict[str, float], Path | None]:
+    *,
+    generator: torch.Generator | None = None,
+    resume: str | Path | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> LoopResult:
     """Run ``cfg.epochs`` passes of ``cfg.batch_size`` items per step (``cfg`` an ``SFTConfig``
-    or ``DPOConfig``); returns (steps, the last step's metrics, the last checkpoint)."""
+    or ``DPOConfig``), appending a line per step to ``out_dir/metrics.jsonl`` and writing
+    checkpoints to ``out_dir/checkpoints``.
+
+    ``generator`` is the step function's random stream (saved in checkpoints). ``resume``, a
+    checkpoint of this loop, restores the weights, the optimizer, the random streams and the
+    step reached, and the loop continues with the next step of the same plan. When
+    ``should_stop()`` turns true after a step, that step is checkpointed and the loop returns
+    (``stopped``)."""
     out = Path(out_dir)
     o = cfg.optim
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay
     )
-    generator = torch.Generator().manual_seed(cfg.seed)
-    plan = [
-        (epoch, step)
-        for epoch in range(cfg.epochs)
-        for step in step_batches(num_items, cfg.batch_size, cfg.seed, epoch)
-    ]
+    generator = generator if generator is not None else torch.Generator().manual_seed(cfg.seed)
+    plan = plan_steps(num_items, cfg)
+    # what the plan is made of: a resumed run must have the same (a larger cfg.epochs only
+    # appends epochs, the steps before stay the same)
+    counters = {"items": num_items, "batch_size": cfg.batch_size, "seed": cfg.seed}
+    first = 0
+    if resume is not None:
+        first = load_checkpoint(resume, model, optimizer, generator).version
     metrics = MetricsWriter(out / "metrics.jsonl")
     last: dict[str, float] = {}
-    checkpoint = None
+    checkpoint, number, stopped = None, first, False
     start = time.perf_counter()
     model.train()
     try:
-        for number, (epoch, step) in enumerate(plan, start=1):
+        for number, (epoch, step) in enumerate(plan[first:], start=first + 1):
             last = {"epoch": epoch, **step_fn(optimizer, step)}
             metrics.write(number, last)
             elapsed = time.perf_counter() - start
             shown = " ".join(f"{k} {v:.4g}" for k, v in last.items() if k != "epoch")
+            pace = elapsed / (number - first)
             progress(
                 f"{label} step {number}/{len(plan)} epoch {epoch + 1}/{cfg.epochs} {shown} "
-                f"eta {elapsed / number * (len(plan) - number):.0f}s"
+                f"eta {pace * (len(plan) - number):.0f}s"
             )
-            if number == len(plan) or (cfg.checkpoint_every and number % cfg.checkpoint_every == 0):
-                state = TrainingState(number, {}, {"epoch": epoch}, tokenizer=tokenizer_id)
+            stopped = should_stop() and number < len(plan)
+            periodic = cfg.checkpoint_every and number % cfg.checkpoint_every == 0
+            if number == len(plan) or periodic or stopped:
+                state = TrainingState(
+                    number, {}, counters | {"epoch": epoch}, tokenizer=tokenizer_id
+                )
                 checkpoint = save_checkpoint(
                     out / "checkpoints", state, model, optimizer, generator
                 )
+            if stopped:
+                break
     finally:
         metrics.close()
         model.eval()
-    return len(plan), last, checkpoint
+    return LoopResult(len(plan), number, last, checkpoint, stopped)

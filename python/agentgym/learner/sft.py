@@ -34,10 +34,15 @@ class SFTResult:
     """What a run did."""
 
     steps: int
+    """Optimizer steps of the whole plan."""
     tokens: int
-    """Assistant tokens trained on (over all epochs)."""
+    """Assistant tokens trained on by this call."""
     final_loss: float
     checkpoint: Path | None
+    done: int = 0
+    """The step reached (``steps`` unless stopped)."""
+    stopped: bool = False
+    """Stopped early on request, at a checkpoint (``resume`` it to go on)."""
 
 
 def micro_batches(examples: Sequence[Example], step: list[int], size: int) -> list[list[int]]:
@@ -56,10 +61,13 @@ def train_sft(
     progress: Callable[[str], None] = print,
     tokenizer_id: str = "",
     copy_ids: torch.Tensor | None = None,
+    resume: str | Path | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> SFTResult:
     """Fine-tune ``model`` in place on ``examples``; writes metrics and checkpoints under
     ``out_dir`` (``metrics.jsonl``, ``checkpoints/``). With ``cfg.copy_mix``, ``copy_ids`` are
-    the token ids its copy spans are drawn from (``agentgym.models.copy_token_ids``)."""
+    the token ids its copy spans are drawn from (``agentgym.models.copy_token_ids``).
+    ``resume`` and ``should_stop``: see ``agentgym.learner.offline.offline_loop``."""
     if not examples:
         raise ValueError("sft: no usable examples")
     if cfg.copy_mix and copy_ids is None:
@@ -80,10 +88,12 @@ def train_sft(
         grad_norm = clip_and_step(model, optimizer, cfg.optim.grad_clip)
         return {**metrics, "grad_norm": grad_norm, "tokens_per_s": rate}
 
-    steps, last, checkpoint = offline_loop(
-        model, len(examples), cfg, step_fn, out_dir, "sft", progress, tokenizer_id
-    )
-    return SFTResult(steps, seen["tokens"], last["loss"], checkpoint)
+    run = offline_loop(
+        model, len(examples), cfg, step_fn, out_dir, "sft", progress, tokenizer_id,
+        generator=generator, resume=resume, should_stop=should_stop,
+    )  # fmt: skip
+    loss = run.last.get("loss", float("nan"))
+    return SFTResult(run.steps, seen["tokens"], loss, run.checkpoint, run.done, run.stopped)
 
 
 def _demo_loss(model, examples, step, cfg: SFTConfig, pad_token_id) -> tuple[float, int]:

@@ -25,7 +25,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bumped whenever a field changes meaning or layout; receivers reject any other version."""
 
 # Group and episode ids are ``index << 48 | launch << 32 | counter`` (``next_ids`` below):
@@ -100,10 +100,15 @@ class Trajectory:
     """Number of policy turns."""
     timings: Mapping[str, float] = field(default_factory=dict)
     """Seconds spent per phase, e.g. ``{"generate": 1.2, "env": 0.1}``."""
+    invalid_replies: int = 0
+    """Replies without a usable action (the env was not called for them; the actor answered
+    with the family's corrective observation)."""
 
     def __post_init__(self) -> None:
         # numpy scalars and the like become plain Python values, which msgpack can encode
-        for name in ("episode_id", "group_id", "group_size", "task_id", "prompt_len", "num_turns"):
+        ints = ("episode_id", "group_id", "group_size", "task_id", "prompt_len", "num_turns",
+                "invalid_replies")  # fmt: skip
+        for name in ints:
             object.__setattr__(self, name, operator.index(getattr(self, name)))
         if self.horizon_cap is not None:
             object.__setattr__(self, "horizon_cap", operator.index(self.horizon_cap))
@@ -124,6 +129,11 @@ class Trajectory:
             )
         if len(self.turn_versions) == 0:
             raise WireError(f"trajectory {self.episode_id}: turn_versions is empty")
+        if not 0 <= self.invalid_replies <= self.num_turns:
+            raise WireError(
+                f"trajectory {self.episode_id}: invalid_replies {self.invalid_replies} not in "
+                f"[0, num_turns {self.num_turns}]"
+            )
 
     @classmethod
     def _trusted(cls, fields: dict[str, Any]) -> Trajectory:
@@ -338,6 +348,7 @@ _TRAJ_SCALARS = (
     "truncated",
     "num_turns",
     "timings",
+    "invalid_replies",
 )
 
 
@@ -582,6 +593,7 @@ _SCALAR_TYPES: dict[str, tuple[type, ...]] = {
     "truncated": (bool,),
     "num_turns": (int,),
     "timings": (dict,),
+    "invalid_replies": (int,),
 }
 
 
@@ -600,6 +612,10 @@ def _check_columns(cols: dict[str, list], turn_counts: list[int]) -> None:
         raise WireError("field 'group_size' must be >= 1")
     if turn_counts and min(turn_counts) < 1:
         raise WireError("every trajectory needs at least one turn version")
+    if any(
+        not 0 <= k <= n for k, n in zip(cols["invalid_replies"], cols["num_turns"], strict=True)
+    ):
+        raise WireError("field 'invalid_replies' must be in [0, num_turns]")
     timings = cols["timings"]
     keys = itertools.chain.from_iterable(timings)
     values = itertools.chain.from_iterable(t.values() for t in timings)

@@ -5,6 +5,8 @@ const TOKEN = new URLSearchParams(location.search).get("token");
 const DEFAULT_METRICS = ["reward/all", "success/all", "horizon_cap", "loss/total",
   "tokens_per_s", "approx_kl_prox", "loss/entropy", "clip_fraction"];
 const PAGE = 50;
+const TRACE_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+  "#7f7f7f", "#bcbd22", "#17becf"];
 
 const state = {
   runs: [],
@@ -52,6 +54,7 @@ function fmt(x) {
 // --- views ----------------------------------------------------------------------------------
 
 function show(view) {
+  setStatus("");  // each page says its own; the last page's words would be stale here
   for (const b of document.querySelectorAll("nav button")) {
     b.classList.toggle("active", b.dataset.view === view);
   }
@@ -104,12 +107,49 @@ async function showRun(id) {
   const detail = await api("run", {run: id});
   $("run-detail").hidden = false;
   $("run-detail-title").textContent = `${id} (${detail.overview.status})`;
-  $("run-config").textContent = JSON.stringify(detail.config, null, 1);
+  $("run-config").textContent = toYaml(detail.config);
   $("run-summary").textContent = JSON.stringify({summary: detail.summary,
     actors: detail.actors}, null, 1);
 }
 
+// The run's config as YAML, as config.yaml holds it (the API sends it parsed, as JSON).
+function toYaml(value, indent = "") {
+  const scalar = (v) => {
+    if (v === null || v === undefined) return "null";
+    if (typeof v !== "string") return String(v);
+    const plain = /^[A-Za-z0-9_./@+-][A-Za-z0-9_ ./@+:-]*$/.test(v) &&
+      !/^(null|true|false|yes|no|on|off|~|[-+]?[0-9.]+(e[-+]?[0-9]+)?)$/i.test(v) && !/[ :]$/.test(v);
+    return plain ? v : JSON.stringify(v);
+  };
+  const nested = (v) => v !== null && typeof v === "object" && Object.keys(v).length > 0;
+  if (Array.isArray(value)) {
+    if (!value.length) return "[]";
+    return value.map((item) => nested(item)
+      ? `${indent}- ${toYaml(item, indent + "  ").trimStart()}`
+      : `${indent}- ${toYaml(item, indent + "  ")}`).join("\n");
+  }
+  if (value !== null && typeof value === "object") {
+    const keys = Object.keys(value);
+    if (!keys.length) return "{}";
+    return keys.map((k) => nested(value[k])
+      ? `${indent}${scalar(k)}:\n${toYaml(value[k], indent + "  ")}`
+      : `${indent}${scalar(k)}: ${toYaml(value[k], indent + "  ")}`).join("\n");
+  }
+  return scalar(value);
+}
+
 // --- curves ---------------------------------------------------------------------------------
+
+// Exponential moving average, debiased as TensorBoard's smoothing is (weight 0: the raw curve).
+function smooth(ys, weight) {
+  let last = 0, debias = 0;
+  return ys.map((y) => {
+    if (typeof y !== "number") return null;
+    last = last * weight + (1 - weight) * y;
+    debias = debias * weight + (1 - weight);
+    return last / debias;
+  });
+}
 
 async function pullMetrics(id, wanted) {
   // Columns of the wanted metrics: all of them from line 0 when one is new to this run,
@@ -169,12 +209,19 @@ async function refreshCurves() {
       div.dataset.metric = metric;
       plots.appendChild(div);
     }
-    const traces = ids.map((id) => {
+    const weight = Number($("smoothing").value);
+    const traces = ids.flatMap((id, i) => {
       const cols = state.metrics.get(id).columns;
       const y = cols[metric] || [];
       // WebGL past a few thousand points keeps long runs responsive
-      return {x: cols.step, y, name: id, mode: "lines",
-        type: y.length > 5000 ? "scattergl" : "scatter"};
+      const type = y.length > 5000 ? "scattergl" : "scatter";
+      const colour = TRACE_COLOURS[i % TRACE_COLOURS.length];
+      if (!weight) return [{x: cols.step, y, name: id, mode: "lines", type, line: {color: colour}}];
+      // smoothed: the average drawn over the raw curve, which stays visible but faint
+      return [{x: cols.step, y, name: `${id} (raw)`, mode: "lines", type, opacity: 0.25,
+        line: {color: colour}, showlegend: false, hoverinfo: "skip"},
+        {x: cols.step, y: smooth(y, weight), name: id, mode: "lines", type,
+          line: {color: colour}}];
     });
     Plotly.react(div, traces, {title: {text: metric}, margin: {t: 40, r: 10, b: 40, l: 50},
       xaxis: {title: {text: "step"}}, showlegend: ids.length > 1,
@@ -323,7 +370,11 @@ async function openEval() {
   // Another run's choices do not carry over: results of the same name in two runs are unrelated.
   const sameRun = evals.run === $("eval-run").value;
   evals.run = $("eval-run").value;
-  evals.list = (await api("evals", {run: evals.run})).evals.filter((e) => !e.error);
+  // untrained results (no step: RUN_DIR/model) first, then the checkpoints by step, so the
+  // default comparison is the first result against the last: what training changed
+  evals.list = (await api("evals", {run: evals.run})).evals.filter((e) => !e.error)
+    .map((e, i) => [e, i]).sort(([a, i], [b, j]) => stepKey(a) - stepKey(b) || i - j)
+    .map(([e]) => e);
   const names = evals.list.map((e) => e.name);
   const measures = new Set();
   for (const e of evals.list) {
@@ -341,6 +392,14 @@ async function openEval() {
   renderEval();
 }
 
+function stepKey(result) {
+  return result.step === null || result.step === undefined ? -1 : result.step;
+}
+
+function evalTitle(e) {
+  return e.step !== null && e.step !== undefined ? `${e.name} (step ${e.step})` : e.name;
+}
+
 function renderEval() {
   const measure = $("eval-measure").value;
   const head = $("eval-table").querySelector("thead");
@@ -353,9 +412,11 @@ function renderEval() {
   }
   const a = evals.list.find((e) => e.name === $("eval-a").value);
   const b = evals.list.find((e) => e.name === $("eval-b").value);
+  // the two chosen results in the order chosen, their difference, then the other results
+  const others = evals.list.filter((e) => e !== a && e !== b);
   const tr = document.createElement("tr");
-  for (const name of ["", ...evals.list.map((e) => e.step !== null && e.step !== undefined
-    ? `${e.name} (step ${e.step})` : e.name), `${b.name} - ${a.name}`]) {
+  for (const name of ["", evalTitle(a), ...(b !== a ? [evalTitle(b)] : []),
+    `${b.name} - ${a.name}`, ...others.map(evalTitle)]) {
     const th = document.createElement("th");
     th.textContent = name;
     tr.appendChild(th);
@@ -363,18 +424,23 @@ function renderEval() {
   head.replaceChildren(tr);
   const levels = [];
   for (const e of evals.list) for (const l of Object.keys(e.rows)) if (!levels.includes(l)) levels.push(l);
+  const value = (e, level) => (e.rows[level] ? fmt(e.rows[level][measure]) : "");
+  // a lower share of invalid replies is the better one
+  const sign = measure === "invalid" ? -1 : 1;
   for (const level of levels) {
     const row = document.createElement("tr");
     cell(row, level);
-    for (const e of evals.list) cell(row, e.rows[level] ? fmt(e.rows[level][measure]) : "");
+    cell(row, value(a, level));
+    if (b !== a) cell(row, value(b, level));
     const va = a.rows[level]?.[measure], vb = b.rows[level]?.[measure];
     const diff = typeof va === "number" && typeof vb === "number" ? vb - va : null;
     const td = cell(row, diff === null ? "" : (diff > 0 ? "+" : "") + diff.toFixed(3));
-    if (diff) td.className = diff > 0 ? "better" : "worse";
+    if (diff) td.className = sign * diff > 0 ? "better" : "worse";
+    for (const e of others) cell(row, value(e, level));
     body.appendChild(row);
   }
-  $("eval-note").textContent = `${measure} per level; last column: the second chosen result ` +
-    "minus the first";
+  $("eval-note").textContent = `${measure} per level: the two chosen results, the second minus ` +
+    "the first, then the run's other results";
   loadEvalTasks().catch(fail);
 }
 
@@ -611,6 +677,10 @@ function wire() {
     $(id).addEventListener("change", renderEval);
   }
   $("eval-task").addEventListener("change", () => showEvalTask().catch(fail));
+  $("smoothing").addEventListener("input", () => {
+    $("smoothing-value").textContent = Number($("smoothing").value).toFixed(2);
+    refreshCurves().catch(fail);
+  });
   $("play-env").addEventListener("change", showTaskRange);
   $("play-start").addEventListener("click", () => startPlay().catch(fail));
   $("play-form").addEventListener("submit", (e) => {

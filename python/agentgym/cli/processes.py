@@ -1,0 +1,124 @@
+"""Child processes of a run: how they start, are watched and are stopped, wherever they run.
+
+The launcher (``agentgym.cli.train``), the Ray launcher (``agentgym.cli.ray_launch``) and the
+env servers a run starts (``agentgym.cli.servers``) share this: a ``Child`` has a name, an exit
+code, a log and a way to be stopped; ``Processes`` starts the learner and the actors somewhere
+(this machine, or a Ray cluster); ``stop_all`` stops a set of children within one grace period.
+A local child runs in its own process session, so a terminal's Ctrl-C reaches only the launcher,
+which stops the children in order (the learner first: it checkpoints).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol
+
+START_TIMEOUT_S = 600.0
+"""How long a start may wait: for the learner's endpoints, or for Ray to place a process."""
+
+
+class ChildDied(RuntimeError):
+    """A child process failed (or could not start); the message says which and why."""
+
+
+class Child(Protocol):
+    """One process of the run, wherever it runs: its name, exit code and log."""
+
+    name: str
+    log_path: Path
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+
+    def terminate(self) -> None:
+        """Ask it to stop (SIGTERM: the learner checkpoints first); returns at once."""
+
+    def wait(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for it to exit, then kill it; release its log."""
+
+    def tail(self, lines: int = 15) -> str:
+        """The last ``lines`` lines of its log."""
+
+
+class Processes(Protocol):
+    """Where the run's processes start: this machine (``agentgym.cli.train.LocalProcesses``)
+    or a Ray cluster (``agentgym.cli.ray_launch.RayProcesses``). ``stopping`` says the launcher
+    was asked to stop, for starts that wait on the cluster."""
+
+    def start_learner(self, args: list[str], stopping: Callable[[], bool]) -> list[Child]:
+        """The learner (rank 0 first, then any other ranks), running ``agentgym.cli.learner``
+        with ``args`` (the run's config, or ``--resume RUN_DIR``)."""
+
+    def start_actors(self, extras: list[list[str]], stopping: Callable[[], bool]) -> list[Child]:
+        """One actor per item of ``extras`` (its arguments after the run's config), running
+        ``agentgym.cli.actor``."""
+
+    def close(self) -> None:
+        """Release what the starts held (called once every child has stopped)."""
+
+
+@dataclass
+class LocalChild:
+    """A child process on this machine and its log file."""
+
+    name: str
+    proc: subprocess.Popen
+    log_path: Path
+    log: IO[bytes]
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def terminate(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+
+    def wait(self, timeout_s: float) -> None:
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+    def tail(self, lines: int = 15) -> str:
+        if not self.log.closed:
+            self.log.flush()
+        return log_tail(self.log_path, lines)
+
+
+def spawn(
+    name: str, cmd: Sequence[str], log_path: Path, env: dict[str, str] | None = None
+) -> LocalChild:
+    """Start ``cmd`` as ``name`` in its own process session, its output appended to
+    ``log_path``; returns the ``LocalChild``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "ab")  # noqa: SIM115 - closed in LocalChild.wait
+    environ = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    proc = subprocess.Popen(
+        list(cmd), stdout=log, stderr=subprocess.STDOUT, env=environ, start_new_session=True
+    )
+    return LocalChild(name, proc, log_path, log)
+
+
+def stop_all(children: Sequence[Child], grace_s: float) -> None:
+    """Ask every child to stop, then give them ``grace_s`` together before killing the rest."""
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + grace_s
+    for child in children:
+        child.wait(max(deadline - time.monotonic(), 0.0))
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of the log at ``path`` ("" when it is not there)."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])

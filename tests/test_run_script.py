@@ -1,0 +1,53 @@
+"""``bash tests/run.sh`` changes nothing system-wide unless asked: chromium (for the hub's
+browser tests) is apt-get installed only with AGENTGYM_BROWSER_TESTS=1, and otherwise the script
+says how to run those tests. The script runs here against stand-ins for pip, cargo, pytest
+and apt-get that only record their calls."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def stand_ins(tmp_path: Path) -> Path:
+    """A PATH with recording stand-ins and the few real tools the script needs."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls.log"
+    for name in ("python3", "cargo", "apt-get"):
+        tool = bin_dir / name
+        tool.write_text(f'#!/bin/sh\necho "{name} $*" >> {log}\n')
+        tool.chmod(0o755)
+    (bin_dir / "id").write_text("#!/bin/sh\necho 0\n")  # as root, where apt-get would work
+    (bin_dir / "id").chmod(0o755)
+    for name in ("dirname", "sed", "cat"):
+        os.symlink(shutil.which(name), bin_dir / name)
+    return bin_dir
+
+
+def run_script(tmp_path: Path, **env: str) -> tuple[str, str]:
+    bin_dir = stand_ins(tmp_path)
+    done = subprocess.run(
+        ["/bin/bash", str(ROOT / "tests" / "run.sh")],
+        env={"PATH": str(bin_dir), **env}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls.log").read_text()
+    return done.stdout, calls
+
+
+def test_chromium_is_not_installed_unless_asked(tmp_path):
+    out, calls = run_script(tmp_path)
+    assert "apt-get" not in calls
+    assert "AGENTGYM_BROWSER_TESTS=1 bash tests/run.sh" in out
+    assert "cargo test" in calls and "-m pytest" in calls  # the tests still run
+
+
+def test_chromium_is_installed_when_asked(tmp_path):
+    out, calls = run_script(tmp_path, AGENTGYM_BROWSER_TESTS="1")
+    assert "apt-get install -y -q chromium chromium-driver" in calls
+    assert "AGENTGYM_BROWSER_TESTS=1" in out
