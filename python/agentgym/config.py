@@ -22,6 +22,7 @@ import yaml
 from agentgym.actor.config import ActorConfig
 from agentgym.configtools import ConfigError, FieldProblems, check, from_dict, none_or
 from agentgym.curriculum import CurriculumConfig, EnvMixConfig
+from agentgym.envs.families import family
 from agentgym.horizon import HorizonConfig
 from agentgym.learner.config import LearnerConfig, OptimConfig
 from agentgym.models import TinyModelSpec
@@ -559,6 +560,7 @@ class RunConfig:
         menu, action_line = self.model.menu_policy, self.actor.reply_format == "action_line"
         native = _native_names()
         foreign = [e.env.name for e in self.entries if e.env.is_remote and e.env.name not in native]
+        no_example = [e.env.name for e in self.entries if family(e.env.name).example is None]
         check(
             self,
             ("engine.max_new_tokens", not menu or self.engine.max_new_tokens == 1,
@@ -569,6 +571,10 @@ class RunConfig:
              "must be null with model.menu_policy (it builds its own tiny model)"),
             ("engine.prefix_cache_mb", not menu or not self.engine.prefix_cache_mb,
              "must be 0 or null with model.menu_policy (its reply masks read whole prompts)"),
+            ("actor.worked_example", not self.actor.worked_example or (
+                self.actor.system_prompt and not no_example),
+             f"needs actor.system_prompt and env families with an example (none for "
+             f"{no_example})"),
             ("engine.max_new_tokens",
              not action_line or self.engine.max_new_tokens >= ACTION_LINE_MIN_TOKENS,
              f"must be >= {ACTION_LINE_MIN_TOKENS} with actor.reply_format action_line (a "

@@ -1,4 +1,9 @@
-"""Per-env instructions ask for the Thought/Action format the parser reads."""
+"""Per-env instructions ask for the Thought/Action format the parser reads; a worked example
+shows it once."""
+
+import json
+
+import pytest
 
 from agentgym.agent.parsing import parse_action
 from agentgym.agent.prompts import GENERIC_INSTRUCTION, initial_messages, instruction_for
@@ -25,3 +30,39 @@ def test_initial_messages_are_system_then_user() -> None:
     messages = initial_messages("babyai", "Your goal: go to the red ball.")
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[1]["content"] == "Your goal: go to the red ball."
+
+
+@pytest.mark.parametrize("env", ["babyai", "textcraft"])
+def test_worked_example_sits_between_instruction_and_observation(env) -> None:
+    from agentgym.envs.families import family
+
+    messages = initial_messages(env, "OBSERVATION", worked_example=True)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    example_obs, example_reply = family(env).example
+    assert messages[1]["content"] == example_obs and messages[3]["content"] == "OBSERVATION"
+    parsed = parse_action(example_reply, env)
+    assert parsed.ok
+    acted_on = parsed.action if env == "babyai" else "birch logs"  # a listed action; an input
+    assert acted_on in example_obs  # the reply acts on what it was shown
+    assert initial_messages(env, "OBSERVATION") == [messages[0], messages[3]]
+
+
+def test_worked_examples_are_observations_the_envs_write() -> None:
+    from agentgym.envs import EnvPool
+    from agentgym.envs.families import family
+
+    pool = EnvPool("textcraft")
+    [obs] = pool.reset(pool.create(1), [3])
+    assert family("textcraft").example[0] == obs
+    pool = EnvPool("babyai")
+    [obs] = pool.reset(pool.create(1), [280])
+    text, actions = family("babyai").example[0].split("\nAvailable actions: ")
+    for sentence in text.replace("  ", " ").split(". "):  # every sentence is the env's own
+        assert sentence.strip(" .") in obs.replace("  ", " ")
+    listed = obs.split("\nAvailable actions: ")[1]
+    assert all(f'"{a}"' in listed for a in json.loads(actions))
+
+
+def test_a_family_without_an_example_is_refused() -> None:
+    with pytest.raises(ValueError, match="no worked example"):
+        initial_messages("search", "question", worked_example=True)

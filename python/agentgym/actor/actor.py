@@ -102,6 +102,7 @@ class ActorSettings:
     system_prompt: bool = True
     max_context_tokens: int = 4096
     invalid_reply_penalty: float = 0.0
+    worked_example: bool = False
     seed: int = 0
     push_timeout_s: float = 2.0
     sample_every: int = 0
@@ -329,6 +330,7 @@ class Actor:
             system_prompt=self.s.system_prompt,
             max_context_tokens=self.s.max_context_tokens,
             invalid_reply_penalty=self.s.invalid_reply_penalty,
+            worked_example=self.s.worked_example,
             seed=derive_seed(self.s.seed, group_id),
         )
         self.stats.groups_started += 1

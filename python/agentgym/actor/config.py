@@ -29,6 +29,12 @@ class ActorConfig:
     The longest prompt is then one token shorter, and it plus ``engine.max_new_tokens`` must fit
     the model's context (checked at load; the default fits the tiny model's 4,096 positions
     with 128-token replies)."""
+    worked_example: bool = False
+    """Open every episode with its env family's worked example (an observation of a training
+    task and the reply to it in the family's format) after the instruction: the format shown
+    once, for models that do not follow it from the instruction alone (SmolLM2-135M writes
+    prose without it). Needs a family with an example (BabyAI, TextCraft) and a system
+    prompt."""
     invalid_reply_penalty: float = 0.0
     """Subtracted from an episode's training reward for each reply without a usable action (a
     format reward, as R1-style recipes use): GRPO then ranks, within a group, an episode that

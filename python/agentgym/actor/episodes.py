@@ -46,6 +46,8 @@ class EpisodeSpec:
     invalid_reply_penalty: float = 0.0
     """Subtracted from a trajectory's reward per reply without a usable action (success is
     unchanged)."""
+    worked_example: bool = False
+    """Open with the env family's worked example before the first observation."""
     seed: int | None = None
     """Seeds the sampling: turn t samples with ``derive_seed(seed, t)`` (its i-th live episode
     with that + i), so the same seed, weights and task give the same episodes whatever else is
@@ -164,7 +166,7 @@ async def _start(spec, pool, codec, sessions, clocks) -> list[_Episode]:
 
 def _opening(spec: EpisodeSpec, observation: str) -> list[dict[str, str]]:
     if spec.system_prompt:
-        return initial_messages(spec.env, observation)
+        return initial_messages(spec.env, observation, worked_example=spec.worked_example)
     return [{"role": "user", "content": observation}]
 
 

@@ -33,9 +33,17 @@ def instruction_for(env: str) -> str:
     return family(env).instruction
 
 
-def initial_messages(env: str, observation: str) -> list[dict[str, str]]:
-    """Chat messages that open an episode: the env's instruction, then its first observation."""
-    return [
-        {"role": "system", "content": instruction_for(env)},
-        {"role": "user", "content": observation},
-    ]
+def initial_messages(
+    env: str, observation: str, *, worked_example: bool = False
+) -> list[dict[str, str]]:
+    """Chat messages that open an episode: the env's instruction, then its first observation;
+    with ``worked_example``, the family's example exchange (an observation and the reply to it)
+    between the two."""
+    messages = [{"role": "system", "content": instruction_for(env)}]
+    if worked_example:
+        example = family(env).example
+        if example is None:
+            raise ValueError(f"env {env!r} has no worked example (actor.worked_example)")
+        messages += [{"role": "user", "content": example[0]},
+                     {"role": "assistant", "content": example[1]}]  # fmt: skip
+    return [*messages, {"role": "user", "content": observation}]

@@ -157,6 +157,7 @@ def run_actor(
         system_prompt=a.system_prompt,
         max_context_tokens=a.max_context_tokens,
         invalid_reply_penalty=a.invalid_reply_penalty,
+        worked_example=a.worked_example,
         seed=a.seed + index,
         push_timeout_s=a.push_timeout_s,
         sample_every=a.sample_every if index == 0 else 0,

@@ -356,6 +356,7 @@ async def _episodes(config, entry, model, tokenizer, tasks, cap, progress) -> li
             a.reply_format,
             a.system_prompt,
             a.max_context_tokens,
+            worked_example=a.worked_example,
             seed=derive_seed(config.eval.seed, task_id),
         )
         async with semaphore:

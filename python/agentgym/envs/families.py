@@ -220,6 +220,25 @@ def _line_after(prefix: str) -> Callable[[str], str | None]:
     return goal
 
 
+# Worked examples: the first observation of BabyAI task 280 (level 0, seed 7) with five of its
+# eight objects (the rest left out to keep the prompt short), and TextCraft task 3's as the env
+# writes it; both training tasks, never held out.
+_BABYAI_EXAMPLE_OBSERVATION = (
+    "Your goal: go to the red ball\n"
+    "In front of you in this room, you can see several objects: There is a grey ball 1 right in "
+    "front of you 2 steps away.  There is a grey key 1 1 steps in front of you and 2 steps to "
+    "your left.  There is a red ball 1 4 steps in front of you and 2 steps to your left.  The "
+    "room has walls around you. You are facing a wall 6 steps away. You are not carrying "
+    "anything.\n"
+    'Available actions: ["turn left", "turn right", "move forward", "pickup grey ball 1", '
+    '"pickup grey key 1", "pickup red ball 1", "go to grey ball 1", "go to grey key 1", '
+    '"go to red ball 1", "check available actions"]'
+)
+_TEXTCRAFT_EXAMPLE_OBSERVATION = (
+    "Crafting commands:\ncraft 4 birch planks using 1 birch logs\n\nGoal: craft birch planks."
+)
+
+
 def _agentgym_reply(thought: str, action: str) -> str:
     return f"Thought: {thought}\nAction: {action}"
 
@@ -262,6 +281,12 @@ class EnvFamily:
     corpora); it must parse back to the action with this family's rules: "Thought: ...\nAction:
     ..." by default, WebArena's form for webnav, ``<think>...</think>`` then the tag for search."""
 
+    example: tuple[str, str] | None = None
+    """A worked exchange (an observation of a training task, the reply to it in this family's
+    format) that ``actor.worked_example`` puts before the episode's first observation, so a
+    model that does not follow the format from the instruction alone sees it done once. None:
+    the family has none."""
+
     goal: Callable[[str], str | None] | None = None
     """The episode's first observation -> its goal as the env words it (BabyAI's "Your goal:"
     line, TextCraft's "Goal:" line), or None; ``agentgym demos --goal-in-thought`` restates it
@@ -290,6 +315,14 @@ FAMILIES: dict[str, EnvFamily] = {
             group_needs_info=False,
             reward_scale="0..1 (1 - 0.9 * steps / max_steps at the goal, else 0)",
             goal=_line_after("Your goal: "),
+            example=(
+                _BABYAI_EXAMPLE_OBSERVATION,
+                _agentgym_reply(
+                    "My goal is the red ball. The red ball 1 is listed among the available "
+                    "actions, so I go to it.",
+                    "go to red ball 1",
+                ),
+            ),
         ),
         EnvFamily(
             "textcraft",
@@ -299,6 +332,13 @@ FAMILIES: dict[str, EnvFamily] = {
             eval_group=lambda task_id, info: f"depth {info['depth']}",
             reward_scale="0..1 (1 when the goal item is crafted)",
             goal=_line_after("Goal: "),
+            example=(
+                _TEXTCRAFT_EXAMPLE_OBSERVATION,
+                _agentgym_reply(
+                    "To craft birch planks I need 1 birch logs, which I do not have yet; I get it.",
+                    "get 1 birch logs",
+                ),
+            ),
         ),
         EnvFamily(
             "search",
