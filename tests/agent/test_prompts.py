@@ -1,8 +1,6 @@
 """Per-env instructions ask for the Thought/Action format the parser reads; a worked example
 shows it once."""
 
-import json
-
 import pytest
 
 from agentgym.agent.parsing import parse_action
@@ -55,12 +53,8 @@ def test_worked_examples_are_observations_the_envs_write() -> None:
     [obs] = pool.reset(pool.create(1), [3])
     assert family("textcraft").example[0] == obs
     pool = EnvPool("babyai")
-    [obs] = pool.reset(pool.create(1), [280])
-    text, actions = family("babyai").example[0].split("\nAvailable actions: ")
-    for sentence in text.replace("  ", " ").split(". "):  # every sentence is the env's own
-        assert sentence.strip(" .") in obs.replace("  ", " ")
-    listed = obs.split("\nAvailable actions: ")[1]
-    assert all(f'"{a}"' in listed for a in json.loads(actions))
+    [obs] = pool.reset(pool.create(1), [804])
+    assert family("babyai").example[0] == obs
 
 
 def test_a_family_without_an_example_is_refused() -> None:

@@ -220,19 +220,22 @@ def _line_after(prefix: str) -> Callable[[str], str | None]:
     return goal
 
 
-# Worked examples: the first observation of BabyAI task 280 (level 0, seed 7) with five of its
-# eight objects (the rest left out to keep the prompt short), and TextCraft task 3's as the env
-# writes it; both training tasks, never held out.
+# Worked examples: the first observations of BabyAI task 804 (level 4, GoToLocalS8N7, seed 20:
+# a purple box among a purple ball and other distractors, so copying the reply solves none of the
+# red-ball levels) and TextCraft task 3, as the envs write them; both training tasks, never held
+# out.
 _BABYAI_EXAMPLE_OBSERVATION = (
-    "Your goal: go to the red ball\n"
-    "In front of you in this room, you can see several objects: There is a grey ball 1 right in "
-    "front of you 2 steps away.  There is a grey key 1 1 steps in front of you and 2 steps to "
-    "your left.  There is a red ball 1 4 steps in front of you and 2 steps to your left.  The "
-    "room has walls around you. You are facing a wall 6 steps away. You are not carrying "
-    "anything.\n"
-    'Available actions: ["turn left", "turn right", "move forward", "pickup grey ball 1", '
-    '"pickup grey key 1", "pickup red ball 1", "go to grey ball 1", "go to grey key 1", '
-    '"go to red ball 1", "check available actions"]'
+    "Your goal: go to the purple box\n"
+    "In front of you in this room, you can see several objects: There is a green ball 1 1 "
+    "steps in front of you and 1 steps to your right.  There is a purple ball 1 2 steps in "
+    "front of you and 1 steps to your right.  There is a blue key 1 2 steps in front of you "
+    "and 2 steps to your right.  There is a purple box 1 2 steps in front of you and 3 steps "
+    "to your right.  The room has walls around you. You are facing a wall 3 steps away. You "
+    "are not carrying anything.\n"
+    'Available actions: ["turn left", "turn right", "move forward", "pickup green ball 1", '
+    '"pickup purple ball 1", "pickup blue key 1", "pickup purple box 1", "go to green ball '
+    '1", "go to purple ball 1", "go to blue key 1", "go to purple box 1", "check available '
+    'actions"]'
 )
 _TEXTCRAFT_EXAMPLE_OBSERVATION = (
     "Crafting commands:\ncraft 4 birch planks using 1 birch logs\n\nGoal: craft birch planks."
@@ -318,9 +321,9 @@ FAMILIES: dict[str, EnvFamily] = {
             example=(
                 _BABYAI_EXAMPLE_OBSERVATION,
                 _agentgym_reply(
-                    "My goal is the red ball. The red ball 1 is listed among the available "
+                    "My goal is the purple box. The purple box 1 is listed among the available "
                     "actions, so I go to it.",
-                    "go to red ball 1",
+                    "go to purple box 1",
                 ),
             ),
         ),
