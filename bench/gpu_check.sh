@@ -151,8 +151,9 @@ step weights "$T_BENCH" python3 bench/bench_weights.py --model "$SHAPE" --device
     grep -h '^| learner\|^| HF engine' "$RESULTS"/learner.log "$RESULTS"/learner-fsdp2.log \
         "$RESULTS"/engine.log 2>/dev/null
     echo
-    grep -h '^| .*| stream |' "$RESULTS"/weights.log 2>/dev/null \
-        | sed '1i | weights | method | seconds | GB/s | learner extra RSS MB | actor extra RSS MB |\n|---|---|---:|---:|---:|---:|'
+    echo "| weights | method | seconds | GB/s | learner extra RSS MB | actor extra RSS MB |"
+    echo "|---|---|---:|---:|---:|---:|"
+    grep -h '| stream |' "$RESULTS"/weights.log 2>/dev/null
     echo
     if [ -f "$RESULTS/quickstart.log" ]; then
         echo "Quickstart: the last step line and the eval of its checkpoint"
