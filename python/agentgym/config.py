@@ -582,6 +582,9 @@ class RunConfig:
              "needs a single env (its action menu is one env's)"),
             ("deterministic", not self.deterministic or self.engine.backend == "hf",
              "needs engine.backend hf (vLLM's batching is not reproducible)"),
+            ("learner.publish_weights_every",
+             not self.deterministic or self.learner.publish_weights_every == 1,
+             f"must be 1 with deterministic: true ({SYNC_WEIGHTS})"),
             ("eval.every", self.eval.every == 0 or self.learner.ranks == 1,
              "must be 0 with learner.ranks > 1 (periodic eval runs in one learner process)"),
             ("model.path", self.model.path is not None or not foreign,
@@ -614,6 +617,18 @@ class RunConfig:
         except (OSError, ValueError):
             return None, ""
         return (int(value), str(config)) if isinstance(value, int) else (None, "")
+
+
+SYNC_WEIGHTS = "a synchronous run samples each step with the newest weights"
+
+
+def sync_problem(config: RunConfig) -> str | None:
+    """Why ``config`` cannot run synchronously (``--sync``), or None: actors then wait for
+    every update's weights, so the learner must publish them after every update."""
+    every = config.learner.publish_weights_every
+    if every == 1:
+        return None
+    return f"learner.publish_weights_every: must be 1 with --sync ({SYNC_WEIGHTS}), got {every}"
 
 
 def _native_names() -> list[str]:

@@ -218,3 +218,44 @@ def test_a_reply_must_fit_the_models_context(tmp_path):
     assert "is 563 positions, the model has 512" in line and "at most 449" in line
     with pytest.raises(ConfigError, match="model.tiny.max_position_embeddings"):
         load_config(QUICKSTART, ["model.tiny.max_position_embeddings=1024"])
+
+
+def test_a_kl_reward_is_refused_where_the_advantages_ignore_it():
+    """grpo, dr_grpo and rloo score an episode by its outcome reward alone: a KL reward
+    coefficient would build a reference model and change nothing."""
+    for estimator in ("grpo", "dr_grpo", "rloo"):
+        items = [f"learner.advantage.estimator={estimator}", "learner.advantage.kl_reward_coef=0.1"]
+        with pytest.raises(ConfigError) as raised:
+            load_config(QUICKSTART, items)
+        (problem,) = raised.value.problems
+        assert problem.startswith(
+            "learner.advantage.kl_reward_coef: applies to reinforce_pp, reinforce_pp_baseline, "
+            f"gae only: {estimator} advantages come from the outcome reward alone"
+        )
+        assert "learner.loss.kl_coef" in problem
+    for estimator in ("reinforce_pp", "reinforce_pp_baseline", "gae"):
+        items = [f"learner.advantage.estimator={estimator}", "learner.advantage.kl_reward_coef=0.1"]
+        assert load_config(QUICKSTART, items).learner.advantage.kl_reward_coef == 0.1
+
+
+def test_weights_published_more_rarely_than_actors_may_lag_are_refused(tmp_path):
+    """An actor samples only with weights at most max_staleness versions old: weights
+    published every max_staleness + 2 updates or more would leave it waiting for ever."""
+    ok = load_config(QUICKSTART, ["learner.max_staleness=2", "learner.publish_weights_every=3"])
+    assert ok.learner.publish_weights_every == 3
+    with pytest.raises(ConfigError) as raised:
+        load_config(QUICKSTART, ["learner.max_staleness=2", "learner.publish_weights_every=4"])
+    assert raised.value.problems[0].startswith(
+        "learner.publish_weights_every: must be <= max_staleness + 1 (3): actors sample only "
+        "with weights at most max_staleness versions old"
+    )
+    with pytest.raises(ConfigError, match=r"publish_weights_every: must be 1 with deterministic"):
+        load_config(QUICKSTART, ["deterministic=true", "learner.publish_weights_every=2"])
+    run_dir = tmp_path / "run"
+    every = sets(f"run_dir={run_dir}", "learner.publish_weights_every=2")
+    for command in (["train", str(QUICKSTART), "--sync"], [str(QUICKSTART), "--sync"]):
+        module = "agentgym.cli.main" if command[0] == "train" else "agentgym.cli.actor"
+        done = agentgym(*command, *every, module=module)
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        assert "learner.publish_weights_every: must be 1 with --sync" in done.stderr
+    assert not run_dir.exists()

@@ -21,6 +21,7 @@ from agentgym.learner import (  # noqa: E402
     blobs_to_state_dict,
     state_dict_to_blobs,
 )
+from agentgym.learner.config import KL_REWARD_ESTIMATORS  # noqa: E402
 
 
 def config(**kw) -> LearnerConfig:
@@ -71,8 +72,9 @@ def test_the_runs_task_groups_are_babyais_levels_only():
 )
 def test_every_estimator_trains(estimator):
     model = tiny_model()
+    kl_reward = 0.01 if estimator in KL_REWARD_ESTIMATORS else 0.0
     cfg = config(
-        advantage=AdvantageConfig(estimator=estimator, kl_reward_coef=0.01),
+        advantage=AdvantageConfig(estimator=estimator, kl_reward_coef=kl_reward),
         loss=LossConfig(kl_coef=0.05, entropy_coef=0.01, dual_clip=3.0),
         bf16=estimator == "grpo",
     )
@@ -226,7 +228,10 @@ def test_first_minibatch_prox_from_its_own_pass_gives_the_recomputed_update(monk
         for key in ("loss/policy", "loss/kl", "clip_fraction", "approx_kl_prox", "grad_norm"):
             assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
     gae = Learner(tiny_model(), config(advantage=AdvantageConfig(estimator="gae")))
-    kl_reward = Learner(tiny_model(), config(advantage=AdvantageConfig(kl_reward_coef=0.1)))
+    kl_reward = Learner(
+        tiny_model(),
+        config(advantage=AdvantageConfig(estimator="reinforce_pp", kl_reward_coef=0.1)),
+    )
     assert not gae.prox_from_first_pass and not kl_reward.prox_from_first_pass
 
 
