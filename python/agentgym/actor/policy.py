@@ -215,16 +215,21 @@ def make_engine(config: RunConfig, model: Any, tokenizer: Any, *, seed: int = 0)
     )
 
 
-def sampling_params(config: RunConfig, *, temperature: float | None = None) -> Any:
-    """The engine's ``SamplingParams`` from the config."""
+def sampling_params(config: RunConfig, *, evaluation: bool = False) -> Any:
+    """The engine's ``SamplingParams`` from the config: the training sampler's (the whole
+    distribution at ``engine.temperature``: what the learner's log-probs describe), or with
+    ``evaluation`` the eval sampler's (``eval.temperature``, ``eval.top_k``, ``eval.top_p``)."""
     from agentgym.engines.base import SamplingParams
 
     e = config.engine
+    if not evaluation:
+        return SamplingParams(max_new_tokens=e.max_new_tokens, temperature=e.temperature)
+    ev = config.eval
     return SamplingParams(
         max_new_tokens=e.max_new_tokens,
-        temperature=e.temperature if temperature is None else temperature,
-        top_k=e.top_k,
-        top_p=e.top_p,
+        temperature=e.temperature if ev.temperature is None else ev.temperature,
+        top_k=ev.top_k,
+        top_p=ev.top_p,
     )
 
 

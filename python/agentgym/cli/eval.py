@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         progress.finish()
-    result.update(step=step, temperature=config.eval.temperature)
+    ev = config.eval
+    result.update(step=step, temperature=ev.temperature, top_k=ev.top_k, top_p=ev.top_p)
     records = [e.pop("record") for e in result["episodes"] if "record" in e]
     outs = [result_path(eval_out(Path(config.run_dir), ckpt, step), result)]
     if args.out:
@@ -262,8 +263,9 @@ def _mean(values: list[float]) -> float:
 
 
 def _settings(result: dict[str, Any]) -> tuple:
-    """What makes two results of one checkpoint comparable: the turn cap, samples, temperature
-    and the tasks themselves (another level set of the same size is another eval)."""
+    """What makes two results of one checkpoint comparable: the turn cap, samples, sampling
+    (temperature, top-k, top-p) and the tasks themselves (another level set of the same size
+    is another eval)."""
     env = result.get("env")
     episodes = result.get("episodes")
     tasks = sorted(
@@ -271,13 +273,14 @@ def _settings(result: dict[str, Any]) -> tuple:
         if isinstance(episodes, list)
         else []
     )
-    return (*(result.get(k) for k in ("horizon_cap", "num_tasks", "k", "temperature")), tasks)
+    sampling = (result.get("temperature"), result.get("top_k", 0), result.get("top_p", 1.0))
+    return (*(result.get(k) for k in ("horizon_cap", "num_tasks", "k")), *sampling, tasks)
 
 
 def result_path(path: Path, result: dict[str, Any]) -> Path:
     """``path``, or ``path`` numbered (``step_8-2.json``, ``step_8-3.json``...) where it holds
     an earlier result of the same checkpoint under other settings (turn cap, tasks, samples,
-    temperature): that result is kept, and the same settings again replace their own."""
+    sampling): that result is kept, and the same settings again replace their own."""
     candidate, n = path, 1
     while candidate.exists():
         try:
@@ -340,7 +343,7 @@ async def _episodes(config, entry, model, tokenizer, tasks, cap, progress) -> li
     env = entry.env.name
     pool = entry.env.pool()
     codec = ChatCodec(tokenizer)
-    params = sampling_params(config, temperature=config.eval.temperature)
+    params = sampling_params(config, evaluation=True)
     position = {t: i for i, t in enumerate(tasks)}
     levels = _levels(env, pool, tasks)
     semaphore = asyncio.Semaphore(config.eval.groups_in_flight)
