@@ -1,6 +1,7 @@
 """The learner on a tiny random transformers model: updates, estimators, staleness, resume."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -289,3 +290,45 @@ def test_file_mode_publishes_a_safetensors_file_and_keeps_two(tmp_path):
     assert sorted(p.name for p in (tmp_path / "w").iterdir()) == [
         "v00000002.safetensors", "v00000003.safetensors",
     ]  # fmt: skip
+
+
+def test_a_step_whose_gradient_is_not_finite_is_skipped_and_counted():
+    """One overflow in a minibatch would turn every parameter and AdamW moment into NaN: the
+    step is dropped instead, counted, and training goes on."""
+    model = tiny_model()
+    learner = Learner(model, config())
+    trajs = make_groups(model)
+    before = params(model)
+    weight = model.get_input_embeddings().weight
+    poison = weight.register_hook(lambda g: g * float("inf"))
+    metrics = learner.step(trajs)
+    assert metrics["skipped_steps"] == 1 and metrics["skipped_steps_total"] == 1
+    assert not math.isfinite(metrics["grad_norm"])
+    assert all(torch.equal(before[k], v) for k, v in params(model).items())
+    assert not learner.optimizer.state  # no moment holds the overflow
+    poison.remove()
+    metrics = learner.step(trajs)
+    assert metrics["skipped_steps"] == 0 and metrics["skipped_steps_total"] == 1
+    assert all(torch.isfinite(v).all() for v in params(model).values())
+    assert any(not torch.equal(before[k], v) for k, v in params(model).items())
+
+
+def test_gae_advantages_are_whitened_unless_switched_off():
+    """As verl: GAE advantages have mean 0 and variance 1 over the batch's generated tokens;
+    the value targets are the returns before whitening."""
+    from agentgym.learner.advantages import masked_whiten
+    from agentgym.learner.batch import collate
+
+    model = tiny_model()
+    batch = collate(make_groups(model))
+    m = batch.loss_mask
+    preps = {}
+    for whiten in (True, False):
+        estimator = AdvantageConfig(estimator="gae", gae_whiten=whiten)
+        preps[whiten] = Learner(tiny_model(), config(advantage=estimator))._prepare(batch)
+    raw, white = preps[False].advantages, preps[True].advantages
+    assert raw[m > 0].std() > 0.1 and raw[m > 0].mean().abs() > 0.1  # the outcome rewards
+    assert white[m > 0].mean().item() == pytest.approx(0.0, abs=1e-5)
+    assert white[m > 0].std().item() == pytest.approx(1.0, abs=1e-3)
+    assert torch.allclose(white, masked_whiten(raw, m), atol=1e-6)
+    assert torch.equal(preps[True].returns, preps[False].returns)

@@ -33,6 +33,9 @@ class AdvantageConfig:
     """Discount over generated tokens (reinforce_pp*, gae)."""
     lam: float = 1.0
     """GAE lambda."""
+    gae_whiten: bool = True
+    """gae: whiten the advantages over the batch's generated tokens (mean 0, variance 1), as
+    verl does; the value targets are the returns before whitening."""
     kl_reward_coef: float = 0.0
     """Per-token KL-to-reference penalty subtracted from the reward (reinforce_pp*, gae only;
     with grpo, dr_grpo and rloo, whose advantages come from the outcome reward alone, it is

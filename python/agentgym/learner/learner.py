@@ -22,6 +22,7 @@ import copy
 import hashlib
 import json
 import logging
+import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -250,6 +251,7 @@ class Learner:
         ]
         minibatches = [order.tensor_split(splits) for order in orders]
         reuse = self.prox_from_first_pass
+        skipped_before = self.counters["skipped_steps"]
         prep = self._prepare(batch, skip=minibatches[0][0] if reuse else None)
         if (weights := self._loss_weights(trajectories)) is not None:
             prep = replace(prep, advantages=prep.advantages * weights[:, None])
@@ -258,6 +260,7 @@ class Learner:
             for i, epoch in enumerate(minibatches)
             for j, index in enumerate(epoch)
         ]
+        skipped = self.counters["skipped_steps"] - skipped_before
         lags = (self.version - batch.min_versions).tolist()
         cap = self.horizon.cap
         env_caps = {env: h.cap for env, h in self.horizons.items()}
@@ -286,6 +289,8 @@ class Learner:
             tokens=num_tokens,
             tokens_per_s=num_tokens / elapsed,
             generated_tokens=int(batch.loss_mask.sum()),
+            skipped_steps=skipped,
+            skipped_steps_total=self.counters["skipped_steps"],
         )
         return metrics
 
@@ -389,7 +394,8 @@ class Learner:
         token_rewards = adv_fns.outcome_token_rewards(r, m)
         if kl is not None:
             token_rewards = token_rewards - a.kl_reward_coef * kl
-        return adv_fns.gae(token_rewards, values, m, gamma=a.gamma, lam=a.lam)
+        adv, returns = adv_fns.gae(token_rewards, values, m, gamma=a.gamma, lam=a.lam)
+        return (adv_fns.masked_whiten(adv, m) if a.gae_whiten else adv), returns
 
     def _update(
         self, batch: TrainBatch, prep: Prepared, index: Tensor, prox_from_pass: bool
@@ -413,14 +419,27 @@ class Learner:
         if prox_from_pass:  # these rows' pi_prox, filled by the rank that trained on them
             rows = self.dist.all_sum_(prep.prox_logp[index])
             prep.prox_logp[index] = rows
+        sums = self._reduce_metrics(sums)
+        sums["grad_norm"] = self._optimizer_step()
+        return {k.removeprefix("stat/"): v for k, v in sums.items()}
+
+    def _optimizer_step(self) -> float:
+        """Clip the gradient and step; returns its norm before clipping. A gradient that is
+        not finite (an overflow somewhere in the minibatch) is dropped instead, the step
+        skipped and counted (``skipped_steps``): one step of NaN would ruin every parameter
+        and the optimizer's moments. Every rank sees the same global norm, so all skip
+        together."""
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         clip = self.cfg.optim.grad_clip
-        grad_norm = nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"))
-        self.optimizer.step()
+        norm = nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"))
+        norm = float(full_tensor(norm))
+        if math.isfinite(norm):
+            self.optimizer.step()
+        else:
+            self.counters["skipped_steps"] += 1
+            log.warning("version %d: gradient norm %s, optimizer step skipped", self.version, norm)
         self.optimizer.zero_grad(set_to_none=True)
-        sums = self._reduce_metrics(sums)
-        sums["grad_norm"] = float(full_tensor(grad_norm))
-        return {k.removeprefix("stat/"): v for k, v in sums.items()}
+        return norm
 
     def _reduce_metrics(self, sums: dict[str, float]) -> dict[str, float]:
         """A minibatch's metrics over every rank's rows: sums add, maxima take the max."""
