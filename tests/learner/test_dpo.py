@@ -42,6 +42,22 @@ def test_dpo_prefers_the_chosen_sides_and_keeps_the_reference(tmp_path):
     assert (tmp_path / "checkpoints" / "latest").exists()
 
 
+def test_dropout_is_off_in_the_policy_as_in_the_reference(tmp_path):
+    """With dropout on in the policy only, the implicit rewards are noise from the first step:
+    both run without it, so at step 1 (policy == reference) every margin is exactly 0."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    small = tiny_lm().config.to_dict()
+    model = Qwen2ForCausalLM(Qwen2Config(**{**small, "attention_dropout": 0.9}))
+    modes = []
+    model.register_forward_hook(lambda module, args, out: modes.append(module.training))
+    cfg = DPOConfig(epochs=1, batch_size=4, micro_batch_size=2, beta=0.5)
+    train_dpo(model, pairs(), cfg, pad_token_id=0, out_dir=tmp_path, progress=lambda s: None)
+    first = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
+    assert first["reward_margin"] == 0.0 and first["accuracy"] == 0.0
+    assert modes and not any(modes)
+
+
 def test_gradient_does_not_depend_on_micro_batch_size():
     grads = []
     for micro in (1, 4):
