@@ -323,7 +323,7 @@ class Learner:
 
     def _observe_curricula(self, trajectories: Sequence[Trajectory]) -> None:
         for env, c in self.curricula.items():
-            if c.observe(t.success for t in trajectories if t.env == env):
+            if c.observe((t.task_id, t.success) for t in trajectories if t.env == env):
                 log.info("curriculum: %s opens stage %d at version %d", env, c.stage, self.version)
 
     def control(self, *, stop: bool = False) -> Control:
