@@ -29,8 +29,8 @@ from agentgym.transport.channels import Endpoints, LearnerChannels  # noqa: E402
 from agentgym.transport.wire import Control  # noqa: E402
 
 
-def _group(config, model, tokenizer, pool, *, task_id=0, size=4, cap=2, group_id=7):
-    spec = EpisodeSpec("babyai", task_id, group_id, size, cap, "bare", False, 1024)
+def _group(config, model, tokenizer, pool, *, task_id=0, size=4, cap=2, group_id=7, context=1024):
+    spec = EpisodeSpec("babyai", task_id, group_id, size, cap, "bare", False, context)
     engine = make_engine(config, model, tokenizer, seed=3)
 
     async def go():
@@ -71,6 +71,7 @@ def test_group_trajectories_share_task_cap_and_match_learner_logprobs(menu_run):
         assert 1 <= t.num_turns <= 2
         assert int(t.loss_mask.sum()) == t.num_turns  # one token per reply
         assert t.truncated == (not t.success and t.num_turns == 2)
+        assert t.truncation in (("cap", "context") if t.truncated else ("",))
         assert t.turn_versions.tolist() == [0] * t.num_turns
     # the learner's log-probs through the same model equal the behaviour log-probs
     batch = collate(trajs, tokenizer.pad_token_id)
@@ -120,6 +121,31 @@ class FlakyPool(EnvPool):
             ("env crashed" if i == bad + 1 else e) for i, e in zip(ids, b.errors, strict=True)
         ]
         return StepBatch(b.observations, b.rewards, b.dones, b.truncated, errors)
+
+
+class OutOfStepsPool(EnvPool):
+    """An EnvPool whose env ends every episode at its own step limit on the first step."""
+
+    def step(self, ids, actions):
+        b = super().step(ids, actions)
+        return StepBatch(b.observations, b.rewards, b.dones, b.dones | True, b.errors)
+
+
+def test_each_cut_off_names_its_cause(menu_run):
+    """The turn cap, a full context and the env's own limit are told apart: only the first is
+    what a higher cap lifts (the adaptive horizon reads it alone)."""
+    config, model, tokenizer = menu_run
+    pool = EnvPool("babyai")
+    (opening,) = pool.reset(pool.create(1), [0])
+    prompt = len(Conversation(ChatCodec(tokenizer), [{"role": "user", "content": opening}]).tokens)
+    # the context fills after the first turn, on the turn the cap is also reached
+    both = _group(config, model, tokenizer, pool, size=4, cap=1, context=prompt + 1)
+    capped = _group(config, model, tokenizer, pool, size=4, cap=1)
+    by_env = _group(config, model, tokenizer, OutOfStepsPool("babyai"), size=4, cap=5)
+    for result, cause in ((both, "context"), (capped, "cap"), (by_env, "env")):
+        unfinished = [t for t in result.trajectories if not t.success]
+        assert unfinished and {t.truncation for t in unfinished} == {cause}
+        assert all(t.truncated for t in unfinished)
 
 
 def test_failing_env_session_drops_only_its_trajectory(menu_run):

@@ -332,3 +332,26 @@ def test_gae_advantages_are_whitened_unless_switched_off():
     assert white[m > 0].std().item() == pytest.approx(1.0, abs=1e-3)
     assert torch.allclose(white, masked_whiten(raw, m), atol=1e-6)
     assert torch.equal(preps[True].returns, preps[False].returns)
+
+
+def test_only_cut_offs_by_the_cap_drive_the_adaptive_horizon():
+    """Episodes cut off by a full context or the env's own limit are not held back by the
+    turn cap: they never raise it. Each cause has its own metric."""
+    from dataclasses import replace
+
+    schedule = HorizonConfig(
+        schedule="adaptive", start=2, max_cap=5, window=2, raise_truncation=0.5,
+        min_success_gain=-1.0,
+    )  # fmt: skip
+    caps = {}
+    for cause in ("context", "env", "cap"):
+        model = tiny_model()
+        learner = Learner(model, config(horizon=schedule))
+        trajs = [replace(t, truncation=cause) for t in make_groups(model, cap=2)]
+        for _ in range(2):
+            metrics = learner.step(trajs)
+        caps[cause] = learner.horizon.cap
+        assert metrics["truncated/all"] == 1.0 and metrics[f"truncated_{cause}/all"] == 1.0
+        others = {"cap", "context", "env"} - {cause}
+        assert all(metrics[f"truncated_{c}/babyai"] == 0.0 for c in others)
+    assert caps == {"context": 2, "env": 2, "cap": 3}

@@ -495,6 +495,7 @@ def trajectory_record(t: Trajectory, codec: ChatCodec) -> dict[str, Any]:
         "reward": t.reward,
         "success": t.success,
         "truncated": t.truncated,
+        "truncation": t.truncation,
         "num_turns": t.num_turns,
         "invalid_replies": t.invalid_replies,
         "versions": t.turn_versions.tolist(),

@@ -62,7 +62,7 @@ from agentgym.learner.metrics import MetricsWriter
 from agentgym.learner.weights import state_dict_to_blobs, write_safetensors
 from agentgym.models import keeps_logits
 from agentgym.transport.channels import ActorRegistry, LearnerChannels
-from agentgym.transport.wire import Control, Trajectory
+from agentgym.transport.wire import TRUNCATIONS, Control, Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -314,11 +314,13 @@ class Learner:
 
     def _observe_horizons(self, trajectories: Sequence[Trajectory]) -> None:
         """One update for every horizon controller: the run's, and each env's on its own
-        episodes (every env counts the update, so step-driven schedules move together)."""
-        episodes = [(t.horizon_cap, t.truncated, t.success) for t in trajectories]
-        self.horizon.observe(HorizonStats.from_episodes(episodes, self.horizon.cap))
+        episodes (every env counts the update, so step-driven schedules move together). Only a
+        cut-off by the turn cap counts as truncated for them: a full context or the env's own
+        limit is not lifted by a higher cap."""
+        at_cap = [(t.env, t.horizon_cap, t.truncation == "cap", t.success) for t in trajectories]
+        self.horizon.observe(HorizonStats.from_episodes([e[1:] for e in at_cap], self.horizon.cap))
         for env, h in self.horizons.items():
-            mine = [(t.horizon_cap, t.truncated, t.success) for t in trajectories if t.env == env]
+            mine = [e[1:] for e in at_cap if e[0] == env]
             h.observe(HorizonStats.from_episodes(mine, h.cap))
 
     def _observe_curricula(self, trajectories: Sequence[Trajectory]) -> None:
@@ -842,6 +844,8 @@ def _episode_metrics(
         out[f"reward/{env}"] = sum(t.reward for t in ts) / n
         out[f"success/{env}"] = sum(t.success for t in ts) / n
         out[f"truncated/{env}"] = sum(t.truncated for t in ts) / n
+        for cause in TRUNCATIONS[1:]:
+            out[f"truncated_{cause}/{env}"] = sum(t.truncation == cause for t in ts) / n
         out[f"turns/{env}"] = sum(t.num_turns for t in ts) / n
         out[f"invalid/{env}"] = sum(t.invalid_replies for t in ts) / max(
             sum(t.num_turns for t in ts), 1

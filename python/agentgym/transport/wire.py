@@ -25,8 +25,13 @@ from typing import Any
 import msgpack
 import numpy as np
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bumped whenever a field changes meaning or layout; receivers reject any other version."""
+
+TRUNCATIONS = ("", "cap", "context", "env")
+"""Why an episode was cut off (``Trajectory.truncation``): not at all; its turns reached the
+horizon cap; its conversation reached ``actor.max_context_tokens``; the environment's own
+limit (BabyAI's step budget, ScienceWorld's move limit)."""
 
 # Group and episode ids are ``index << 48 | launch << 32 | counter`` (``next_ids`` below):
 # these bound the first two so an id fits an int64.
@@ -94,8 +99,11 @@ class Trajectory:
     """Outcome reward of the episode."""
     success: bool
     """Whether the episode solved its task."""
-    truncated: bool
-    """Whether the episode ended because it hit ``horizon_cap``."""
+    truncation: str
+    """Why the episode was cut off (``TRUNCATIONS``): "" (it ended by itself), "cap" (its
+    turns reached ``horizon_cap``), "context" (its conversation filled the context budget;
+    it wins when the cap is reached on the same turn, as a higher cap would not have helped)
+    or "env" (the environment's own limit)."""
     num_turns: int
     """Number of policy turns."""
     timings: Mapping[str, float] = field(default_factory=dict)
@@ -114,7 +122,9 @@ class Trajectory:
             object.__setattr__(self, "horizon_cap", operator.index(self.horizon_cap))
         object.__setattr__(self, "reward", float(self.reward))
         object.__setattr__(self, "success", bool(self.success))
-        object.__setattr__(self, "truncated", bool(self.truncated))
+        if self.truncation not in TRUNCATIONS:
+            raise WireError(f"trajectory {self.episode_id}: truncation {self.truncation!r} is "
+                            f"not one of {TRUNCATIONS}")  # fmt: skip
         object.__setattr__(self, "timings", {str(k): float(v) for k, v in self.timings.items()})
         for name, dtype in (("tokens", "int32"), ("logprobs", "float32"), ("loss_mask", "uint8")):
             object.__setattr__(self, name, _as_1d(getattr(self, name), dtype, name))
@@ -141,6 +151,11 @@ class Trajectory:
         obj = cls.__new__(cls)
         obj.__dict__.update(fields)
         return obj
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the episode was cut off, for any reason (``truncation``)."""
+        return self.truncation != ""
 
     @property
     def min_version(self) -> int:
@@ -345,7 +360,7 @@ _TRAJ_SCALARS = (
     "prompt_len",
     "reward",
     "success",
-    "truncated",
+    "truncation",
     "num_turns",
     "timings",
     "invalid_replies",
@@ -590,7 +605,7 @@ _SCALAR_TYPES: dict[str, tuple[type, ...]] = {
     "prompt_len": (int,),
     "reward": (float, int),
     "success": (bool,),
-    "truncated": (bool,),
+    "truncation": (str,),
     "num_turns": (int,),
     "timings": (dict,),
     "invalid_replies": (int,),
@@ -616,6 +631,9 @@ def _check_columns(cols: dict[str, list], turn_counts: list[int]) -> None:
         not 0 <= k <= n for k, n in zip(cols["invalid_replies"], cols["num_turns"], strict=True)
     ):
         raise WireError("field 'invalid_replies' must be in [0, num_turns]")
+    if not _TRUNCATION_SET.issuperset(cols["truncation"]):
+        bad = next(v for v in cols["truncation"] if v not in _TRUNCATION_SET)
+        raise WireError(f"field 'truncation': {bad!r} is not one of {TRUNCATIONS}")
     timings = cols["timings"]
     keys = itertools.chain.from_iterable(timings)
     values = itertools.chain.from_iterable(t.values() for t in timings)
@@ -624,6 +642,7 @@ def _check_columns(cols: dict[str, list], turn_counts: list[int]) -> None:
 
 
 _STR_TYPE = frozenset({str})
+_TRUNCATION_SET = frozenset(TRUNCATIONS)
 
 
 def decode_control(buf: Any) -> Control:
