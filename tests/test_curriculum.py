@@ -3,6 +3,7 @@ the stage and keeps it across a resume, and configs that cannot work are refused
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,8 @@ def test_the_actor_draws_only_from_the_stage_the_learner_sent():
     actor._control = Control(0, 5)
     assert {t % 40 for t in actor._open_tasks(draw)} == {0}
     actor._control = decode_control(encode_control(Control(1, 5, env_stages={"babyai": 1})))
-    drawn = {actor._rng.choice(actor._open_tasks(draw)) % 40 for _ in range(200)}
+    rng = random.Random(0)
+    drawn = {rng.choice(actor._open_tasks(draw)) % 40 for _ in range(200)}
     assert drawn == {0, 1, 2}
 
 
@@ -111,5 +113,6 @@ def test_actors_draw_envs_with_the_weights_the_learner_sent():
     actor = Actor(settings, None, {"babyai": None, "textcraft": None}, None, None, Endpoints())
     sent = Control(3, 5, env_weights={"babyai": 0.1, "textcraft": 0.9})
     actor._control = decode_control(encode_control(sent))
-    picks = Counter(actor._draw_env().name for _ in range(2000))
+    rng = random.Random(0)
+    picks = Counter(actor._draw_env(rng).name for _ in range(2000))
     assert 0.05 < picks["babyai"] / 2000 < 0.15

@@ -126,6 +126,53 @@ def test_incomplete_groups_of_a_relaunched_actor_are_dropped_and_counted():
     assert buf.num_ready == 2 and buf.stats.dropped_superseded == 2
 
 
+def _from(model, index, launch, position, seed, version=0):
+    """One group of ``make_groups`` as the group at ``position`` of an actor's task stream."""
+    from dataclasses import replace
+
+    from agentgym.transport.wire import next_ids
+
+    gid = next(next_ids(index, launch, position))
+    return [replace(t, group_id=gid) for t in make_groups(model, 1, seed=seed, version=version)]
+
+
+def test_the_learner_tells_each_actor_process_which_of_its_groups_it_dropped():
+    """An actor counts the groups it started against its look-ahead; those dropped as too
+    stale were never trained, and the control says how many, per (index, launch)."""
+    model = tiny_model()
+    learner = Learner(model, config(max_staleness=1, groups_per_step=1))
+    learner.version = 3
+    learner.ingest(_from(model, 0, 1, 0, seed=1, version=1)  # 2 behind: dropped
+                   + _from(model, 0, 1, 1, seed=2, version=1)  # dropped
+                   + _from(model, 1, 0, 0, seed=3, version=0)  # dropped
+                   + _from(model, 0, 1, 2, seed=4, version=3))  # fmt: skip
+    assert learner.train_ready()["version"] == 4
+    assert learner.control().dropped_groups == {(0, 1): 2, (1, 0): 1}
+    assert learner.buffer.stats.dropped_stale == 12
+
+
+def test_task_streams_go_on_where_the_learner_received_and_after_a_resume_where_it_trained(
+    tmp_path,
+):
+    """Live, a (re)launched actor starts past the newest group received from its index; a
+    checkpoint keeps how far training used each stream, so the actors of a resumed run
+    sample again the groups that were received but not trained on."""
+    model = tiny_model()
+    cfg = config(groups_per_step=1, checkpoint_dir=str(tmp_path))
+    learner = Learner(model, cfg)
+    learner.ingest(_from(model, 0, 0, 0, seed=1) + _from(model, 1, 0, 4, seed=2))
+    assert learner.train_ready() is not None  # one group of the two
+    learner.ingest(_from(model, 0, 0, 1, seed=3))
+    assert learner.control().task_streams == {0: 2, 1: 5}
+    learner.save_checkpoint()
+    resumed = Learner(tiny_model(), cfg)
+    resumed.load_checkpoint(tmp_path)
+    assert resumed.control().task_streams == {0: 1}
+    assert resumed.buffer.stats.received == 4  # the trained group's episodes only
+    resumed.ingest(_from(model, 1, 1, 5, seed=4))
+    assert resumed.control().task_streams == {0: 1, 1: 6}
+
+
 def test_groups_leave_the_buffer_in_id_order_whatever_order_they_arrived_in():
     model = tiny_model()
     groups = [make_groups(model, num_groups=1, seed=s) for s in (3, 1, 2)]

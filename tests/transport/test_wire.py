@@ -147,10 +147,21 @@ def test_unknown_version_names_both_versions():
 
 
 def test_control_round_trip():
-    for c in (Control(0, None), Control(5, 13, stop=True)):
+    streams = Control(3, 5, dropped_groups={(0, 1): 2, (4, 0): 1}, task_streams={0: 12, 4: 7})
+    for c in (Control(0, None), Control(5, 13, stop=True), streams):
         assert wire.decode_control(wire.encode_control(c)) == c
     with pytest.raises(WireError):
         wire.decode_control(_tamper(wire.encode_control(Control(1, 2)), stop=1))
+    for bad in (
+        {"dropped_groups": [[0, 1]]},
+        {"dropped_groups": [[0, 1, -2]]},
+        {"dropped_groups": [[wire.MAX_ACTORS, 0, 1]]},
+        {"task_streams": [[0, 1 << 32]]},
+        {"task_streams": [["0", 3]]},
+        {"task_streams": {"0": 3}},
+    ):
+        with pytest.raises(WireError):
+            wire.decode_control(_tamper(wire.encode_control(streams), **bad))
 
 
 def test_weight_request_and_reply_round_trip():

@@ -334,7 +334,9 @@ class Learner:
         caps = {env: h.cap for env, h in self.horizons.items()}
         stages = {env: c.stage for env, c in self.curricula.items()}
         return Control(self.version, self.horizon.cap, stop=stop, env_caps=caps,
-                       env_stages=stages, env_weights=self._env_weights())  # fmt: skip
+                       env_stages=stages, env_weights=self._env_weights(),
+                       dropped_groups=dict(self.buffer.stats.dropped_groups),
+                       task_streams=self.buffer.task_streams())  # fmt: skip
 
     def _env_weights(self) -> dict[str, float]:
         moving = self.env_mix is not None and self.env_mix.config.mode != "fixed"
@@ -615,6 +617,9 @@ class Learner:
                 self.ingest(channels.recv_trajectories(timeout_s=poll_s))
                 metrics = self.train_ready()
                 if metrics is None:
+                    if self.buffer.changed:  # task streams moved, or groups were dropped
+                        self.buffer.changed = False
+                        channels.publish_control(self.control())
                     if time.monotonic() - self._last_command > heartbeat_s:
                         self._lead("wait")  # the other ranks' collective must not time out
                     continue
@@ -690,7 +695,9 @@ class Learner:
         raise ValueError(f"unknown learner command {command!r}")
 
     def publish(self, channels: LearnerChannels, *, weights: bool) -> None:
-        """Broadcast version and cap; serve the current weights if ``weights``."""
+        """Broadcast the control (version, caps, ...); serve the current weights if
+        ``weights``."""
+        self.buffer.changed = False
         if weights and self.cfg.weights_via == "file":
             channels.publish_weights_file(self.version, str(self._lead("weights_file")))
         elif weights:
@@ -754,6 +761,7 @@ class Learner:
             curricula,
             mix,
             tokenizer=self.tokenizer_id,
+            buffer=self.buffer.state_dict(),
         )
         if self.dist.sharded:
             path = save_sharded_checkpoint(
@@ -802,6 +810,7 @@ class Learner:
         if self.env_mix is not None:
             self.env_mix.load_state_dict(state.env_mix)
         self.counters = Counter(state.counters)
+        self.buffer.load_state_dict(state.buffer)
         self._actor_launches = {int(k): int(v) for k, v in state.actor_launches.items()}
         log.info("resumed from %s at version %d", path, self.version)
 

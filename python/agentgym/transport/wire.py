@@ -189,6 +189,14 @@ class Control:
     """Per env with a level curriculum, its open stage (``agentgym.curriculum``)."""
     env_weights: Mapping[str, float] = field(default_factory=dict)
     """Per env of a multi-env run whose weights move with success, its weight now."""
+    dropped_groups: Mapping[tuple[int, int], int] = field(default_factory=dict)
+    """Per actor process, as (index, launch): how many of its groups the learner dropped as
+    too stale. They were never trained, so the actor may start as many more (its admission
+    budget counts groups the learner can still use)."""
+    task_streams: Mapping[int, int] = field(default_factory=dict)
+    """Per actor index: the position in its task stream (``next_ids``) at which a process of
+    that index starts: one past the newest group the learner received from the index, or,
+    in a run resumed from a checkpoint, one past the newest group trained before it."""
 
     def cap_of(self, env: str) -> int | None:
         """The turn cap for new episodes of ``env``."""
@@ -416,6 +424,8 @@ def encode_control(control: Control) -> bytes:
             "env_caps": dict(control.env_caps),
             "env_stages": dict(control.env_stages),
             "env_weights": dict(control.env_weights),
+            "dropped_groups": [[i, launch, n] for (i, launch), n in control.dropped_groups.items()],
+            "task_streams": [[i, position] for i, position in control.task_streams.items()],
         },
         use_bin_type=True,
     )
@@ -655,7 +665,30 @@ def decode_control(buf: Any) -> Control:
         env_caps=_env_caps(_field(msg, "env_caps", dict)),
         env_stages=_env_stages(_field(msg, "env_stages", dict)),
         env_weights=_env_weights(_field(msg, "env_weights", dict)),
+        dropped_groups=_dropped_groups(_field(msg, "dropped_groups", list)),
+        task_streams=_task_streams(_field(msg, "task_streams", list)),
     )
+
+
+def _int_rows(rows: list, width: int, name: str, limits: Sequence[int]) -> list[list[int]]:
+    """``rows`` checked to be lists of ``width`` integers in [0, limit) each."""
+    for row in rows:
+        ok = isinstance(row, list) and len(row) == width and all(
+            type(v) is int and 0 <= v < limit for v, limit in zip(row, limits, strict=True)
+        )  # fmt: skip
+        if not ok:
+            raise WireError(f"control: {name} must hold lists of {width} integers in range, "
+                            f"got {row!r}")  # fmt: skip
+    return rows
+
+
+def _dropped_groups(rows: list) -> dict[tuple[int, int], int]:
+    rows = _int_rows(rows, 3, "dropped_groups", (MAX_ACTORS, MAX_LAUNCHES, 1 << 63))
+    return {(i, launch): n for i, launch, n in rows}
+
+
+def _task_streams(rows: list) -> dict[int, int]:
+    return dict(_int_rows(rows, 2, "task_streams", (MAX_ACTORS, 1 << 32)))
 
 
 def _env_weights(weights: dict) -> dict[str, float]:
@@ -783,16 +816,24 @@ def decode_weight_reply(frames: Sequence[Any]) -> WeightReply:
 # Group and episode ids
 
 
-def next_ids(index: int, launch: int = 0) -> Iterator[int]:
+def next_ids(index: int, launch: int = 0, start: int = 0) -> Iterator[int]:
     """Ids unique across a run's actors and their relaunches: ``index << 48 | launch << 32 |
-    counter`` (``launch``: how many processes with this index came before, as the learner's
-    ``Welcome`` says). Under 2**63 for every index and launch the wire admits."""
-    if not (0 <= index < MAX_ACTORS and 0 <= launch < MAX_LAUNCHES):
-        raise ValueError(f"actor index {index} / launch {launch} out of range")
+    counter``, the counter from ``start`` on (``launch``: how many processes with this index
+    came before, as the learner's ``Welcome`` says). Under 2**63 for every index and launch
+    the wire admits. An actor's group counter is its task stream's position
+    (``id_position``), which goes on across its relaunches."""
+    if not (0 <= index < MAX_ACTORS and 0 <= launch < MAX_LAUNCHES and 0 <= start < 1 << 32):
+        raise ValueError(f"actor index {index} / launch {launch} / start {start} out of range")
     prefix = (index << 16 | launch) << 32
-    return (prefix | i for i in range(1 << 32))
+    return (prefix | i for i in range(start, 1 << 32))
 
 
 def id_origin(any_id: int) -> tuple[int, int]:
     """The (actor index, launch) a group or episode id of :func:`next_ids` came from."""
     return any_id >> 48, (any_id >> 32) & 0xFFFF
+
+
+def id_position(any_id: int) -> int:
+    """The counter of a group or episode id of :func:`next_ids` (for a group id, the group's
+    position in its actor's task stream)."""
+    return any_id & 0xFFFFFFFF
