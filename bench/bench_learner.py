@@ -72,7 +72,7 @@ def episodes(groups: int, group_size: int, tokens: int, vocab: int, seed: int) -
                     prompt_len=64,
                     reward=float(rng.random() > 0.5),
                     success=False,
-                    truncated=False,
+                    truncation="",
                     num_turns=4,
                 )
             )

@@ -67,7 +67,7 @@ def make_batch(batch: int, tokens: int, seed: int = 0) -> list[Trajectory]:
                 prompt_len=128,
                 reward=1.0,
                 success=True,
-                truncated=False,
+                truncation="",
                 num_turns=16,
                 timings={"generate": 1.0, "env": 0.1},
             )

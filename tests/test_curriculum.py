@@ -3,6 +3,7 @@ the stage and keeps it across a resume, and configs that cannot work are refused
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -17,17 +18,34 @@ QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
 STAGES = CurriculumConfig(stages=((0,), (1, 2), (3,)), promote_at=0.75, window=4)
 
 
+def level(lvl: int, successes: list[bool]) -> list[tuple[int, bool]]:
+    """Episodes of BabyAI level ``lvl`` (task ids lvl, lvl + 40, ...) with these successes."""
+    return [(lvl + 40 * i, s) for i, s in enumerate(successes)]
+
+
 def test_a_stage_opens_when_the_window_reaches_the_threshold_and_the_count_restarts():
     c = Curriculum(STAGES)
-    assert not c.observe([True, True, True])  # 3 of a window of 4: too few yet
-    assert c.observe([False]) is True and c.stage == 1  # 3/4 = 0.75
+    assert not c.observe(level(0, [True, True, True]))  # 3 of a window of 4: too few yet
+    assert c.observe(level(0, [False])) is True and c.stage == 1  # 3/4 = 0.75
     assert c.success == 0.0  # counting starts over at the new stage
-    assert not c.observe([True, False, False, True, True])  # last 4: 2/4
-    assert c.observe([True]) and c.stage == 2  # last 4: 3/4
-    assert not c.observe([True] * 10) and c.stage == 2  # the last stage stays
+    assert not c.observe(level(1, [True, False]) + level(2, [False, True, True]))  # last 4: 2/4
+    assert c.observe(level(2, [True])) and c.stage == 2  # last 4: 3/4
+    assert not c.observe(level(3, [True] * 10)) and c.stage == 2  # the last stage stays
     again = Curriculum(STAGES)
     again.load_state_dict(c.state_dict())
     assert again.stage == 2 and again.success == c.success
+
+
+def test_a_stage_is_judged_only_on_its_own_levels():
+    """An async run keeps training on episodes of earlier levels after a stage opened (sampled
+    before it opened, or drawn among all open levels): they never count for it, so the next
+    stage cannot open before an episode of the new levels was seen."""
+    c = Curriculum(STAGES)
+    assert c.observe(level(0, [True] * 4)) and c.stage == 1
+    assert not c.observe(level(0, [True] * 16)) and c.stage == 1 and c.success == 0.0
+    assert not c.observe(level(3, [True] * 8)) and c.stage == 1  # a level of a later stage
+    assert not c.observe(level(1, [True, True]) + level(0, [True] * 8))  # 2 of 4 so far
+    assert c.observe(level(2, [False, True])) and c.stage == 2  # levels 1, 2: 3 of 4
 
 
 def test_open_task_ids_keep_the_open_levels():
@@ -65,7 +83,8 @@ def test_the_actor_draws_only_from_the_stage_the_learner_sent():
     actor._control = Control(0, 5)
     assert {t % 40 for t in actor._open_tasks(draw)} == {0}
     actor._control = decode_control(encode_control(Control(1, 5, env_stages={"babyai": 1})))
-    drawn = {actor._rng.choice(actor._open_tasks(draw)) % 40 for _ in range(200)}
+    rng = random.Random(0)
+    drawn = {rng.choice(actor._open_tasks(draw)) % 40 for _ in range(200)}
     assert drawn == {0, 1, 2}
 
 
@@ -94,5 +113,6 @@ def test_actors_draw_envs_with_the_weights_the_learner_sent():
     actor = Actor(settings, None, {"babyai": None, "textcraft": None}, None, None, Endpoints())
     sent = Control(3, 5, env_weights={"babyai": 0.1, "textcraft": 0.9})
     actor._control = decode_control(encode_control(sent))
-    picks = Counter(actor._draw_env().name for _ in range(2000))
+    rng = random.Random(0)
+    picks = Counter(actor._draw_env(rng).name for _ in range(2000))
     assert 0.05 < picks["babyai"] / 2000 < 0.15

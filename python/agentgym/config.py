@@ -316,11 +316,9 @@ class EngineConfig:
     max_new_tokens: int = 128
     """Token budget of one reply."""
     temperature: float = 1.0
-    """Sampling temperature (the learner computes log-probs at the same one)."""
-    top_k: int = 0
-    """Top-k truncation (0: off; keep off for exact importance weights)."""
-    top_p: float = 1.0
-    """Top-p truncation (1.0: off)."""
+    """Sampling temperature (the learner computes log-probs at the same one). Training
+    samples from the whole distribution: no top-k or top-p (``eval.top_k``, ``eval.top_p``
+    truncate evaluation sampling)."""
     prefix_cache_mb: float | None = None
     """hf engine: MB of keys/values of earlier turns kept so that an episode's next prompt
     prefills only its new tokens, and a group's shared opening is prefilled once
@@ -341,9 +339,17 @@ class EngineConfig:
             ("gather_s", self.gather_s >= 0, "must be >= 0"),
             ("max_new_tokens", self.max_new_tokens >= 1, "must be >= 1"),
             ("temperature", self.temperature > 0, "must be > 0"),
-            ("top_k", self.top_k >= 0, "must be >= 0 (0: off)"),
-            ("top_p", 0 < self.top_p <= 1, "must be in (0, 1] (1: off)"),
         )  # fmt: skip
+
+
+TRUNCATION_KEYS = {"top_k": 0, "top_p": 1.0}
+"""Sampling truncation and its "off" value: an ``eval`` setting. In ``engine`` (the training
+sampler) only "off" is accepted, as a saved ``config.yaml`` may list it."""
+NO_TRAINING_TRUNCATION = (
+    "training samples from the whole distribution: the learner's log-probs are of the "
+    "untruncated policy, and a truncated support cannot be reproduced exactly (a token at its "
+    "edge flips in or out with rounding); set eval.{key} to truncate evaluation sampling"
+)
 
 
 @dataclass(frozen=True)
@@ -371,6 +377,11 @@ class EvalConfig:
     """Turn cap of evaluation episodes (None: the last cap of the training schedule)."""
     temperature: float | None = None
     """Sampling temperature (None: engine.temperature)."""
+    top_k: int = 0
+    """Sample evaluation replies from the k most likely tokens only (0: off)."""
+    top_p: float = 1.0
+    """Sample evaluation replies from the smallest most-likely set of tokens with mass >=
+    top_p (1: off)."""
     groups_in_flight: int = 16
     """Tasks evaluated at once."""
     seed: int = 0
@@ -390,6 +401,8 @@ class EvalConfig:
             ("samples", self.samples >= 1, "must be >= 1"),
             ("horizon_cap", none_or(self.horizon_cap, lambda v: v >= 1), "must be >= 1 (or null)"),
             ("temperature", none_or(self.temperature, lambda v: v > 0), "must be > 0 (or null)"),
+            ("top_k", self.top_k >= 0, "must be >= 0 (0: off)"),
+            ("top_p", 0 < self.top_p <= 1, "must be in (0, 1] (1: off)"),
             ("groups_in_flight", self.groups_in_flight >= 1, "must be >= 1"),
         )
 
@@ -588,6 +601,9 @@ class RunConfig:
              "needs a single env (its action menu is one env's)"),
             ("deterministic", not self.deterministic or self.engine.backend == "hf",
              "needs engine.backend hf (vLLM's batching is not reproducible)"),
+            ("learner.publish_weights_every",
+             not self.deterministic or self.learner.publish_weights_every == 1,
+             f"must be 1 with deterministic: true ({SYNC_WEIGHTS})"),
             ("eval.every", self.eval.every == 0 or self.learner.ranks == 1,
              "must be 0 with learner.ranks > 1 (periodic eval runs in one learner process)"),
             ("model.path", self.model.path is not None or not foreign,
@@ -622,6 +638,18 @@ class RunConfig:
         return (int(value), str(config)) if isinstance(value, int) else (None, "")
 
 
+SYNC_WEIGHTS = "a synchronous run samples each step with the newest weights"
+
+
+def sync_problem(config: RunConfig) -> str | None:
+    """Why ``config`` cannot run synchronously (``--sync``), or None: actors then wait for
+    every update's weights, so the learner must publish them after every update."""
+    every = config.learner.publish_weights_every
+    if every == 1:
+        return None
+    return f"learner.publish_weights_every: must be 1 with --sync ({SYNC_WEIGHTS}), got {every}"
+
+
 def _native_names() -> list[str]:
     from agentgym.envs import env_names
 
@@ -650,6 +678,7 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunCo
             continue
         _deep_update(data, override)
         _record_origins(override, "", f"--set {item}", origins)
+    _no_training_truncation(data, origins, problems)
     _include_horizons(data, Path(path).parent if path is not None else Path.cwd(), problems)
     _learner_temperature_follows_engine(data, origins)
     try:
@@ -659,6 +688,24 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunCo
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def _no_training_truncation(
+    data: dict[str, Any], origins: dict[str, str], problems: list[str]
+) -> None:
+    """``engine.top_k`` / ``engine.top_p``: taken out of ``data``; refused (a line in
+    ``problems``) unless they say "off" (``TRUNCATION_KEYS``)."""
+    engine = data.get("engine")
+    if not isinstance(engine, Mapping) or not TRUNCATION_KEYS.keys() & engine.keys():
+        return
+    data["engine"] = {k: v for k, v in engine.items() if k not in TRUNCATION_KEYS}
+    for key, off in TRUNCATION_KEYS.items():
+        if key in engine and engine[key] != off:
+            where = origins.get(f"engine.{key}", "?")
+            problems.append(
+                f"engine.{key}: {NO_TRAINING_TRUNCATION.format(key=key)}, got "
+                f"{engine[key]!r} ({where})"
+            )
 
 
 def _learner_temperature_follows_engine(data: dict[str, Any], origins: dict[str, str]) -> None:

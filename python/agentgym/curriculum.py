@@ -1,12 +1,18 @@
 """Level curriculum: which of an env's levels its training groups draw from, widened by success.
 
 An env's ``tasks.curriculum`` lists stages of BabyAI levels (``task_id % 40``). Training starts on
-the first stage's levels; once the mean success of the last ``window`` training episodes of that
-env (all drawn from the levels open at the time) reaches ``promote_at``, the next stage's levels
-are added, and the count starts over. The learner owns one ``Curriculum`` per env that has one,
-feeds it each update's episodes, sends the open stage to the actors (``Control.env_stages``),
-logs ``curriculum_stage/<env>`` per step, and saves its state in checkpoints. The actors draw
-task ids only from the open levels (``open_task_ids``).
+the first stage's levels; once the mean success of the last ``window`` training episodes of the
+open stage's own levels (those it added) reaches ``promote_at``, the next stage's levels are
+added, and the count starts over. Episodes of earlier stages' levels never count for a later
+stage: in an asynchronous run they keep arriving after it opened (sampled before, or drawn
+among all open levels), and would open the next stage on levels already mastered, before one
+episode of the new level was seen. A level is drawn only once its stage is open, so every
+episode a stage counts was sampled after it opened.
+
+The learner owns one ``Curriculum`` per env that has one, feeds it each update's episodes,
+sends the open stage to the actors (``Control.env_stages``), logs ``curriculum_stage/<env>``
+per step, and saves its state in checkpoints. The actors draw task ids only from the open
+levels (``open_task_ids``).
 
 Across envs, ``env_mix`` (``EnvMix``) moves a multi-env run's env weights by each env's recent
 success in the same way: the learner computes them, sends them (``Control.env_weights``) and
@@ -34,7 +40,8 @@ class CurriculumConfig:
     promote_at: float = 0.8
     """Mean success over the last ``window`` episodes that opens the next stage."""
     window: int = 32
-    """Training episodes the success is averaged over (counted from the last opening)."""
+    """Training episodes of the open stage's own levels the success is averaged over (counted
+    from its opening)."""
 
     def __post_init__(self) -> None:
         levels = [lvl for stage in self.stages for lvl in stage]
@@ -68,9 +75,11 @@ class Curriculum:
         self.stage = 0
         self._recent: deque[bool] = deque(maxlen=config.window)
 
-    def observe(self, successes: Iterable[bool]) -> bool:
-        """Account for one update's episodes of this env; True when a stage opened."""
-        self._recent.extend(bool(s) for s in successes)
+    def observe(self, episodes: Iterable[tuple[int, bool]]) -> bool:
+        """Account for one update's ``(task_id, success)`` episodes of this env (those of the
+        open stage's own levels count); True when a stage opened."""
+        own = self.config.stages[self.stage]
+        self._recent.extend(bool(s) for t, s in episodes if t % BABYAI_LEVELS in own)
         last = len(self.config.stages) - 1
         full = len(self._recent) == self.config.window
         if self.stage < last and full and self.success >= self.config.promote_at:
@@ -81,7 +90,7 @@ class Curriculum:
 
     @property
     def success(self) -> float:
-        """Mean success of the episodes counted since the last opening (0 before any)."""
+        """Mean success of the open stage's episodes counted since it opened (0 before any)."""
         return sum(self._recent) / len(self._recent) if self._recent else 0.0
 
     def state_dict(self) -> dict[str, Any]:

@@ -13,11 +13,11 @@ Schedules (``HorizonConfig.schedule``):
 - ``adaptive``: starts at ``start``. Statistics are taken only over episodes that ran under the
   current cap. Once ``window`` updates have been seen at the current cap:
 
-  * raise by ``delta`` (up to ``max_cap``) when the mean share of episodes truncated at the
-    cap is at least ``raise_truncation`` and success is still rising: the mean success of the
-    second half of the window exceeds that of the first half by more than
-    ``min_success_gain``. Many episodes run out of turns while the policy keeps improving, so
-    the cap is what holds it back.
+  * raise by ``delta`` (up to ``max_cap``) when the mean share of episodes cut off by the cap
+    (not by a full context or the env's own limit) is at least ``raise_truncation`` and
+    success is still rising: the mean success of the second half of the window exceeds that
+    of the first half by more than ``min_success_gain``. Many episodes run out of turns while
+    the policy keeps improving, so the cap is what holds it back.
   * the cap counts as mastered once the window's mean success reaches ``mastery_success``.
   * lower by ``delta`` when the window's mean success has fallen more than ``collapse_drop``
     below the success measured just before the last raise; never below the highest mastered
@@ -94,7 +94,8 @@ class HorizonStats:
     episodes: int
     """Episodes that ran under the current cap."""
     truncated: int
-    """Of those, how many were cut off by the cap."""
+    """Of those, how many were cut off by the cap (not by a full context or the env's own
+    limit, which a higher cap would not lift)."""
     successes: int
     """Of those, how many succeeded."""
 
@@ -102,7 +103,8 @@ class HorizonStats:
     def from_episodes(
         cls, episodes: Iterable[tuple[int | None, bool, bool]], cap: int | None
     ) -> HorizonStats:
-        """Count ``(horizon_cap, truncated, success)`` triples whose cap equals ``cap``."""
+        """Count ``(horizon_cap, truncated at the cap, success)`` triples whose cap equals
+        ``cap``."""
         n = t = s = 0
         for ep_cap, truncated, success in episodes:
             if ep_cap == cap:

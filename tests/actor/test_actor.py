@@ -26,11 +26,11 @@ from agentgym.learner.weights import (  # noqa: E402
     write_safetensors,
 )
 from agentgym.transport.channels import Endpoints, LearnerChannels  # noqa: E402
-from agentgym.transport.wire import Control  # noqa: E402
+from agentgym.transport.wire import Control, decode_control, encode_control  # noqa: E402
 
 
-def _group(config, model, tokenizer, pool, *, task_id=0, size=4, cap=2, group_id=7):
-    spec = EpisodeSpec("babyai", task_id, group_id, size, cap, "bare", False, 1024)
+def _group(config, model, tokenizer, pool, *, task_id=0, size=4, cap=2, group_id=7, context=1024):
+    spec = EpisodeSpec("babyai", task_id, group_id, size, cap, "bare", False, context)
     engine = make_engine(config, model, tokenizer, seed=3)
 
     async def go():
@@ -71,6 +71,7 @@ def test_group_trajectories_share_task_cap_and_match_learner_logprobs(menu_run):
         assert 1 <= t.num_turns <= 2
         assert int(t.loss_mask.sum()) == t.num_turns  # one token per reply
         assert t.truncated == (not t.success and t.num_turns == 2)
+        assert t.truncation in (("cap", "context") if t.truncated else ("",))
         assert t.turn_versions.tolist() == [0] * t.num_turns
     # the learner's log-probs through the same model equal the behaviour log-probs
     batch = collate(trajs, tokenizer.pad_token_id)
@@ -120,6 +121,31 @@ class FlakyPool(EnvPool):
             ("env crashed" if i == bad + 1 else e) for i, e in zip(ids, b.errors, strict=True)
         ]
         return StepBatch(b.observations, b.rewards, b.dones, b.truncated, errors)
+
+
+class OutOfStepsPool(EnvPool):
+    """An EnvPool whose env ends every episode at its own step limit on the first step."""
+
+    def step(self, ids, actions):
+        b = super().step(ids, actions)
+        return StepBatch(b.observations, b.rewards, b.dones, b.dones | True, b.errors)
+
+
+def test_each_cut_off_names_its_cause(menu_run):
+    """The turn cap, a full context and the env's own limit are told apart: only the first is
+    what a higher cap lifts (the adaptive horizon reads it alone)."""
+    config, model, tokenizer = menu_run
+    pool = EnvPool("babyai")
+    (opening,) = pool.reset(pool.create(1), [0])
+    prompt = len(Conversation(ChatCodec(tokenizer), [{"role": "user", "content": opening}]).tokens)
+    # the context fills after the first turn, on the turn the cap is also reached
+    both = _group(config, model, tokenizer, pool, size=4, cap=1, context=prompt + 1)
+    capped = _group(config, model, tokenizer, pool, size=4, cap=1)
+    by_env = _group(config, model, tokenizer, OutOfStepsPool("babyai"), size=4, cap=5)
+    for result, cause in ((both, "context"), (capped, "cap"), (by_env, "env")):
+        unfinished = [t for t in result.trajectories if not t.success]
+        assert unfinished and {t.truncation for t in unfinished} == {cause}
+        assert all(t.truncated for t in unfinished)
 
 
 def test_failing_env_session_drops_only_its_trajectory(menu_run):
@@ -230,6 +256,105 @@ def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path, how)
     assert stats.dropped_env_errors == 0
 
 
+class FailingFirstGroupPool(EnvPool):
+    """An EnvPool whose every session fails on the first step of the first group."""
+
+    def step(self, ids, actions):
+        b = super().step(ids, actions)
+        if min(ids) >= self.failed_below:
+            return b
+        return StepBatch(b.observations, b.rewards, b.dones, b.truncated, ["crashed"] * len(ids))
+
+    def create(self, n):
+        ids = super().create(n)
+        self.failed_below = getattr(self, "failed_below", None) or max(ids) + 1
+        return ids
+
+
+def _follower(config, model, tokenizer, fake, pool, **settings):
+    """An actor of the tiny menu policy on ``pool``, following ``fake``, and its thread."""
+    base = dict(env="babyai", task_ids=(0, 1, 40, 41), group_size=3, groups_in_flight=3,
+                max_staleness=0, share=1, reply_format="bare", system_prompt=False,
+                max_context_tokens=1024)  # fmt: skip
+    actor = Actor(
+        ActorSettings(**{**base, **settings}),
+        make_engine(config, replace_model_copy(model), tokenizer),
+        pool,
+        ChatCodec(tokenizer),
+        sampling_params(config),
+        fake.channels.endpoints,
+        load_state_dict=blobs_to_state_dict,
+    )
+    out = {}
+    thread = threading.Thread(target=lambda: out.update(stats=asyncio.run(actor.run(timeout_s=60))))
+    return actor, thread, out
+
+
+def test_a_synchronous_actor_replaces_a_group_whose_every_episode_failed(menu_run, tmp_path):
+    """Nothing of such a group reaches the learner: without a replacement the synchronous
+    run would wait for it for ever."""
+    config, model, tokenizer = menu_run
+    fake = FakeLearner(tmp_path, replace_model_copy(model))
+    actor, thread, out = _follower(config, model, tokenizer, fake, FailingFirstGroupPool("babyai"))
+    try:
+        fake.publish(0, 2)
+        thread.start()
+        groups = fake.collect(8.0)
+        assert len(groups) == 1 and {v for g in groups.values() for t in g
+                                     for v in t.turn_versions.tolist()} == {0}  # fmt: skip
+    finally:
+        actor.stop()
+        thread.join(30)
+        fake.channels.close()
+    assert out["stats"].groups_lost == 1 and out["stats"].dropped_env_errors == 3
+
+
+def test_empty_weight_fetches_back_off(menu_run, tmp_path):
+    """Between weight publications (every n updates) the learner's version runs ahead of the
+    newest weights: the actor waits longer after each fetch that finds nothing newer instead
+    of asking again at once."""
+    config, model, tokenizer = menu_run
+    fake = FakeLearner(tmp_path, replace_model_copy(model))
+    actor, thread, out = _follower(config, model, tokenizer, fake, EnvPool("babyai"),
+                                   max_staleness=2)  # fmt: skip
+    try:
+        fake.publish(0, 2)
+        fake.channels.publish_control(Control(1, 2))  # version 1, weights still those of 0
+        thread.start()
+        fake.collect(1.0)
+        before = fake.channels.weight_stats.received
+        fake.collect(2.0)
+        asked = fake.channels.weight_stats.received - before
+    finally:
+        actor.stop()
+        thread.join(30)
+        fake.channels.close()
+    assert 1 <= asked <= 8  # waits of 0.05 s, 0.1 s, ... 1 s
+    assert out["stats"].empty_weight_fetches >= 4 and out["stats"].weight_loads == 0
+
+
+def test_admission_credits_groups_that_never_reach_training():
+    """A group that was lost (nothing pushed) or that the learner dropped as too stale
+    (``Control.dropped_groups``, per actor process) frees its place in the look-ahead."""
+
+    class Engine:
+        version = 0
+
+    settings = ActorSettings(env="babyai", task_ids=(0,), max_staleness=0, share=1, index=3)
+    actor = Actor(settings, Engine(), None, None, None, Endpoints())
+    actor._start_launch(2)
+    actor._take_control(Control(0, 2))
+    actor._groups_finished = actor.stats.groups_started = 1
+    assert not actor._may_admit()  # the synchronous budget: one group per version
+    actor.stats.groups_lost = 1
+    assert actor._may_admit()
+    actor.stats.groups_started = 2
+    assert not actor._may_admit()
+    dropped = {(3, 1): 5, (3, 2): 1, (4, 2): 7}  # another launch, another index
+    actor._take_control(decode_control(encode_control(Control(0, 2, dropped_groups=dropped))))
+    assert actor.stats.groups_dropped_stale == 1 and actor._may_admit()
+
+
 def test_admission_fills_the_first_batch_before_more_groups():
     """Until a group finishes, only ``share`` groups run (the learner's first batch); after
     that the in-flight limit and the staleness budget apply."""
@@ -253,20 +378,35 @@ def test_admission_fills_the_first_batch_before_more_groups():
     assert not actor._may_admit()
 
 
-def test_a_relaunched_actor_draws_other_tasks_and_ids():
-    """The learner's launch number (``Welcome.launch``) reseeds the task draws and moves the
-    group and episode ids to a range no earlier process of this index used."""
-    from agentgym.transport.wire import id_origin
+def test_a_relaunched_actor_goes_on_with_its_task_stream_under_new_ids():
+    """Group k of an actor index draws its task and sampling seed from (seed, k) alone; a
+    process starts at the position the learner names (``Control.task_streams``), so a
+    relaunched one never repeats its predecessor's groups, and its launch number (the
+    learner's ``Welcome``) moves its group and episode ids to a range of their own."""
+    from agentgym.transport.wire import id_origin, id_position
 
     settings = ActorSettings(env="babyai", task_ids=tuple(range(1000)), index=2, seed=5)
-    actor = Actor(settings, None, None, None, None, Endpoints())
-    first = [actor._rng.choice(settings.task_ids) for _ in range(20)]
-    assert id_origin(next(actor._group_ids)) == (2, 0)
-    actor._start_launch(1)
-    assert [actor._rng.choice(settings.task_ids) for _ in range(20)] != first
-    assert id_origin(next(actor._group_ids)) == id_origin(next(actor._episode_ids)) == (2, 1)
-    actor._start_launch(0)
-    assert [actor._rng.choice(settings.task_ids) for _ in range(20)] == first
+
+    def groups(actor, control, n):
+        actor._control = control
+        actor._start_stream(control.task_streams.get(2, 0))
+        specs = []
+        for _ in range(n):
+            gid = next(actor._group_ids)
+            rng = actor._stream_rng(gid)
+            specs.append((id_origin(gid), id_position(gid), rng.choice(settings.task_ids)))
+        return specs
+
+    first = Actor(settings, None, None, None, None, Endpoints())
+    ran = groups(first, Control(0, 2), 20)
+    assert [g[:2] for g in ran] == [((2, 0), k) for k in range(20)]
+    assert len({g[2] for g in ran}) > 10  # the tasks differ from group to group
+    relaunched = Actor(settings, None, None, None, None, Endpoints())
+    relaunched._start_launch(1)
+    after = groups(relaunched, Control(7, 2, task_streams={2: 12}), 8)
+    assert [g[:2] for g in after] == [((2, 1), k) for k in range(12, 20)]
+    assert [g[2] for g in after] == [g[2] for g in ran[12:]]  # the same stream, not repeated
+    assert id_origin(next(relaunched._episode_ids)) == (2, 1)
 
 
 def replace_model_copy(model):

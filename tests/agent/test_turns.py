@@ -114,7 +114,7 @@ def test_trace_fields_build_a_wire_trajectory(tokenizer) -> None:
         horizon_cap=None,
         reward=1.0,
         success=True,
-        truncated=False,
+        truncation="",
         **conv.trace.trajectory_fields(),
     )
     assert traj.num_tokens == len(conv.tokens)

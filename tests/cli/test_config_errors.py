@@ -100,12 +100,12 @@ def test_problems_in_the_file_name_the_file(tmp_path):
 
 def test_the_learner_and_actor_commands_check_the_same_way(tmp_path):
     for module in ("agentgym.cli.learner", "agentgym.cli.actor"):
-        done = agentgym(str(QUICKSTART), *sets("engine.top_p=0"), module=module)
+        done = agentgym(str(QUICKSTART), *sets("eval.top_p=0"), module=module)
         prog = module.rsplit(".", 1)[1]
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert done.stderr.splitlines() == [
             f"agentgym-{prog}: the config has 1 problem (nothing was started):",
-            "  engine.top_p: must be in (0, 1] (1: off), got 0.0 (--set engine.top_p=0)",
+            "  eval.top_p: must be in (0, 1] (1: off), got 0.0 (--set eval.top_p=0)",
         ]
 
 
@@ -218,3 +218,74 @@ def test_a_reply_must_fit_the_models_context(tmp_path):
     assert "is 563 positions, the model has 512" in line and "at most 449" in line
     with pytest.raises(ConfigError, match="model.tiny.max_position_embeddings"):
         load_config(QUICKSTART, ["model.tiny.max_position_embeddings=1024"])
+
+
+def test_a_kl_reward_is_refused_where_the_advantages_ignore_it():
+    """grpo, dr_grpo and rloo score an episode by its outcome reward alone: a KL reward
+    coefficient would build a reference model and change nothing."""
+    for estimator in ("grpo", "dr_grpo", "rloo"):
+        items = [f"learner.advantage.estimator={estimator}", "learner.advantage.kl_reward_coef=0.1"]
+        with pytest.raises(ConfigError) as raised:
+            load_config(QUICKSTART, items)
+        (problem,) = raised.value.problems
+        assert problem.startswith(
+            "learner.advantage.kl_reward_coef: applies to reinforce_pp, reinforce_pp_baseline, "
+            f"gae only: {estimator} advantages come from the outcome reward alone"
+        )
+        assert "learner.loss.kl_coef" in problem
+    for estimator in ("reinforce_pp", "reinforce_pp_baseline", "gae"):
+        items = [f"learner.advantage.estimator={estimator}", "learner.advantage.kl_reward_coef=0.1"]
+        assert load_config(QUICKSTART, items).learner.advantage.kl_reward_coef == 0.1
+
+
+def test_weights_published_more_rarely_than_actors_may_lag_are_refused(tmp_path):
+    """An actor samples only with weights at most max_staleness versions old: weights
+    published every max_staleness + 2 updates or more would leave it waiting for ever."""
+    ok = load_config(QUICKSTART, ["learner.max_staleness=2", "learner.publish_weights_every=3"])
+    assert ok.learner.publish_weights_every == 3
+    with pytest.raises(ConfigError) as raised:
+        load_config(QUICKSTART, ["learner.max_staleness=2", "learner.publish_weights_every=4"])
+    assert raised.value.problems[0].startswith(
+        "learner.publish_weights_every: must be <= max_staleness + 1 (3): actors sample only "
+        "with weights at most max_staleness versions old"
+    )
+    with pytest.raises(ConfigError, match=r"publish_weights_every: must be 1 with deterministic"):
+        load_config(QUICKSTART, ["deterministic=true", "learner.publish_weights_every=2"])
+    run_dir = tmp_path / "run"
+    every = sets(f"run_dir={run_dir}", "learner.publish_weights_every=2")
+    for command in (["train", str(QUICKSTART), "--sync"], [str(QUICKSTART), "--sync"]):
+        module = "agentgym.cli.main" if command[0] == "train" else "agentgym.cli.actor"
+        done = agentgym(*command, *every, module=module)
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        assert "learner.publish_weights_every: must be 1 with --sync" in done.stderr
+    assert not run_dir.exists()
+
+
+def test_training_never_samples_from_a_truncated_distribution(tmp_path):
+    """The learner's log-probs are of the whole distribution: top-k / top-p sampling would
+    make every importance weight the truncated mass (about 0.95 at top_p 0.9), so training
+    refuses it; evaluation may truncate (eval.top_k, eval.top_p)."""
+    from agentgym.actor.policy import sampling_params
+    from agentgym.config import dump_config
+
+    for key, value in (("top_p", 0.9), ("top_k", 20)):
+        with pytest.raises(ConfigError) as raised:
+            load_config(QUICKSTART, [f"engine.{key}={value}"])
+        assert raised.value.problems == [
+            f"engine.{key}: training samples from the whole distribution: the learner's "
+            "log-probs are of the untruncated policy, and a truncated support cannot be "
+            "reproduced exactly (a token at its edge flips in or out with rounding); set "
+            f"eval.{key} to truncate evaluation sampling, got {value!r} "
+            f"(--set engine.{key}={value})"
+        ]
+    done = agentgym("train", str(QUICKSTART), "--sync", *sets("engine.top_p=0.9"))
+    assert done.returncode == 2 and "engine.top_p: training samples from the whole" in done.stderr
+    saved = tmp_path / "saved.yaml"  # a saved config may list the sampler's "off" values
+    saved.write_text("engine: {top_k: 0, top_p: 1.0, temperature: 0.7}\n")
+    assert load_config(saved).engine.temperature == 0.7
+    config = load_config(QUICKSTART, ["eval.top_p=0.9", "eval.top_k=20", "eval.temperature=0.5"])
+    train, evaluation = sampling_params(config), sampling_params(config, evaluation=True)
+    assert (train.top_k, train.top_p, train.temperature) == (0, 1.0, 1.0)
+    assert (evaluation.top_k, evaluation.top_p, evaluation.temperature) == (20, 0.9, 0.5)
+    dump_config(config, tmp_path / "config.yaml")
+    assert load_config(tmp_path / "config.yaml") == config

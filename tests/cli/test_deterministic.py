@@ -40,6 +40,24 @@ def test_two_deterministic_runs_give_the_same_metrics(tmp_path):
     assert any(m["loss/policy"] != 0 for m in runs[0])  # the runs did train
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_resumed_deterministic_run_writes_the_metrics_of_an_uninterrupted_one(tmp_path, ranks):
+    """The checkpoint keeps how far each actor's task stream was trained on: the actors of
+    the resumed run sample the groups the uninterrupted run sampled next (under other launch
+    numbers, so under other ids), and every metric but timings and actor counts agrees."""
+    settings = [*SETTINGS[1:], "learner.checkpoint_every=2", f"learner.ranks={ranks}"]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    for run_dir, steps in ((whole, 6), (cut, 4)):
+        args = tiny_run.sets([*settings, f"learner.max_steps={steps}", f"run_dir={run_dir}"])
+        assert main(["train", str(tiny_run.QUICKSTART), *args, "--quiet"]) == 0
+    more = tiny_run.sets(["learner.max_steps=6"])
+    assert main(["train", "--resume", str(cut), *more, "--quiet"]) == 0
+    resumed, uninterrupted = _metrics(cut), _metrics(whole)
+    assert [m["step"] for m in resumed] == list(range(1, 7))
+    assert resumed == uninterrupted
+
+
 def test_deterministic_needs_the_hf_engine():
     from agentgym.config import ConfigError, load_config
 

@@ -71,18 +71,21 @@ def _actor(weights=(3.0, 1.0), in_flight=(8, 8), seed=0) -> Actor:
     return Actor(settings, None, {"babyai": None, "textcraft": None}, None, None, Endpoints())
 
 
+def _draw(actor: Actor) -> str:
+    """The env of the actor's next group (its next task stream position)."""
+    return actor._draw_env(actor._stream_rng(next(actor._group_ids))).name
+
+
 def test_env_draws_follow_the_weights_when_every_env_has_room():
     """Chi-square test of 4,000 draws against weights 3:1 (1 degree of freedom: 10.83 is the
     0.1% critical value), and the same draws for the same seed."""
     actor = _actor()
-    draws = Counter(actor._draw_env().name for _ in range(4000))
+    draws = Counter(_draw(actor) for _ in range(4000))
     expected = {"babyai": 3000, "textcraft": 1000}
     chi2 = sum((draws[k] - v) ** 2 / v for k, v in expected.items())
     assert chi2 < 10.83, draws
     first, second = _actor(seed=4), _actor(seed=4)
-    assert [first._draw_env().name for _ in range(200)] == [
-        second._draw_env().name for _ in range(200)
-    ]
+    assert [_draw(first) for _ in range(200)] == [_draw(second) for _ in range(200)]
 
 
 def test_a_full_env_leaves_its_slots_and_the_other_env_goes_on():
@@ -91,7 +94,7 @@ def test_a_full_env_leaves_its_slots_and_the_other_env_goes_on():
     actor = _actor(in_flight=(2, 1))
     actor._control, actor._first_version = Control(0, 5, env_caps={"textcraft": 3}), 0
     actor._running["textcraft"] = 1
-    picks = {actor._draw_env().name for _ in range(100)}
+    picks = {_draw(actor) for _ in range(100)}
     assert picks == {"babyai"}
     actor._running["babyai"] = 2
     assert actor._open_envs() == [] and not actor._may_admit()

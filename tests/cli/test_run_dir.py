@@ -134,7 +134,8 @@ class Child:
         self.polls += 1
         if self.launcher_stop is not None and self.polls == self.stop_at:
             with open(self.run_dir / "metrics.jsonl", "a") as f:
-                f.write(json.dumps({"step": 1, "reward/all": 0.5, "dropped_stale_total": 3}))
+                f.write(json.dumps({"step": 1, "reward/all": 0.5, "dropped_stale_total": 3,
+                                    "skipped_steps_total": 2}))  # fmt: skip
                 f.write("\n")
             self.launcher_stop()
         return None
@@ -181,6 +182,7 @@ def test_ctrl_c_prints_progress_the_checkpoint_and_the_resume_command(tmp_path, 
     progress = [line for line in out if line.startswith("step ")]
     assert len(progress) == 1 and progress[0].startswith("step 1/2  reward 0.500")
     assert "stale-dropped 3" in progress[0] and " eta " in progress[0]
+    assert "  skipped-steps 2  " in progress[0]  # optimizer steps with a gradient not finite
     ckpts = tmp_path / "checkpoints"
     assert out[-7].startswith("agentgym train: stopped at step 1/2 after ")
     assert out[-6:] == [

@@ -127,6 +127,23 @@ def test_pairs_then_dpo(tmp_path, capsys):
         main(["pairs", str(tmp_path / "nope.jsonl"), "--out", str(pairs)])
 
 
+def test_pairs_pair_episodes_of_one_env_only(tmp_path, capsys):
+    """Task ids are per env: task 3 of BabyAI and task 3 of TextCraft are different tasks."""
+    records = tmp_path / "episodes.jsonl"
+
+    def episode(env, reward):
+        return {"env": env, "task_id": 3, "reward": reward, "success": reward > 0, "messages": []}
+
+    rows = [episode("babyai", 1.0), episode("textcraft", 0.0), episode("textcraft", 0.5)]
+    records.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pairs = tmp_path / "pairs.jsonl"
+    assert main(["pairs", str(records), "--out", str(pairs)]) == 0
+    assert "1 pairs over 2 tasks" in capsys.readouterr().out
+    (pair,) = [json.loads(line) for line in pairs.read_text().splitlines()]
+    assert (pair["chosen"]["env"], pair["chosen"]["reward"]) == ("textcraft", 0.5)
+    assert (pair["rejected"]["env"], pair["rejected"]["reward"]) == ("textcraft", 0.0)
+
+
 @pytest.mark.slow
 def test_babyai_demos_then_sft_beat_the_untrained_policy(tmp_path):
     """The real format learns from demos: after SFT on the config's demos (levels 0-4, goal

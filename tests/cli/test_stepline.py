@@ -70,7 +70,7 @@ def trajectory(group: int, reward: float, turns: int, invalid: int) -> Trajector
         env="babyai", task_id=group, horizon_cap=8,
         turn_versions=np.zeros(turns, np.int32), tokens=np.arange(n, dtype=np.int32),
         logprobs=np.zeros(n, np.float32), loss_mask=np.ones(n, np.uint8), prompt_len=1,
-        reward=reward, success=reward > 0, truncated=False, num_turns=turns,
+        reward=reward, success=reward > 0, truncation="", num_turns=turns,
         invalid_replies=invalid,
     )  # fmt: skip
 

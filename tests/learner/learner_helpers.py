@@ -73,7 +73,7 @@ def make_groups(
                     prompt_len=4,
                     reward=float(i % 2),
                     success=bool(i % 2),
-                    truncated=i == 0,
+                    truncation="cap" if i == 0 else "",
                     num_turns=2,
                 )
             )

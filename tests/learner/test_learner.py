@@ -1,6 +1,7 @@
 """The learner on a tiny random transformers model: updates, estimators, staleness, resume."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from agentgym.learner import (  # noqa: E402
     blobs_to_state_dict,
     state_dict_to_blobs,
 )
+from agentgym.learner.config import KL_REWARD_ESTIMATORS  # noqa: E402
 
 
 def config(**kw) -> LearnerConfig:
@@ -71,8 +73,9 @@ def test_the_runs_task_groups_are_babyais_levels_only():
 )
 def test_every_estimator_trains(estimator):
     model = tiny_model()
+    kl_reward = 0.01 if estimator in KL_REWARD_ESTIMATORS else 0.0
     cfg = config(
-        advantage=AdvantageConfig(estimator=estimator, kl_reward_coef=0.01),
+        advantage=AdvantageConfig(estimator=estimator, kl_reward_coef=kl_reward),
         loss=LossConfig(kl_coef=0.05, entropy_coef=0.01, dual_clip=3.0),
         bf16=estimator == "grpo",
     )
@@ -121,6 +124,53 @@ def test_incomplete_groups_of_a_relaunched_actor_are_dropped_and_counted():
     assert buf.stats.dropped_superseded == 2 and buf.num_pending == 3 and buf.num_ready == 1
     buf.add([replace(t, group_id=one) for t in b[3:]])
     assert buf.num_ready == 2 and buf.stats.dropped_superseded == 2
+
+
+def _from(model, index, launch, position, seed, version=0):
+    """One group of ``make_groups`` as the group at ``position`` of an actor's task stream."""
+    from dataclasses import replace
+
+    from agentgym.transport.wire import next_ids
+
+    gid = next(next_ids(index, launch, position))
+    return [replace(t, group_id=gid) for t in make_groups(model, 1, seed=seed, version=version)]
+
+
+def test_the_learner_tells_each_actor_process_which_of_its_groups_it_dropped():
+    """An actor counts the groups it started against its look-ahead; those dropped as too
+    stale were never trained, and the control says how many, per (index, launch)."""
+    model = tiny_model()
+    learner = Learner(model, config(max_staleness=1, groups_per_step=1))
+    learner.version = 3
+    learner.ingest(_from(model, 0, 1, 0, seed=1, version=1)  # 2 behind: dropped
+                   + _from(model, 0, 1, 1, seed=2, version=1)  # dropped
+                   + _from(model, 1, 0, 0, seed=3, version=0)  # dropped
+                   + _from(model, 0, 1, 2, seed=4, version=3))  # fmt: skip
+    assert learner.train_ready()["version"] == 4
+    assert learner.control().dropped_groups == {(0, 1): 2, (1, 0): 1}
+    assert learner.buffer.stats.dropped_stale == 12
+
+
+def test_task_streams_go_on_where_the_learner_received_and_after_a_resume_where_it_trained(
+    tmp_path,
+):
+    """Live, a (re)launched actor starts past the newest group received from its index; a
+    checkpoint keeps how far training used each stream, so the actors of a resumed run
+    sample again the groups that were received but not trained on."""
+    model = tiny_model()
+    cfg = config(groups_per_step=1, checkpoint_dir=str(tmp_path))
+    learner = Learner(model, cfg)
+    learner.ingest(_from(model, 0, 0, 0, seed=1) + _from(model, 1, 0, 4, seed=2))
+    assert learner.train_ready() is not None  # one group of the two
+    learner.ingest(_from(model, 0, 0, 1, seed=3))
+    assert learner.control().task_streams == {0: 2, 1: 5}
+    learner.save_checkpoint()
+    resumed = Learner(tiny_model(), cfg)
+    resumed.load_checkpoint(tmp_path)
+    assert resumed.control().task_streams == {0: 1}
+    assert resumed.buffer.stats.received == 4  # the trained group's episodes only
+    resumed.ingest(_from(model, 1, 1, 5, seed=4))
+    assert resumed.control().task_streams == {0: 1, 1: 6}
 
 
 def test_groups_leave_the_buffer_in_id_order_whatever_order_they_arrived_in():
@@ -226,7 +276,10 @@ def test_first_minibatch_prox_from_its_own_pass_gives_the_recomputed_update(monk
         for key in ("loss/policy", "loss/kl", "clip_fraction", "approx_kl_prox", "grad_norm"):
             assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
     gae = Learner(tiny_model(), config(advantage=AdvantageConfig(estimator="gae")))
-    kl_reward = Learner(tiny_model(), config(advantage=AdvantageConfig(kl_reward_coef=0.1)))
+    kl_reward = Learner(
+        tiny_model(),
+        config(advantage=AdvantageConfig(estimator="reinforce_pp", kl_reward_coef=0.1)),
+    )
     assert not gae.prox_from_first_pass and not kl_reward.prox_from_first_pass
 
 
@@ -284,3 +337,68 @@ def test_file_mode_publishes_a_safetensors_file_and_keeps_two(tmp_path):
     assert sorted(p.name for p in (tmp_path / "w").iterdir()) == [
         "v00000002.safetensors", "v00000003.safetensors",
     ]  # fmt: skip
+
+
+def test_a_step_whose_gradient_is_not_finite_is_skipped_and_counted():
+    """One overflow in a minibatch would turn every parameter and AdamW moment into NaN: the
+    step is dropped instead, counted, and training goes on."""
+    model = tiny_model()
+    learner = Learner(model, config())
+    trajs = make_groups(model)
+    before = params(model)
+    weight = model.get_input_embeddings().weight
+    poison = weight.register_hook(lambda g: g * float("inf"))
+    metrics = learner.step(trajs)
+    assert metrics["skipped_steps"] == 1 and metrics["skipped_steps_total"] == 1
+    assert not math.isfinite(metrics["grad_norm"])
+    assert all(torch.equal(before[k], v) for k, v in params(model).items())
+    assert not learner.optimizer.state  # no moment holds the overflow
+    poison.remove()
+    metrics = learner.step(trajs)
+    assert metrics["skipped_steps"] == 0 and metrics["skipped_steps_total"] == 1
+    assert all(torch.isfinite(v).all() for v in params(model).values())
+    assert any(not torch.equal(before[k], v) for k, v in params(model).items())
+
+
+def test_gae_advantages_are_whitened_unless_switched_off():
+    """As verl: GAE advantages have mean 0 and variance 1 over the batch's generated tokens;
+    the value targets are the returns before whitening."""
+    from agentgym.learner.advantages import masked_whiten
+    from agentgym.learner.batch import collate
+
+    model = tiny_model()
+    batch = collate(make_groups(model))
+    m = batch.loss_mask
+    preps = {}
+    for whiten in (True, False):
+        estimator = AdvantageConfig(estimator="gae", gae_whiten=whiten)
+        preps[whiten] = Learner(tiny_model(), config(advantage=estimator))._prepare(batch)
+    raw, white = preps[False].advantages, preps[True].advantages
+    assert raw[m > 0].std() > 0.1 and raw[m > 0].mean().abs() > 0.1  # the outcome rewards
+    assert white[m > 0].mean().item() == pytest.approx(0.0, abs=1e-5)
+    assert white[m > 0].std().item() == pytest.approx(1.0, abs=1e-3)
+    assert torch.allclose(white, masked_whiten(raw, m), atol=1e-6)
+    assert torch.equal(preps[True].returns, preps[False].returns)
+
+
+def test_only_cut_offs_by_the_cap_drive_the_adaptive_horizon():
+    """Episodes cut off by a full context or the env's own limit are not held back by the
+    turn cap: they never raise it. Each cause has its own metric."""
+    from dataclasses import replace
+
+    schedule = HorizonConfig(
+        schedule="adaptive", start=2, max_cap=5, window=2, raise_truncation=0.5,
+        min_success_gain=-1.0,
+    )  # fmt: skip
+    caps = {}
+    for cause in ("context", "env", "cap"):
+        model = tiny_model()
+        learner = Learner(model, config(horizon=schedule))
+        trajs = [replace(t, truncation=cause) for t in make_groups(model, cap=2)]
+        for _ in range(2):
+            metrics = learner.step(trajs)
+        caps[cause] = learner.horizon.cap
+        assert metrics["truncated/all"] == 1.0 and metrics[f"truncated_{cause}/all"] == 1.0
+        others = {"cap", "context", "env"} - {cause}
+        assert all(metrics[f"truncated_{c}/babyai"] == 0.0 for c in others)
+    assert caps == {"context": 2, "env": 2, "cap": 3}

@@ -78,7 +78,7 @@ def test_the_learner_sends_each_stage_logs_it_and_keeps_it_across_a_resume(tmp_p
     stages = CurriculumConfig(stages=((0,), (1,)), promote_at=0.5, window=4)
     learner = Learner(tiny_model(), cfg, curricula={"babyai": stages})
     groups = make_groups(tiny_model(), seed=1)  # half of them babyai, half successes
-    babyai = [replace(t, success=True) if t.env == "babyai" else t for t in groups]
+    babyai = [replace(t, success=True, task_id=40) if t.env == "babyai" else t for t in groups]
     metrics = learner.step(babyai)
     assert metrics["curriculum_stage/babyai"] == 1 and learner.control().env_stages == {"babyai": 1}
     learner.save_checkpoint()

@@ -1,5 +1,7 @@
 """Losses: vanilla PPO when mu == pi_prox, IS truncation and masking, aggregation, KL."""
 
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -120,6 +122,25 @@ def test_kl_estimators():
     k3 = L.kl_estimate(logp, ref, "k3")
     assert k3.tolist() == pytest.approx([0.5 - 0.6931472 * -1 - 1 - 0.0 + 0.0, 0.0], abs=1e-6)
     assert (k3 >= 0).all()
+
+
+def test_a_log_ratio_drift_past_float32_range_keeps_the_loss_finite():
+    """A token whose log-prob moved ~90 nats within an update overflows exp in float32; the
+    log-ratio is clamped first (as verl does), so the loss and its gradient stay finite, and
+    the clipped objective is unchanged where it was finite."""
+    logp = torch.tensor([[0.0, -0.1, -1.0]], requires_grad=True)
+    prox = torch.tensor([[-90.0, -0.2, -1.0]])
+    adv = torch.tensor([[-1.0, 1.0, 1.0]])
+    mask = torch.ones(1, 3)
+    cfg = L.PolicyLossConfig(clip_eps=0.2, behaviour_weight="none")
+    out = L.policy_loss(logp, prox, prox, adv, mask, cfg)
+    (grad,) = torch.autograd.grad(out.loss, logp)
+    assert torch.isfinite(out.loss) and torch.isfinite(grad).all()
+    # token 0 (A < 0): its clamped ratio e^20; token 1: ratio e^0.1 inside the clip range
+    expected = (math.exp(L.LOG_RATIO_CLAMP) - math.exp(0.1) - 1.0) / 3
+    assert out.loss.item() == pytest.approx(expected, rel=1e-5)
+    k3 = L.kl_estimate(torch.tensor([0.0]), torch.tensor([100.0]), "k3")
+    assert torch.isfinite(k3).all()
 
 
 def test_token_logprobs_at_temperature_match_sampling_distribution():

@@ -58,6 +58,18 @@ def test_invalid_replies_travel_and_are_bounded_by_the_turns():
         Trajectory(**{**_fields(t), "invalid_replies": 3})
 
 
+def test_a_trajectory_says_why_it_was_cut_off():
+    """The turn cap, a full context and the env's own limit travel apart (each an episode
+    cut off, ``truncated``); any other cause is refused."""
+    trajs = [Trajectory(**{**_fields(make_traj(i)), "truncation": c})
+             for i, c in enumerate(wire.TRUNCATIONS)]  # fmt: skip
+    out = wire.decode_trajectories(wire.encode_trajectories(trajs))
+    assert [t.truncation for t in out] == ["", "cap", "context", "env"]
+    assert [t.truncated for t in out] == [False, True, True, True]
+    with pytest.raises(WireError, match="truncation 'max_steps' is not one of"):
+        Trajectory(**{**_fields(make_traj()), "truncation": "max_steps"})
+
+
 def test_numpy_scalars_are_accepted_and_encodable():
     t = Trajectory(**{**_fields(make_traj()), "episode_id": np.int64(5), "reward": np.float32(1)})
     out = wire.decode_trajectories(wire.encode_trajectories([t]))[0]
@@ -96,6 +108,8 @@ def _tamper_frames(frames, **changes):
         {"invalid_replies": [3]},  # more than the episode's 2 turns
         {"invalid_replies": [-1]},
         {"invalid_replies": [True]},
+        {"truncation": ["horizon"]},
+        {"truncation": [True]},
     ],
 )
 def test_malformed_trajectories_are_rejected(change):
@@ -133,10 +147,21 @@ def test_unknown_version_names_both_versions():
 
 
 def test_control_round_trip():
-    for c in (Control(0, None), Control(5, 13, stop=True)):
+    streams = Control(3, 5, dropped_groups={(0, 1): 2, (4, 0): 1}, task_streams={0: 12, 4: 7})
+    for c in (Control(0, None), Control(5, 13, stop=True), streams):
         assert wire.decode_control(wire.encode_control(c)) == c
     with pytest.raises(WireError):
         wire.decode_control(_tamper(wire.encode_control(Control(1, 2)), stop=1))
+    for bad in (
+        {"dropped_groups": [[0, 1]]},
+        {"dropped_groups": [[0, 1, -2]]},
+        {"dropped_groups": [[wire.MAX_ACTORS, 0, 1]]},
+        {"task_streams": [[0, 1 << 32]]},
+        {"task_streams": [["0", 3]]},
+        {"task_streams": {"0": 3}},
+    ):
+        with pytest.raises(WireError):
+            wire.decode_control(_tamper(wire.encode_control(streams), **bad))
 
 
 def test_weight_request_and_reply_round_trip():

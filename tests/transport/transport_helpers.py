@@ -23,7 +23,7 @@ def make_traj(i: int = 0, n: int = 12, turns: int = 2) -> Trajectory:
         prompt_len=3,
         reward=0.5 * i,
         success=bool(i % 2),
-        truncated=not i % 2,
+        truncation=("", "cap", "context", "env")[i % 4],
         num_turns=turns,
         timings={"generate": 1.5, "env": 0.25},
         invalid_replies=i % 2,

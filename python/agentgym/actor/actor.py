@@ -10,14 +10,24 @@ Three things run on one asyncio loop:
     * fewer than ``groups_in_flight`` groups are running;
     * the engine's weights are at most ``max_staleness`` versions behind the learner;
     * the actor has started fewer than ``(learner_version - first_version + max_staleness + 1)
-      * share`` groups, ``share`` being its part of the learner's ``groups_per_step``. This
-      bounds how far sampling runs ahead of training. With ``max_staleness = 0`` (``--sync``)
-      it is the synchronous loop: each actor samples its share with the newest weights, then
-      waits for the update;
+      * share`` groups that the learner can still use, ``share`` being its part of the
+      learner's ``groups_per_step``. This bounds how far sampling runs ahead of training.
+      With ``max_staleness = 0`` (``--sync``) it is the synchronous loop: each actor samples
+      its share with the newest weights, then waits for the update. Groups that never reach
+      training are credited back, or the look-ahead would shrink with each of them for good
+      (a synchronous run stalls on the first): a group whose every episode failed (nothing
+      was pushed), and a group the learner dropped as too stale (``Control.dropped_groups``);
     * until its first group has finished, the actor runs no more than ``share`` groups: they
       make the learner's first batch, and on a busy engine more groups would share its batches
       and delay that batch (the learner would idle at start-up);
 - the groups themselves (``run_group``), each pushed as one message when it finishes.
+
+Each actor index has a task stream: its k-th group (k, the stream position, is the counter of
+the group id) draws its env and task and seeds its sampling from ``(seed, k)`` alone. A process
+starts at the position the learner names (``Control.task_streams``): one past the last group it
+received from that index, so a relaunched actor never repeats its predecessor's groups, and in
+a run resumed from a checkpoint one past the last group trained before it, so a resumed
+deterministic run trains on the groups an uninterrupted one would.
 
 In a multi-env run (``ActorSettings.envs``) each env has its own pool, task list and share of
 the in-flight groups (by weight, at least one), so an env whose steps are slow (a remote
@@ -54,7 +64,7 @@ from agentgym.curriculum import CurriculumConfig, open_task_ids
 from agentgym.engines.base import Engine, SamplingParams
 from agentgym.envs import EnvPool
 from agentgym.transport.channels import AsyncActorChannels, Endpoints, WeightFetchError
-from agentgym.transport.wire import Control, Trajectory
+from agentgym.transport.wire import Control, Trajectory, id_position
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +115,10 @@ class ActorSettings:
     worked_example: bool = False
     seed: int = 0
     push_timeout_s: float = 2.0
+    fetch_backoff_s: tuple[float, float] = (0.05, 1.0)
+    """After a weight fetch that found nothing newer, the wait before the next one: the first,
+    doubled after each further empty fetch up to the second (weights published every n
+    updates leave the actor behind the learner's version between publications)."""
     sample_every: int = 0
     sample_path: str | None = None
     stats_path: str | None = None
@@ -133,12 +147,18 @@ class ActorStats:
 
     groups_started: int = 0
     groups_pushed: int = 0
+    groups_lost: int = 0
+    """Groups none of whose episodes could be pushed (every env session failed)."""
+    groups_dropped_stale: int = 0
+    """Of the pushed groups, those the learner dropped as too stale (it says so)."""
     trajectories_pushed: int = 0
     dropped_env_errors: int = 0
     last_errors: list[str] = field(default_factory=list)
     generated_tokens: int = 0
     pushed_tokens: int = 0
     weight_loads: int = 0
+    empty_weight_fetches: int = 0
+    """Weight fetches that loaded nothing (nothing newer was published yet, or they failed)."""
     engine_version: int = 0
     learner_version: int = 0
     generate_busy_s: float = 0.0
@@ -182,6 +202,7 @@ class Actor:
         self._first_version: int | None = None
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
+        self._version_moved = asyncio.Event()  # the learner's version went up
         self._groups: dict[asyncio.Task[None], str] = {}  # running groups and their envs
         self._fetching: asyncio.Task[None] | None = None
         self._groups_finished = 0
@@ -245,13 +266,21 @@ class Actor:
             log.info("actor %d: waiting for a learner at %s", self.s.index, self.endpoints.weights)
 
     def _start_launch(self, launch: int) -> None:
-        """Task draws and ids of this process, the ``launch``-th with this actor's index: a
-        relaunched (or resumed) actor draws other tasks and never repeats a group or episode
-        id of the processes before it."""
+        """Ids of this process, the ``launch``-th with this actor's index: a relaunched (or
+        resumed) actor never repeats a group or episode id of the processes before it. Its
+        group ids take their counter from the task stream (``_start_stream``)."""
         self.launch = launch
-        self._rng = random.Random(self.s.seed if launch == 0 else derive_seed(self.s.seed, launch))
-        self._group_ids = next_ids(self.s.index, launch)
+        self._start_stream(0)
         self._episode_ids = next_ids(self.s.index, launch)
+
+    def _start_stream(self, position: int) -> None:
+        """Go on with this index's task stream from ``position`` (the next group's)."""
+        self._group_ids = next_ids(self.s.index, self.launch, position)
+
+    def _stream_rng(self, group_id: int) -> random.Random:
+        """The draws of the group at ``group_id``'s stream position: a function of the
+        actor's seed and that position alone."""
+        return random.Random(derive_seed(self.s.seed, id_position(group_id), 1))
 
     async def _heartbeat(self) -> None:
         while not self._stop.is_set():
@@ -291,20 +320,26 @@ class Actor:
         if self._groups_finished == 0 and self.stats.groups_started >= self.s.share:
             return False
         budget = (c.policy_version - self._first_version + self.s.max_staleness + 1) * self.s.share
-        return self.stats.groups_started < budget
+        return self._groups_usable() < budget
+
+    def _groups_usable(self) -> int:
+        """Groups started that the learner can still train on: neither lost here (nothing
+        pushed) nor dropped there as too stale."""
+        s = self.stats
+        return s.groups_started - s.groups_lost - s.groups_dropped_stale
 
     def _open_envs(self) -> list[EnvDraw]:
         """The envs with a free in-flight slot."""
         return [d for d in self.s.draws if self._running[d.name] < d.in_flight]
 
-    def _draw_env(self) -> EnvDraw:
+    def _draw_env(self, rng: random.Random) -> EnvDraw:
         """The next group's env: by weight among those with room (no draw for one env)."""
         open_envs = self._open_envs()
         if len(self.s.draws) == 1:
             return open_envs[0]
         now = self._control.env_weights if self._control is not None else {}
         weights = [now.get(d.name, d.weight) for d in open_envs]
-        return self._rng.choices(open_envs, weights=weights)[0]
+        return rng.choices(open_envs, weights=weights)[0]
 
     def _open_tasks(self, draw: EnvDraw) -> Sequence[int]:
         """``draw``'s task ids, only those of the levels open now where it has a curriculum."""
@@ -318,11 +353,12 @@ class Actor:
 
     def _start_group(self) -> None:
         assert self._control is not None
-        draw = self._draw_env()
         group_id = next(self._group_ids)
+        rng = self._stream_rng(group_id)
+        draw = self._draw_env(rng)
         spec = EpisodeSpec(
             env=draw.name,
-            task_id=self._rng.choice(self._open_tasks(draw)),
+            task_id=rng.choice(self._open_tasks(draw)),
             group_id=group_id,
             group_size=self.s.group_size,
             horizon_cap=self._control.cap_of(draw.name),
@@ -331,7 +367,7 @@ class Actor:
             max_context_tokens=self.s.max_context_tokens,
             invalid_reply_penalty=self.s.invalid_reply_penalty,
             worked_example=self.s.worked_example,
-            seed=derive_seed(self.s.seed, group_id),
+            seed=derive_seed(self.s.seed, id_position(group_id)),
         )
         self.stats.groups_started += 1
         self._running[spec.env] += 1
@@ -355,6 +391,9 @@ class Actor:
         self._count(result)
         if result.trajectories:
             await self._push(result.trajectories)
+        else:  # every episode failed: the learner never sees this group
+            self.stats.groups_lost += 1
+            self._changed.set()
 
     def _count(self, result: GroupResult) -> None:
         self.stats.generated_tokens += result.generated_tokens
@@ -387,10 +426,7 @@ class Actor:
             control = await self._channels.poll_control(0.1)
             if control is None:
                 continue
-            if self._first_version is None:
-                self._first_version = control.policy_version
-            self._control = control
-            self.stats.learner_version = control.policy_version
+            self._take_control(control)
             if control.stop:
                 self.stop()
                 return
@@ -398,25 +434,59 @@ class Actor:
                 self._fetching = asyncio.create_task(self._fetch())
             self._changed.set()
 
+    def _take_control(self, control: Control) -> None:
+        """Follow the learner's ``control``: the first one starts the task stream where the
+        learner says; each says how many of this process's groups were dropped as stale."""
+        if self._first_version is None:
+            self._first_version = control.policy_version
+            self._start_stream(control.task_streams.get(self.s.index, 0))
+        if self._control is None or control.policy_version > self._control.policy_version:
+            self._version_moved.set()
+        dropped = control.dropped_groups.get((self.s.index, self.launch), 0)
+        self.stats.groups_dropped_stale = max(self.stats.groups_dropped_stale, dropped)
+        self._control = control
+        self.stats.learner_version = control.policy_version
+
     async def _fetch(self) -> None:
+        """Fetch weights until the engine has the learner's version. A fetch that finds
+        nothing newer (the learner publishes weights every n updates) or fails is followed
+        by a wait, longer after each in a row (``fetch_backoff_s``), not by the next at once;
+        a newer version from the learner ends the wait."""
+        wait, longest = self.s.fetch_backoff_s
+        try:
+            while not self._stop.is_set():
+                c = self._control
+                if c is None or c.policy_version <= self.engine.version:
+                    return
+                self._version_moved.clear()
+                if await self._fetch_once() is not None:
+                    wait = self.s.fetch_backoff_s[0]
+                    continue
+                self.stats.empty_weight_fetches += 1
+                await _wait_event(self._version_moved, wait)
+                wait = min(2 * wait, longest)
+        finally:
+            self._fetching = None
+            self._changed.set()
+
+    async def _fetch_once(self) -> int | None:
+        """One fetch; the version loaded, or None (nothing newer, or the fetch failed)."""
         start = time.perf_counter()
         try:
             if hasattr(self.engine, "load_weights_stream") and self._stream_tensors is not None:
                 loaded = await self._stream_weights()
             else:
                 loaded = await self._fetch_whole()
-            if loaded is not None:
-                self.stats.weight_loads += 1
-                self.stats.engine_version = loaded
         except WeightFetchError as e:
             log.warning("actor %d: %s", self.s.index, e)
+            return None
         finally:
             self.stats.weights_s += time.perf_counter() - start
-            self._fetching = None
+        if loaded is not None:
+            self.stats.weight_loads += 1
+            self.stats.engine_version = loaded
             self._changed.set()
-        c = self._control
-        if c is not None and c.policy_version > self.engine.version and not self._stop.is_set():
-            self._fetching = asyncio.create_task(self._fetch())
+        return loaded
 
     async def _fetch_whole(self) -> int | None:
         """Fetch every chunk, then load the state dict (engines without streaming)."""
@@ -497,6 +567,7 @@ def trajectory_record(t: Trajectory, codec: ChatCodec) -> dict[str, Any]:
         "reward": t.reward,
         "success": t.success,
         "truncated": t.truncated,
+        "truncation": t.truncation,
         "num_turns": t.num_turns,
         "invalid_replies": t.invalid_replies,
         "versions": t.turn_versions.tolist(),

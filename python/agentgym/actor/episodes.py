@@ -105,7 +105,8 @@ class _Episode:
     conversation: Conversation
     reward: float = 0.0
     success: bool = False
-    truncated: bool = False
+    truncation: str = ""
+    """Why it was cut off (``agentgym.transport.wire.TRUNCATIONS``; "" if it was not)."""
     done: bool = False
     error: str | None = None
     invalid_replies: int = 0
@@ -214,19 +215,22 @@ async def _step(
         if batch.dones[k] or batch.truncated[k]:
             outcome = rules.outcome(ep.reward, bool(batch.dones[k]), bool(batch.truncated[k]))
             ep.done = True
-            ep.success, ep.truncated = outcome.success, outcome.truncated
+            ep.success, ep.truncation = outcome.success, "env" if outcome.truncated else ""
         else:
             ep.conversation.add_observation(batch.observations[k])
 
 
 def _apply_limits(spec: EpisodeSpec, live: list[_Episode], turns: int) -> None:
+    """End the live episodes that reached a limit, noting which: a full context wins over the
+    cap reached on the same turn (a higher cap would not have let the episode go on), so
+    "cap" means the turn cap alone cut it off."""
     for ep in live:
         if ep.done or ep.error:
             continue
-        over_cap = spec.horizon_cap is not None and turns >= spec.horizon_cap
-        too_long = len(ep.conversation.tokens) >= spec.max_context_tokens
-        if over_cap or too_long:
-            ep.done = ep.truncated = True
+        if len(ep.conversation.tokens) >= spec.max_context_tokens:
+            ep.done, ep.truncation = True, "context"
+        elif spec.horizon_cap is not None and turns >= spec.horizon_cap:
+            ep.done, ep.truncation = True, "cap"
 
 
 def _result(spec, episodes: list[_Episode], episode_ids, generated: int) -> GroupResult:
@@ -242,7 +246,7 @@ def _result(spec, episodes: list[_Episode], episode_ids, generated: int) -> Grou
             horizon_cap=spec.horizon_cap,
             reward=e.reward - spec.invalid_reply_penalty * e.invalid_replies,
             success=e.success,
-            truncated=e.truncated,
+            truncation=e.truncation,
             timings={"generate": e.gen_s, "env": e.env_s},
             invalid_replies=e.invalid_replies,
             **e.conversation.trace.trajectory_fields(),

@@ -192,14 +192,27 @@ def pad_token_id(tokenizer: Any) -> int:
     return int(pad if pad is not None else tokenizer.eos_token_id)
 
 
-def make_engine(config: RunConfig, model: Any, tokenizer: Any, *, seed: int = 0) -> Any:
-    """The configured engine around ``model`` (hf) or its directory (vllm)."""
+def make_engine(
+    config: RunConfig,
+    model: Any,
+    tokenizer: Any,
+    *,
+    seed: int = 0,
+    checkpoint: str | Path | None = None,
+) -> Any:
+    """The configured engine with ``model``'s weights: around ``model`` (hf), or started from
+    a directory holding them (vllm, ``engine_weights_dir``). ``checkpoint``: where ``model``'s
+    weights came from when not from the policy's directory (an evaluated checkpoint); by
+    default ``model.init_from``, as ``load_policy`` loads it."""
     if config.engine.backend == "vllm":
         if config.model.menu_policy:
             raise ValueError("the menu policy runs on the hf engine only")
         from agentgym.engines.vllm import VLLMEngine
 
-        return VLLMEngine.from_pretrained(model_dir(config), seed=seed)
+        if checkpoint is None and config.model.init_from is not None:
+            checkpoint = resolve_checkpoint(config.model.init_from)
+        directory = engine_weights_dir(config, model, tokenizer, checkpoint)
+        return VLLMEngine.from_pretrained(directory, seed=seed)
     from agentgym.engines.hf import HFEngine, stop_ids_for
 
     inner = getattr(model, "lm", model)
@@ -215,16 +228,59 @@ def make_engine(config: RunConfig, model: Any, tokenizer: Any, *, seed: int = 0)
     )
 
 
-def sampling_params(config: RunConfig, *, temperature: float | None = None) -> Any:
-    """The engine's ``SamplingParams`` from the config."""
+ENGINE_WEIGHTS = "engine_weights"
+"""Folder of the run dir holding checkpoints' policies as model directories (for vLLM)."""
+
+
+def engine_weights_dir(
+    config: RunConfig, model: Any, tokenizer: Any, checkpoint: str | Path | None
+) -> Path:
+    """A Hugging Face model directory holding ``model``'s weights, for an engine that starts
+    from one (vLLM): the policy's own directory when the weights are its (``checkpoint``
+    None, or that directory); else ``model`` and ``tokenizer`` saved, once per checkpoint
+    (its path and the time its weights were written), under ``RUN_DIR/engine_weights/``,
+    so that actors and ``agentgym eval --checkpoint`` sample with the weights the learner
+    starts from or the checkpoint holds, never the base model's."""
+    import hashlib
+    import os
+    import shutil
+
+    base = model_dir(config)
+    if checkpoint is None or Path(checkpoint).resolve() == base.resolve():
+        return base
+    ckpt = Path(checkpoint).resolve()
+    weights = [ckpt / "model.safetensors", ckpt / "dcp" / ".metadata"]
+    stamp = max(p.stat().st_mtime_ns for p in weights if p.exists())
+    key = hashlib.blake2b(f"{ckpt}:{stamp}".encode(), digest_size=6).hexdigest()
+    out = Path(config.run_dir) / ENGINE_WEIGHTS / f"{ckpt.name}-{key}"
+    if (out / "config.json").exists():
+        return out
+    staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    getattr(model, "lm", model).save_pretrained(staging, safe_serialization=True)
+    tokenizer.save_pretrained(staging)
+    try:
+        staging.rename(out)
+    except OSError:  # another actor saved it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+def sampling_params(config: RunConfig, *, evaluation: bool = False) -> Any:
+    """The engine's ``SamplingParams`` from the config: the training sampler's (the whole
+    distribution at ``engine.temperature``: what the learner's log-probs describe), or with
+    ``evaluation`` the eval sampler's (``eval.temperature``, ``eval.top_k``, ``eval.top_p``)."""
     from agentgym.engines.base import SamplingParams
 
     e = config.engine
+    if not evaluation:
+        return SamplingParams(max_new_tokens=e.max_new_tokens, temperature=e.temperature)
+    ev = config.eval
     return SamplingParams(
         max_new_tokens=e.max_new_tokens,
-        temperature=e.temperature if temperature is None else temperature,
-        top_k=e.top_k,
-        top_p=e.top_p,
+        temperature=e.temperature if ev.temperature is None else ev.temperature,
+        top_k=ev.top_k,
+        top_p=ev.top_p,
     )
 
 

@@ -20,7 +20,7 @@ from agentgym.cli.common import (
     set_torch_threads,
     wait_for_endpoints,
 )
-from agentgym.config import RunConfig
+from agentgym.config import RunConfig, sync_problem
 from agentgym.transport.channels import Endpoints
 from agentgym.transport.malloc import tune_malloc
 
@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s actor{args.index} %(message)s")
     tune_malloc()  # before the first message buffer is allocated
     config = config_from_args(args, "agentgym-actor")
+    if args.sync and (problem := sync_problem(config)) is not None:
+        raise SystemExit(f"agentgym-actor: {problem}")
     if args.learner:
         endpoints = _learner_address(args.learner)
     else:

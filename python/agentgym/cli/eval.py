@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         progress.finish()
-    result.update(step=step, temperature=config.eval.temperature)
+    ev = config.eval
+    result.update(step=step, temperature=ev.temperature, top_k=ev.top_k, top_p=ev.top_p)
     records = [e.pop("record") for e in result["episodes"] if "record" in e]
     outs = [result_path(eval_out(Path(config.run_dir), ckpt, step), result)]
     if args.out:
@@ -194,7 +195,9 @@ def evaluate(
     if progress is not None:
         progress.say("loading the policy")
     model, tokenizer, ckpt = load_trained_policy(config, checkpoint, device=config.engine.device)
-    result = evaluate_policy(config, model, tokenizer, limit=limit, progress=progress)
+    result = evaluate_policy(
+        config, model, tokenizer, limit=limit, progress=progress, checkpoint=ckpt
+    )
     result.update(checkpoint=str(ckpt))
     return result
 
@@ -206,25 +209,32 @@ def evaluate_policy(
     *,
     limit: int | None,
     progress: EvalProgress | None = None,
+    checkpoint: Path | None = None,
 ) -> dict:
     """The held-out episodes of ``model`` as it is (the first ``limit`` tasks of each env's
     ``tasks.eval``), under ``eval.horizon_cap`` or the env's schedule's last cap; see
     ``summarize``. A multi-env run gets a row per env, per env and level, and ``macro`` (the
-    mean of the env rows). ``progress`` hears of every task done."""
-    results = [_evaluate_env(config, e, model, tokenizer, limit, progress) for e in config.entries]
+    mean of the env rows). ``progress`` hears of every task done. ``checkpoint``: where
+    ``model``'s weights were loaded from (an engine that starts from a directory needs it)."""
+    results = [
+        _evaluate_env(config, e, model, tokenizer, limit, progress, checkpoint)
+        for e in config.entries
+    ]
     if len(results) == 1:
         return results[0]
     return combine(results)
 
 
-def _evaluate_env(config: RunConfig, entry: EnvEntry, model, tokenizer, limit, progress) -> dict:
+def _evaluate_env(
+    config: RunConfig, entry: EnvEntry, model, tokenizer, limit, progress, ckpt
+) -> dict:
     tasks = entry.tasks.eval.ids()[:limit]
     cap = config.eval.horizon_cap
     if cap is None:
         cap = final_cap(config.horizon_of(entry))
     if progress is not None:
         progress.start(entry.env.name, len(tasks), config.eval.samples)
-    episodes = asyncio.run(_episodes(config, entry, model, tokenizer, tasks, cap, progress))
+    episodes = asyncio.run(_episodes(config, entry, model, tokenizer, tasks, cap, progress, ckpt))
     result = summarize(entry.env.name, episodes, config.eval.samples)
     result.update(horizon_cap=cap, num_tasks=len(tasks))
     return result
@@ -262,8 +272,9 @@ def _mean(values: list[float]) -> float:
 
 
 def _settings(result: dict[str, Any]) -> tuple:
-    """What makes two results of one checkpoint comparable: the turn cap, samples, temperature
-    and the tasks themselves (another level set of the same size is another eval)."""
+    """What makes two results of one checkpoint comparable: the turn cap, samples, sampling
+    (temperature, top-k, top-p) and the tasks themselves (another level set of the same size
+    is another eval)."""
     env = result.get("env")
     episodes = result.get("episodes")
     tasks = sorted(
@@ -271,13 +282,14 @@ def _settings(result: dict[str, Any]) -> tuple:
         if isinstance(episodes, list)
         else []
     )
-    return (*(result.get(k) for k in ("horizon_cap", "num_tasks", "k", "temperature")), tasks)
+    sampling = (result.get("temperature"), result.get("top_k", 0), result.get("top_p", 1.0))
+    return (*(result.get(k) for k in ("horizon_cap", "num_tasks", "k")), *sampling, tasks)
 
 
 def result_path(path: Path, result: dict[str, Any]) -> Path:
     """``path``, or ``path`` numbered (``step_8-2.json``, ``step_8-3.json``...) where it holds
     an earlier result of the same checkpoint under other settings (turn cap, tasks, samples,
-    temperature): that result is kept, and the same settings again replace their own."""
+    sampling): that result is kept, and the same settings again replace their own."""
     candidate, n = path, 1
     while candidate.exists():
         try:
@@ -330,17 +342,19 @@ def periodic_eval(config: RunConfig, model: Any, tokenizer: Any) -> Callable[[in
     return run
 
 
-async def _episodes(config, entry, model, tokenizer, tasks, cap, progress) -> list[dict[str, Any]]:
+async def _episodes(
+    config, entry, model, tokenizer, tasks, cap, progress, ckpt
+) -> list[dict[str, Any]]:
     from agentgym.actor.actor import trajectory_record
     from agentgym.actor.episodes import EpisodeSpec, derive_seed, run_group
     from agentgym.actor.policy import make_engine, sampling_params
     from agentgym.agent.turns import ChatCodec
 
-    engine = make_engine(config, model, tokenizer, seed=config.actor.seed)
+    engine = make_engine(config, model, tokenizer, seed=config.actor.seed, checkpoint=ckpt)
     env = entry.env.name
     pool = entry.env.pool()
     codec = ChatCodec(tokenizer)
-    params = sampling_params(config, temperature=config.eval.temperature)
+    params = sampling_params(config, evaluation=True)
     position = {t: i for i, t in enumerate(tasks)}
     levels = _levels(env, pool, tasks)
     semaphore = asyncio.Semaphore(config.eval.groups_in_flight)

@@ -9,12 +9,12 @@ One run per folder, as with ``agentgym train``: a folder holding a run is refuse
 ``--overwrite`` starts over, and Ctrl-C (or SIGTERM) writes a checkpoint before it stops.
 
 ``pairs FILE ... --out PAIRS`` groups the records of the given JSONL files (demos, a run's
-``trajectories.jsonl``) by task and pairs each task's best episode (success first, then
-reward) with every episode of that task whose reward is lower, as AgentGym's AgentEvol/ETO-style
-exploration does. ``dpo CONFIG`` trains the run's policy on such pairs against a frozen copy of
-itself and writes ``RUN_DIR/dpo/``, under the same rules. Both need a policy that writes
-replies (AgentGym's ``Thought: ... Action: ...``): the menu policy's one-token replies leave
-nothing to learn.
+``trajectories.jsonl``) by task, an ``(env, task_id)`` pair (task ids are per env), and pairs
+each task's best episode (success first, then reward) with every episode of that task whose
+reward is lower, as AgentGym's AgentEvol/ETO-style exploration does. ``dpo CONFIG`` trains
+the run's policy on such pairs against a frozen copy of itself and writes ``RUN_DIR/dpo/``,
+under the same rules. Both need a policy that writes replies (AgentGym's ``Thought: ...
+Action: ...``): the menu policy's one-token replies leave nothing to learn.
 
 Evaluate either with ``agentgym eval CONFIG --checkpoint RUN_DIR/{sft,dpo}/checkpoints``, or
 start RL from it with ``agentgym train CONFIG --init-from ...``.
@@ -239,7 +239,7 @@ def _train_offline(args: argparse.Namespace, section: str) -> int:
 
 def run_pairs(args: argparse.Namespace) -> int:
     """``agentgym pairs``: returns the exit code (1 when no pair could be built)."""
-    by_task: dict[Any, list[dict]] = defaultdict(list)
+    by_task: dict[tuple[Any, Any], list[dict]] = defaultdict(list)
     skipped = 0
     for path in args.files:
         if not Path(path).is_file():
@@ -247,8 +247,8 @@ def run_pairs(args: argparse.Namespace) -> int:
         for line in Path(path).read_text().splitlines():
             try:
                 record = json.loads(line)
-                by_task[record["task_id"]].append(record)
-            except (json.JSONDecodeError, KeyError, TypeError):
+                by_task[(record.get("env"), record["task_id"])].append(record)
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
                 skipped += line.strip() != ""
     pairs = [pair for records in by_task.values() for pair in task_pairs(records)]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,8 @@ with no episode in the step's groups, throughput before a second step gives it a
   step without any leaves the weights where they were (``SignalWatch`` warns when steps go by
   like that);
 - ``staleness``: the mean lag of the step's trajectories (versions behind the learner);
+- ``skipped-steps``: once an optimizer step was skipped for a gradient that was not finite,
+  how many were (not shown before);
 - ``samples/s``, ``tokens/s``: trajectories the learner received and tokens it trained on per
   second of wall time since the previous step.
 """
@@ -52,6 +54,7 @@ class StepLine:
             f"cap {_caps(record)}",
             f"staleness {_staleness(record)}",
             f"stale-dropped {record.get('dropped_stale_total', 0)}",
+            *_skipped(record),
             *self._rates(record),
         ]
         self._previous = record
@@ -129,6 +132,12 @@ class SignalWatch:
 
 def _num(value: Any, fmt: str = ".3f") -> str:
     return "-" if value is None else format(value, fmt)
+
+
+def _skipped(m: dict[str, Any]) -> list[str]:
+    """``["skipped-steps N"]`` once the run skipped an optimizer step (else nothing)."""
+    n = m.get("skipped_steps_total", 0)
+    return [f"skipped-steps {n}"] if n else []
 
 
 def _caps(m: dict[str, Any]) -> str:

@@ -36,7 +36,7 @@ from agentgym.cli.progress import duration
 from agentgym.cli.rundir import checkpoint_step, clear_run, refuse_existing, trim_metrics
 from agentgym.cli.servers import ServerFailed, served
 from agentgym.cli.stepline import LEGEND, SignalWatch, StepLine
-from agentgym.config import RunConfig, absolute_paths, dump_config, load_config
+from agentgym.config import RunConfig, absolute_paths, dump_config, load_config, sync_problem
 
 MODEL_WAIT_S = START_TIMEOUT_S  # actors wait this long for the learner's tiny-model build
 LEARNER_GRACE_S = 60.0  # the learner checkpoints before it exits
@@ -97,6 +97,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """``agentgym train``: returns the exit code."""
     config = _resolve(args)
+    if args.sync and (problem := sync_problem(config)) is not None:
+        raise SystemExit(f"agentgym train: {problem}")
     run_dir = Path(config.run_dir)
     step = 0
     if args.resume is None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from agentgym.transport.wire import Trajectory, id_origin
+from agentgym.transport.wire import Trajectory, id_origin, id_position
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,9 @@ class BufferStats:
     the same actor index sent trajectories): the rest of such a group never comes."""
     staleness: Counter = field(default_factory=Counter)
     """Histogram of version lag of the trajectories handed out for training."""
+    dropped_groups: Counter = field(default_factory=Counter)
+    """Per actor process (index, launch): groups dropped as too stale (``Control`` tells the
+    actor, which may start as many more)."""
 
 
 class GroupBuffer:
@@ -113,6 +117,10 @@ class GroupBuffer:
     Incomplete groups that have become too stale are dropped too (their actor may be gone),
     and so are those of an actor process once a relaunch of it (same index, higher launch in
     the group id) delivers. Groups leave in order of completion.
+
+    It also follows each actor index's task stream (the position in a group id): how far the
+    groups received reach (where a relaunched actor goes on) and how far those trained or
+    dropped reach (where the actors of a run resumed from a checkpoint go on).
     """
 
     def __init__(self, max_staleness: int):
@@ -121,12 +129,30 @@ class GroupBuffer:
         self._pending: dict[int, list[Trajectory]] = {}
         self._ready: list[list[Trajectory]] = []
         self._launches: dict[int, int] = {}
+        self._received_streams: dict[int, int] = {}
+        self._used_streams: dict[int, int] = {}
+        self.changed = False
+        """Set when what ``Control`` tells the actors moved (task streams, dropped groups)."""
+
+    def task_streams(self) -> dict[int, int]:
+        """Per actor index, one past the newest stream position received (or used)."""
+        out = dict(self._used_streams)
+        for index, position in self._received_streams.items():
+            out[index] = max(out.get(index, 0), position)
+        return out
+
+    def _advance(self, streams: dict[int, int], group_id: int) -> None:
+        index, position = id_origin(group_id)[0], id_position(group_id) + 1
+        if position > streams.get(index, 0):
+            streams[index] = position
+            self.changed = True
 
     def add(self, trajectories: Iterable[Trajectory]) -> None:
         """Accept trajectories; complete groups move to the ready queue."""
         for t in trajectories:
             self.stats.received += 1
             self._note_launch(t.group_id)
+            self._advance(self._received_streams, t.group_id)
             members = self._pending.setdefault(t.group_id, [])
             if any(m.episode_id == t.episode_id for m in members):
                 self.stats.dropped_duplicate += 1
@@ -158,6 +184,7 @@ class GroupBuffer:
         groups, self._ready = self._ready[:n], self._ready[n:]
         for g in groups:
             self.stats.staleness.update(version - t.min_version for t in g)
+            self._advance(self._used_streams, g[0].group_id)
         ordered = sorted(groups, key=lambda g: g[0].group_id)
         return [sorted(g, key=lambda t: t.episode_id) for g in ordered]
 
@@ -173,7 +200,31 @@ class GroupBuffer:
         if all(version - t.min_version <= self.max_staleness for t in group):
             return True
         self.stats.dropped_stale += len(group)
+        self.stats.dropped_groups[id_origin(group[0].group_id)] += 1
+        self._advance(self._used_streams, group[0].group_id)
+        self.changed = True
         return False
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps: the totals as of the groups used so far (trajectories
+        still waiting are sent again by the actors of a resumed run) and how far each actor
+        index's task stream has been used."""
+        waiting = sum(len(g) for g in self._ready) + self.num_pending
+        s = self.stats
+        return {
+            "received": s.received - waiting,
+            "dropped_stale": s.dropped_stale,
+            "dropped_duplicate": s.dropped_duplicate,
+            "dropped_superseded": s.dropped_superseded,
+            "task_streams": {str(i): p for i, p in self._used_streams.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue the totals and task streams of a checkpoint (``state_dict``)."""
+        for name in ("received", "dropped_stale", "dropped_duplicate", "dropped_superseded"):
+            setattr(self.stats, name, int(state.get(name, 0)))
+        self._used_streams = {int(i): int(p) for i, p in state.get("task_streams", {}).items()}
+        self.changed = True
 
     @property
     def num_ready(self) -> int:

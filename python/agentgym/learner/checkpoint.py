@@ -6,7 +6,7 @@ Layout of ``<dir>/step_<version>/``:
   optimizer.pt        optimizer state (loaded with ``weights_only=True``: no arbitrary code)
   rng.pt              torch CPU RNG, the learner's shuffling generator, numpy and random states
   state.json          version, horizon controller state(s), counters, actor launch counts,
-                      the tokenizer's id
+                      the tokenizer's id, the group buffer's totals and task stream positions
 ``<dir>/latest`` names the newest complete checkpoint; a checkpoint is written to a temporary
 directory and renamed into place, so a crash never leaves a half-written ``latest``.
 
@@ -53,6 +53,11 @@ class TrainingState:
     tokenizer: str = ""
     """The tokenizer the weights were trained under (``agentgym.actor.policy.tokenizer_id``);
     empty where unknown."""
+    buffer: dict[str, Any] = field(default_factory=dict)
+    """The group buffer's totals and how far each actor index's task stream was used
+    (``GroupBuffer.state_dict``): the actors of a resumed run go on from there, so a
+    deterministic run resumed from a checkpoint trains on the groups an uninterrupted one
+    would."""
 
 
 def save_checkpoint(

@@ -14,6 +14,9 @@ from agentgym.configtools import check, none_or
 from agentgym.horizon import HorizonConfig
 
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae")
+KL_REWARD_ESTIMATORS = ("reinforce_pp", "reinforce_pp_baseline", "gae")
+"""The estimators whose per-token rewards take ``kl_reward_coef``'s KL penalty (the group
+estimators score an episode by its outcome reward alone)."""
 
 
 @dataclass(frozen=True)
@@ -30,8 +33,13 @@ class AdvantageConfig:
     """Discount over generated tokens (reinforce_pp*, gae)."""
     lam: float = 1.0
     """GAE lambda."""
+    gae_whiten: bool = True
+    """gae: whiten the advantages over the batch's generated tokens (mean 0, variance 1), as
+    verl does; the value targets are the returns before whitening."""
     kl_reward_coef: float = 0.0
-    """Per-token KL-to-reference penalty subtracted from the reward (reinforce_pp*, gae)."""
+    """Per-token KL-to-reference penalty subtracted from the reward (reinforce_pp*, gae only;
+    with grpo, dr_grpo and rloo, whose advantages come from the outcome reward alone, it is
+    refused: use ``loss.kl_coef``, the KL term of the loss)."""
     eps: float = 1e-6
     """Added to the group std in grpo."""
 
@@ -41,8 +49,13 @@ class AdvantageConfig:
             ("gamma", 0 <= self.gamma <= 1, "must be in [0, 1]"),
             ("lam", 0 <= self.lam <= 1, "must be in [0, 1]"),
             ("kl_reward_coef", self.kl_reward_coef >= 0, "must be >= 0"),
+            ("kl_reward_coef",
+             self.kl_reward_coef == 0 or self.estimator in KL_REWARD_ESTIMATORS,
+             f"applies to {', '.join(KL_REWARD_ESTIMATORS)} only: {self.estimator} advantages "
+             "come from the outcome reward alone (for a KL penalty use learner.loss.kl_coef, "
+             "the KL term of the loss)"),
             ("eps", self.eps > 0, "must be > 0"),
-        )
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -160,7 +173,9 @@ class LearnerConfig:
     pad_token_id: int = 0
     """Token used to pad sequences (masked out by attention)."""
     publish_weights_every: int = 1
-    """Serve new weights every this many updates."""
+    """Serve new weights every this many updates; at most ``max_staleness + 1`` (1 in a
+    synchronous run): an actor samples only with weights at most ``max_staleness`` versions
+    behind the learner, so it would wait forever for weights that are not published."""
     weights_via: Literal["stream", "file"] = "stream"
     """How actors get new weights: stream (chunks over the weight socket, bounded memory on
     both sides, works across machines) or file (rank 0 writes a safetensors file into
@@ -200,6 +215,10 @@ class LearnerConfig:
             ("dist_timeout_s", self.dist_timeout_s > 0, "must be > 0"),
             ("checkpoint_every", self.checkpoint_every >= 0, "must be >= 0 (0: only at the end)"),
             ("publish_weights_every", self.publish_weights_every >= 1, "must be >= 1"),
+            ("publish_weights_every", self.publish_weights_every <= self.max_staleness + 1,
+             f"must be <= max_staleness + 1 ({self.max_staleness + 1}): actors sample only "
+             "with weights at most max_staleness versions old, and would wait for weights "
+             "that are not published"),
             ("pad_token_id", self.pad_token_id >= 0, "must be >= 0"),
             ("keep_checkpoints", none_or(self.keep_checkpoints, lambda v: v >= 1),
              "must be >= 1 (or null: keep all)"),

@@ -26,7 +26,7 @@ that length and counted; one with no loss token left is skipped and counted.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,27 +89,13 @@ def read_dataset(
     strict: bool = False,
 ) -> tuple[list[Example], ReadReport]:
     """Every usable record of the JSONL files ``paths`` as ``Example``s, and the report."""
-    files = [paths] if isinstance(paths, str | Path) else list(paths)
     report = ReadReport()
     examples: list[Example] = []
-    for path in files:
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                where = f"{Path(path).name}:{number}"
-                example = _read_line(line, codec, where, report, strict)
-                if example is None:
-                    continue
-                if max_tokens is not None and len(example.tokens) > max_tokens:
-                    example.tokens = example.tokens[:max_tokens]
-                    example.loss_mask = example.loss_mask[:max_tokens]
-                    report.skip("truncated", where)
-                    if not any(example.loss_mask):
-                        _reject(report, "empty_after_cut", where, strict, "no loss token left")
-                        continue
-                examples.append(example)
-                report.kept += 1
+    for line, where in _lines(paths):
+        example = _read_line(line, codec, where, report, strict)
+        if example is not None and _cut_kept(example, max_tokens, where, report, strict):
+            examples.append(example)
+            report.kept += 1
     return examples, report
 
 
@@ -122,20 +108,45 @@ def read_pairs(
 ) -> tuple[list[tuple[Example, Example]], ReadReport]:
     """(chosen, rejected) pairs of the JSONL files ``paths``: each line ``{"chosen": record,
     "rejected": record}`` with records in any of the three forms. A pair whose sides name
-    different tasks (``task_id`` or ``item_id``) is refused (``mismatched``); sides are cut to
-    ``max_tokens`` like examples."""
-    files = [paths] if isinstance(paths, str | Path) else list(paths)
+    different episodes' tasks (``env``, and ``task_id`` or ``item_id``) is refused
+    (``mismatched``); each side is cut to ``max_tokens`` as examples are, before the check
+    that it has loss tokens: a pair with a side that lost every one is skipped and counted
+    (``empty after cut``), as is each pair with a side cut (``truncated``)."""
     report = ReadReport()
     pairs = []
+    for line, where in _lines(paths):
+        pair = _read_pair(line, codec, where, report, strict)
+        if pair is not None and _cut_kept(pair, max_tokens, where, report, strict):
+            pairs.append(pair)
+            report.kept += 1
+    return pairs, report
+
+
+def _lines(paths: str | Path | Sequence[str | Path]) -> Iterator[tuple[str, str]]:
+    """(line, ``file:number``) of every non-blank line of ``paths``."""
+    files = [paths] if isinstance(paths, str | Path) else list(paths)
     for path in files:
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, start=1):
                 if line.strip():
-                    pair = _read_pair(line, codec, f"{Path(path).name}:{number}", report, strict)
-                    if pair is not None:
-                        pairs.append(tuple(_cut(e, max_tokens) for e in pair))
-                        report.kept += 1
-    return pairs, report
+                    yield line, f"{Path(path).name}:{number}"
+
+
+def _cut_kept(
+    item: Example | tuple[Example, ...], max_tokens: int | None, where: str, report, strict
+) -> bool:
+    """Cut ``item``'s sequences (one example, or a pair's sides) to ``max_tokens`` in place,
+    counting a cut; False (rejected and counted) when a cut one has no loss token left."""
+    examples = item if isinstance(item, tuple) else (item,)
+    if max_tokens is None or all(len(e.tokens) <= max_tokens for e in examples):
+        return True
+    for e in examples:
+        e.tokens, e.loss_mask = e.tokens[:max_tokens], e.loss_mask[:max_tokens]
+    report.skip("truncated", where)
+    if all(any(e.loss_mask) for e in examples):
+        return True
+    _reject(report, "empty_after_cut", where, strict, "no loss token left after the cut")
+    return False
 
 
 def _read_pair(line: str, codec, where: str, report: ReadReport, strict: bool):
@@ -143,15 +154,14 @@ def _read_pair(line: str, codec, where: str, report: ReadReport, strict: bool):
         record = json.loads(line)
         if not isinstance(record, dict) or not {"chosen", "rejected"} <= record.keys():
             raise DatasetError("a pair is an object with 'chosen' and 'rejected'")
-        sides = [record_to_example(record[k], codec) for k in ("chosen", "rejected")]
+        sides = tuple(record_to_example(record[k], codec) for k in ("chosen", "rejected"))
     except (json.JSONDecodeError, DatasetError, TypeError, KeyError, AttributeError) as e:
         _reject(report, "malformed", where, strict, str(e))
         return None
-    tasks = [_task_of(e.meta) for e in sides]
-    if tasks[0] != tasks[1]:
-        _reject(
-            report, "mismatched", where, strict, f"chosen is task {tasks[0]}, rejected {tasks[1]}"
-        )
+    chosen, rejected = (task_of(e.meta) for e in sides)
+    if chosen != rejected:
+        why = f"chosen is {_task_name(chosen)}, rejected {_task_name(rejected)}"
+        _reject(report, "mismatched", where, strict, why)
         return None
     if not all(any(e.loss_mask) for e in sides):
         _reject(report, "no_assistant", where, strict, "a side has no assistant turn with loss")
@@ -159,17 +169,16 @@ def _read_pair(line: str, codec, where: str, report: ReadReport, strict: bool):
     return sides
 
 
-def _task_of(meta: dict[str, Any]) -> Any:
-    return meta.get("task_id", meta.get("item_id"))
+def task_of(meta: dict[str, Any]) -> tuple[Any, Any]:
+    """(env, task) of a record: its ``env`` (None when it names none) and its ``task_id``
+    (AgentTraj: ``item_id``). Task ids are per env: task 3 of BabyAI is not task 3 of
+    TextCraft."""
+    return meta.get("env"), meta.get("task_id", meta.get("item_id"))
 
 
-def _cut(example: Example, max_tokens: int | None) -> Example:
-    if max_tokens is not None and len(example.tokens) > max_tokens:
-        example.tokens, example.loss_mask = (
-            example.tokens[:max_tokens],
-            example.loss_mask[:max_tokens],
-        )
-    return example
+def _task_name(task: tuple[Any, Any]) -> str:
+    env, task_id = task
+    return f"task {task_id}" if env is None else f"{env} task {task_id}"
 
 
 def _read_line(line: str, codec, where: str, report: ReadReport, strict: bool) -> Example | None:

@@ -1,6 +1,8 @@
 """Offline preference optimisation (DPO, IPO) on pairs of episodes of the same task.
 
-The reference policy is a frozen copy of the policy as training starts. For each pair, the
+The reference policy is a frozen copy of the policy as training starts. Dropout is off in
+both (as in the RL learner), so they are the same function until the first step and the
+implicit rewards start at exactly 0. For each pair, the
 sequence log-probability of each side is the sum of its assistant tokens' log-probs (what the
 policy generated); ``agentgym.learner.losses.dpo_loss`` turns the four sums into the loss. A
 step's loss is the mean over its pairs, accumulated over micro-batches of pairs; checkpoints use
@@ -76,7 +78,7 @@ def train_dpo(
 
     run = offline_loop(
         model, len(pairs), cfg, step_fn, out_dir, "dpo", progress, tokenizer_id,
-        resume=resume, should_stop=should_stop,
+        resume=resume, should_stop=should_stop, dropout=False,
     )  # fmt: skip
     nan = float("nan")
     loss, accuracy = run.last.get("loss", nan), run.last.get("accuracy", nan)

@@ -22,6 +22,7 @@ import copy
 import hashlib
 import json
 import logging
+import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -61,7 +62,7 @@ from agentgym.learner.metrics import MetricsWriter
 from agentgym.learner.weights import state_dict_to_blobs, write_safetensors
 from agentgym.models import keeps_logits
 from agentgym.transport.channels import ActorRegistry, LearnerChannels
-from agentgym.transport.wire import Control, Trajectory
+from agentgym.transport.wire import TRUNCATIONS, Control, Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +251,7 @@ class Learner:
         ]
         minibatches = [order.tensor_split(splits) for order in orders]
         reuse = self.prox_from_first_pass
+        skipped_before = self.counters["skipped_steps"]
         prep = self._prepare(batch, skip=minibatches[0][0] if reuse else None)
         if (weights := self._loss_weights(trajectories)) is not None:
             prep = replace(prep, advantages=prep.advantages * weights[:, None])
@@ -258,6 +260,7 @@ class Learner:
             for i, epoch in enumerate(minibatches)
             for j, index in enumerate(epoch)
         ]
+        skipped = self.counters["skipped_steps"] - skipped_before
         lags = (self.version - batch.min_versions).tolist()
         cap = self.horizon.cap
         env_caps = {env: h.cap for env, h in self.horizons.items()}
@@ -286,6 +289,8 @@ class Learner:
             tokens=num_tokens,
             tokens_per_s=num_tokens / elapsed,
             generated_tokens=int(batch.loss_mask.sum()),
+            skipped_steps=skipped,
+            skipped_steps_total=self.counters["skipped_steps"],
         )
         return metrics
 
@@ -309,16 +314,18 @@ class Learner:
 
     def _observe_horizons(self, trajectories: Sequence[Trajectory]) -> None:
         """One update for every horizon controller: the run's, and each env's on its own
-        episodes (every env counts the update, so step-driven schedules move together)."""
-        episodes = [(t.horizon_cap, t.truncated, t.success) for t in trajectories]
-        self.horizon.observe(HorizonStats.from_episodes(episodes, self.horizon.cap))
+        episodes (every env counts the update, so step-driven schedules move together). Only a
+        cut-off by the turn cap counts as truncated for them: a full context or the env's own
+        limit is not lifted by a higher cap."""
+        at_cap = [(t.env, t.horizon_cap, t.truncation == "cap", t.success) for t in trajectories]
+        self.horizon.observe(HorizonStats.from_episodes([e[1:] for e in at_cap], self.horizon.cap))
         for env, h in self.horizons.items():
-            mine = [(t.horizon_cap, t.truncated, t.success) for t in trajectories if t.env == env]
+            mine = [e[1:] for e in at_cap if e[0] == env]
             h.observe(HorizonStats.from_episodes(mine, h.cap))
 
     def _observe_curricula(self, trajectories: Sequence[Trajectory]) -> None:
         for env, c in self.curricula.items():
-            if c.observe(t.success for t in trajectories if t.env == env):
+            if c.observe((t.task_id, t.success) for t in trajectories if t.env == env):
                 log.info("curriculum: %s opens stage %d at version %d", env, c.stage, self.version)
 
     def control(self, *, stop: bool = False) -> Control:
@@ -327,7 +334,9 @@ class Learner:
         caps = {env: h.cap for env, h in self.horizons.items()}
         stages = {env: c.stage for env, c in self.curricula.items()}
         return Control(self.version, self.horizon.cap, stop=stop, env_caps=caps,
-                       env_stages=stages, env_weights=self._env_weights())  # fmt: skip
+                       env_stages=stages, env_weights=self._env_weights(),
+                       dropped_groups=dict(self.buffer.stats.dropped_groups),
+                       task_streams=self.buffer.task_streams())  # fmt: skip
 
     def _env_weights(self) -> dict[str, float]:
         moving = self.env_mix is not None and self.env_mix.config.mode != "fixed"
@@ -389,7 +398,8 @@ class Learner:
         token_rewards = adv_fns.outcome_token_rewards(r, m)
         if kl is not None:
             token_rewards = token_rewards - a.kl_reward_coef * kl
-        return adv_fns.gae(token_rewards, values, m, gamma=a.gamma, lam=a.lam)
+        adv, returns = adv_fns.gae(token_rewards, values, m, gamma=a.gamma, lam=a.lam)
+        return (adv_fns.masked_whiten(adv, m) if a.gae_whiten else adv), returns
 
     def _update(
         self, batch: TrainBatch, prep: Prepared, index: Tensor, prox_from_pass: bool
@@ -413,14 +423,27 @@ class Learner:
         if prox_from_pass:  # these rows' pi_prox, filled by the rank that trained on them
             rows = self.dist.all_sum_(prep.prox_logp[index])
             prep.prox_logp[index] = rows
+        sums = self._reduce_metrics(sums)
+        sums["grad_norm"] = self._optimizer_step()
+        return {k.removeprefix("stat/"): v for k, v in sums.items()}
+
+    def _optimizer_step(self) -> float:
+        """Clip the gradient and step; returns its norm before clipping. A gradient that is
+        not finite (an overflow somewhere in the minibatch) is dropped instead, the step
+        skipped and counted (``skipped_steps``): one step of NaN would ruin every parameter
+        and the optimizer's moments. Every rank sees the same global norm, so all skip
+        together."""
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         clip = self.cfg.optim.grad_clip
-        grad_norm = nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"))
-        self.optimizer.step()
+        norm = nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"))
+        norm = float(full_tensor(norm))
+        if math.isfinite(norm):
+            self.optimizer.step()
+        else:
+            self.counters["skipped_steps"] += 1
+            log.warning("version %d: gradient norm %s, optimizer step skipped", self.version, norm)
         self.optimizer.zero_grad(set_to_none=True)
-        sums = self._reduce_metrics(sums)
-        sums["grad_norm"] = float(full_tensor(grad_norm))
-        return {k.removeprefix("stat/"): v for k, v in sums.items()}
+        return norm
 
     def _reduce_metrics(self, sums: dict[str, float]) -> dict[str, float]:
         """A minibatch's metrics over every rank's rows: sums add, maxima take the max."""
@@ -594,6 +617,9 @@ class Learner:
                 self.ingest(channels.recv_trajectories(timeout_s=poll_s))
                 metrics = self.train_ready()
                 if metrics is None:
+                    if self.buffer.changed:  # task streams moved, or groups were dropped
+                        self.buffer.changed = False
+                        channels.publish_control(self.control())
                     if time.monotonic() - self._last_command > heartbeat_s:
                         self._lead("wait")  # the other ranks' collective must not time out
                     continue
@@ -669,7 +695,9 @@ class Learner:
         raise ValueError(f"unknown learner command {command!r}")
 
     def publish(self, channels: LearnerChannels, *, weights: bool) -> None:
-        """Broadcast version and cap; serve the current weights if ``weights``."""
+        """Broadcast the control (version, caps, ...); serve the current weights if
+        ``weights``."""
+        self.buffer.changed = False
         if weights and self.cfg.weights_via == "file":
             channels.publish_weights_file(self.version, str(self._lead("weights_file")))
         elif weights:
@@ -733,6 +761,7 @@ class Learner:
             curricula,
             mix,
             tokenizer=self.tokenizer_id,
+            buffer=self.buffer.state_dict(),
         )
         if self.dist.sharded:
             path = save_sharded_checkpoint(
@@ -781,6 +810,7 @@ class Learner:
         if self.env_mix is not None:
             self.env_mix.load_state_dict(state.env_mix)
         self.counters = Counter(state.counters)
+        self.buffer.load_state_dict(state.buffer)
         self._actor_launches = {int(k): int(v) for k, v in state.actor_launches.items()}
         log.info("resumed from %s at version %d", path, self.version)
 
@@ -823,6 +853,8 @@ def _episode_metrics(
         out[f"reward/{env}"] = sum(t.reward for t in ts) / n
         out[f"success/{env}"] = sum(t.success for t in ts) / n
         out[f"truncated/{env}"] = sum(t.truncated for t in ts) / n
+        for cause in TRUNCATIONS[1:]:
+            out[f"truncated_{cause}/{env}"] = sum(t.truncation == cause for t in ts) / n
         out[f"turns/{env}"] = sum(t.num_turns for t in ts) / n
         out[f"invalid/{env}"] = sum(t.invalid_replies for t in ts) / max(
             sum(t.num_turns for t in ts), 1

@@ -22,6 +22,11 @@ from torch import Tensor
 
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
 BEHAVIOUR_WEIGHTS = ("token", "sequence", "mask", "none")
+LOG_RATIO_CLAMP = 20.0
+"""Log-ratios of two policies are clamped to +-this before ``exp`` (as verl does): float32's
+exp overflows past 88, and one token whose log-prob drifted that far within an update would
+make the loss infinite. exp(20) is far beyond any clip range, so the clipped objective is
+unchanged wherever it is finite."""
 
 
 def token_logprobs(
@@ -62,12 +67,13 @@ def token_logprobs(
 def kl_estimate(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
     """Per-token estimate of KL(pi || ref) from samples of pi (Schulman's estimators).
 
-    k1 = log pi - log ref;  k3 = exp(log ref - log pi) - (log ref - log pi) - 1  (>= 0).
+    k1 = log pi - log ref;  k3 = exp(d) - d - 1 with d = log ref - log pi (>= 0), d clamped
+    to +-``LOG_RATIO_CLAMP`` before ``exp``.
     """
     if kind == "k1":
         return logp - ref_logp
     if kind == "k3":
-        d = ref_logp - logp
+        d = (ref_logp - logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
         return d.exp() - d - 1
     raise ValueError(f"unknown KL estimator {kind!r} (k1, k3)")
 
@@ -168,14 +174,15 @@ def policy_loss(
 ) -> PolicyLoss:
     """Decoupled PPO loss (AReaL), aggregated with ``cfg.aggregation``.
 
-    r_t = pi_theta / pi_prox;   w_t = behaviour_weights(pi_prox, mu)
+    r_t = exp(clamp(log pi_theta - log pi_prox, +-LOG_RATIO_CLAMP));
+    w_t = behaviour_weights(pi_prox, mu)
     l_t = w_t * max(-A_t r_t, -A_t clip(r_t, 1 - eps, 1 + eps_high))
     dual clip (c > 1), for A_t < 0 only: l_t = w_t * min(max(...), -c A_t)
     With mu == pi_prox (w = 1) this is exactly the standard clipped PPO objective.
     """
     m = mask.to(logp.dtype)
     eps_high = cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high
-    ratio = (logp - prox_logp).exp()
+    ratio = (logp - prox_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).exp()
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1 - cfg.clip_eps, 1 + eps_high)
     per_token = torch.maximum(unclipped, clipped)

@@ -98,6 +98,7 @@ def offline_loop(
     generator: torch.Generator | None = None,
     resume: str | Path | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    dropout: bool = True,
 ) -> LoopResult:
     """Run ``cfg.epochs`` passes of ``cfg.batch_size`` items per step (``cfg`` an ``SFTConfig``
     or ``DPOConfig``), appending a line per step to ``out_dir/metrics.jsonl`` and writing
@@ -107,7 +108,8 @@ def offline_loop(
     checkpoint of this loop, restores the weights, the optimizer, the random streams and the
     step reached, and the loop continues with the next step of the same plan. When
     ``should_stop()`` turns true after a step, that step is checkpointed and the loop returns
-    (``stopped``)."""
+    (``stopped``). The model is in training mode during the steps (its dropout on) only with
+    ``dropout``."""
     out = Path(out_dir)
     o = cfg.optim
     optimizer = torch.optim.AdamW(
@@ -125,7 +127,7 @@ def offline_loop(
     last: dict[str, float] = {}
     checkpoint, number, stopped = None, first, False
     start = time.perf_counter()
-    model.train()
+    model.train(dropout)
     try:
         for number, (epoch, step) in enumerate(plan[first:], start=first + 1):
             last = {"epoch": epoch, **step_fn(optimizer, step)}

@@ -25,8 +25,13 @@ from typing import Any
 import msgpack
 import numpy as np
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bumped whenever a field changes meaning or layout; receivers reject any other version."""
+
+TRUNCATIONS = ("", "cap", "context", "env")
+"""Why an episode was cut off (``Trajectory.truncation``): not at all; its turns reached the
+horizon cap; its conversation reached ``actor.max_context_tokens``; the environment's own
+limit (BabyAI's step budget, ScienceWorld's move limit)."""
 
 # Group and episode ids are ``index << 48 | launch << 32 | counter`` (``next_ids`` below):
 # these bound the first two so an id fits an int64.
@@ -94,8 +99,11 @@ class Trajectory:
     """Outcome reward of the episode."""
     success: bool
     """Whether the episode solved its task."""
-    truncated: bool
-    """Whether the episode ended because it hit ``horizon_cap``."""
+    truncation: str
+    """Why the episode was cut off (``TRUNCATIONS``): "" (it ended by itself), "cap" (its
+    turns reached ``horizon_cap``), "context" (its conversation filled the context budget;
+    it wins when the cap is reached on the same turn, as a higher cap would not have helped)
+    or "env" (the environment's own limit)."""
     num_turns: int
     """Number of policy turns."""
     timings: Mapping[str, float] = field(default_factory=dict)
@@ -114,7 +122,9 @@ class Trajectory:
             object.__setattr__(self, "horizon_cap", operator.index(self.horizon_cap))
         object.__setattr__(self, "reward", float(self.reward))
         object.__setattr__(self, "success", bool(self.success))
-        object.__setattr__(self, "truncated", bool(self.truncated))
+        if self.truncation not in TRUNCATIONS:
+            raise WireError(f"trajectory {self.episode_id}: truncation {self.truncation!r} is "
+                            f"not one of {TRUNCATIONS}")  # fmt: skip
         object.__setattr__(self, "timings", {str(k): float(v) for k, v in self.timings.items()})
         for name, dtype in (("tokens", "int32"), ("logprobs", "float32"), ("loss_mask", "uint8")):
             object.__setattr__(self, name, _as_1d(getattr(self, name), dtype, name))
@@ -141,6 +151,11 @@ class Trajectory:
         obj = cls.__new__(cls)
         obj.__dict__.update(fields)
         return obj
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the episode was cut off, for any reason (``truncation``)."""
+        return self.truncation != ""
 
     @property
     def min_version(self) -> int:
@@ -174,6 +189,14 @@ class Control:
     """Per env with a level curriculum, its open stage (``agentgym.curriculum``)."""
     env_weights: Mapping[str, float] = field(default_factory=dict)
     """Per env of a multi-env run whose weights move with success, its weight now."""
+    dropped_groups: Mapping[tuple[int, int], int] = field(default_factory=dict)
+    """Per actor process, as (index, launch): how many of its groups the learner dropped as
+    too stale. They were never trained, so the actor may start as many more (its admission
+    budget counts groups the learner can still use)."""
+    task_streams: Mapping[int, int] = field(default_factory=dict)
+    """Per actor index: the position in its task stream (``next_ids``) at which a process of
+    that index starts: one past the newest group the learner received from the index, or,
+    in a run resumed from a checkpoint, one past the newest group trained before it."""
 
     def cap_of(self, env: str) -> int | None:
         """The turn cap for new episodes of ``env``."""
@@ -345,7 +368,7 @@ _TRAJ_SCALARS = (
     "prompt_len",
     "reward",
     "success",
-    "truncated",
+    "truncation",
     "num_turns",
     "timings",
     "invalid_replies",
@@ -401,6 +424,8 @@ def encode_control(control: Control) -> bytes:
             "env_caps": dict(control.env_caps),
             "env_stages": dict(control.env_stages),
             "env_weights": dict(control.env_weights),
+            "dropped_groups": [[i, launch, n] for (i, launch), n in control.dropped_groups.items()],
+            "task_streams": [[i, position] for i, position in control.task_streams.items()],
         },
         use_bin_type=True,
     )
@@ -590,7 +615,7 @@ _SCALAR_TYPES: dict[str, tuple[type, ...]] = {
     "prompt_len": (int,),
     "reward": (float, int),
     "success": (bool,),
-    "truncated": (bool,),
+    "truncation": (str,),
     "num_turns": (int,),
     "timings": (dict,),
     "invalid_replies": (int,),
@@ -616,6 +641,9 @@ def _check_columns(cols: dict[str, list], turn_counts: list[int]) -> None:
         not 0 <= k <= n for k, n in zip(cols["invalid_replies"], cols["num_turns"], strict=True)
     ):
         raise WireError("field 'invalid_replies' must be in [0, num_turns]")
+    if not _TRUNCATION_SET.issuperset(cols["truncation"]):
+        bad = next(v for v in cols["truncation"] if v not in _TRUNCATION_SET)
+        raise WireError(f"field 'truncation': {bad!r} is not one of {TRUNCATIONS}")
     timings = cols["timings"]
     keys = itertools.chain.from_iterable(timings)
     values = itertools.chain.from_iterable(t.values() for t in timings)
@@ -624,6 +652,7 @@ def _check_columns(cols: dict[str, list], turn_counts: list[int]) -> None:
 
 
 _STR_TYPE = frozenset({str})
+_TRUNCATION_SET = frozenset(TRUNCATIONS)
 
 
 def decode_control(buf: Any) -> Control:
@@ -636,7 +665,30 @@ def decode_control(buf: Any) -> Control:
         env_caps=_env_caps(_field(msg, "env_caps", dict)),
         env_stages=_env_stages(_field(msg, "env_stages", dict)),
         env_weights=_env_weights(_field(msg, "env_weights", dict)),
+        dropped_groups=_dropped_groups(_field(msg, "dropped_groups", list)),
+        task_streams=_task_streams(_field(msg, "task_streams", list)),
     )
+
+
+def _int_rows(rows: list, width: int, name: str, limits: Sequence[int]) -> list[list[int]]:
+    """``rows`` checked to be lists of ``width`` integers in [0, limit) each."""
+    for row in rows:
+        ok = isinstance(row, list) and len(row) == width and all(
+            type(v) is int and 0 <= v < limit for v, limit in zip(row, limits, strict=True)
+        )  # fmt: skip
+        if not ok:
+            raise WireError(f"control: {name} must hold lists of {width} integers in range, "
+                            f"got {row!r}")  # fmt: skip
+    return rows
+
+
+def _dropped_groups(rows: list) -> dict[tuple[int, int], int]:
+    rows = _int_rows(rows, 3, "dropped_groups", (MAX_ACTORS, MAX_LAUNCHES, 1 << 63))
+    return {(i, launch): n for i, launch, n in rows}
+
+
+def _task_streams(rows: list) -> dict[int, int]:
+    return dict(_int_rows(rows, 2, "task_streams", (MAX_ACTORS, 1 << 32)))
 
 
 def _env_weights(weights: dict) -> dict[str, float]:
@@ -764,16 +816,24 @@ def decode_weight_reply(frames: Sequence[Any]) -> WeightReply:
 # Group and episode ids
 
 
-def next_ids(index: int, launch: int = 0) -> Iterator[int]:
+def next_ids(index: int, launch: int = 0, start: int = 0) -> Iterator[int]:
     """Ids unique across a run's actors and their relaunches: ``index << 48 | launch << 32 |
-    counter`` (``launch``: how many processes with this index came before, as the learner's
-    ``Welcome`` says). Under 2**63 for every index and launch the wire admits."""
-    if not (0 <= index < MAX_ACTORS and 0 <= launch < MAX_LAUNCHES):
-        raise ValueError(f"actor index {index} / launch {launch} out of range")
+    counter``, the counter from ``start`` on (``launch``: how many processes with this index
+    came before, as the learner's ``Welcome`` says). Under 2**63 for every index and launch
+    the wire admits. An actor's group counter is its task stream's position
+    (``id_position``), which goes on across its relaunches."""
+    if not (0 <= index < MAX_ACTORS and 0 <= launch < MAX_LAUNCHES and 0 <= start < 1 << 32):
+        raise ValueError(f"actor index {index} / launch {launch} / start {start} out of range")
     prefix = (index << 16 | launch) << 32
-    return (prefix | i for i in range(1 << 32))
+    return (prefix | i for i in range(start, 1 << 32))
 
 
 def id_origin(any_id: int) -> tuple[int, int]:
     """The (actor index, launch) a group or episode id of :func:`next_ids` came from."""
     return any_id >> 48, (any_id >> 32) & 0xFFFF
+
+
+def id_position(any_id: int) -> int:
+    """The counter of a group or episode id of :func:`next_ids` (for a group id, the group's
+    position in its actor's task stream)."""
+    return any_id & 0xFFFFFFFF
