@@ -1,10 +1,11 @@
 """The transformers engine with and without prefix reuse on multi-turn episodes of a real model.
 
 One batch of BabyAI episodes (``--groups`` tasks x ``--group-size`` episodes, AgentGym's
-"Thought: ... Action: ..." format, up to ``--turns`` turns each) runs through the actor's episode
-loop (``agentgym.actor.episodes.run_group``) twice in this process, with the same seeds: once
-with ``prefix_cache_mb`` 0 (every prompt prefilled whole) and once with the prefix store (each
-prompt prefilled from its episode's previous turn; a group's shared opening prefilled once).
+"Thought: ... Action: ..." format with the worked example, up to ``--turns`` turns each) runs
+through the actor's episode loop (``agentgym.actor.episodes.run_group``) twice in this process,
+with the same seeds: once with ``prefix_cache_mb`` 0 (every prompt prefilled whole) and once
+with the prefix store (each prompt prefilled from its episode's previous turn; a group's shared
+opening prefilled once).
 Printed per case: wall time, turns, generated tokens and tokens/s, prompt tokens prefilled and
 taken from the store, and whether both cases sampled the same tokens.
 
@@ -46,7 +47,8 @@ def run_batch(engine: HFEngine, codec: ChatCodec, args: argparse.Namespace) -> d
             horizon_cap=args.turns,
             seed=1000 + g,
             max_context_tokens=args.max_context,
-        )  # fmt: skip
+            worked_example=True,
+        )
         for g in range(args.groups)
     ]
 

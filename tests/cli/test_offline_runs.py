@@ -31,6 +31,7 @@ TINY = [
     "sft.micro_batch_size=2",
     "sft.max_tokens=900",
     "model.tiny.max_position_embeddings=1024",
+    "actor.max_context_tokens=960",
 ]
 
 
