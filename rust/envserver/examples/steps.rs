@@ -6,6 +6,8 @@
 //! default: 1, then one per core). Each round steps every session once with a random
 //! action from its available actions (BabyAI) or `inventory` (envs without a menu); finished
 //! sessions reset to the next task id. Prints steps/s on one thread and on the pool.
+//! `ROUNDS=N` runs exactly N rounds instead of a time budget: a fixed amount of work whose
+//! instruction count `valgrind --tool=callgrind` reports the same on every run.
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +20,7 @@ fn main() {
     let sessions: usize = args.get(1).map_or(64, |s| s.parse().expect("sessions: an integer"));
     let seconds: f64 = args.get(2).map_or(3.0, |s| s.parse().expect("seconds: a number"));
     let fixed = std::env::var("FIXED_ACTION").is_ok();
+    let rounds: Option<usize> = std::env::var("ROUNDS").ok().map(|r| r.parse().expect("ROUNDS: an integer"));
     let mut options = agentgym_envserver::env::Options::new();
     if env == "textcraft" {
         let dir = std::env::var("TEXTCRAFT_RECIPES").expect("set TEXTCRAFT_RECIPES to a recipes directory");
@@ -41,7 +44,11 @@ fn main() {
         pool.reset(&ids, &take(sessions)).expect("reset");
         let mut rng = Rng::new(0);
         let (mut steps, mut in_step, start) = (0usize, 0.0f64, Instant::now());
-        while start.elapsed() < Duration::from_secs_f64(seconds) {
+        let more = |steps: usize| match rounds {
+            Some(r) => steps < r * sessions,
+            None => start.elapsed() < Duration::from_secs_f64(seconds),
+        };
+        while more(steps) {
             let menus = if fixed { vec![None; ids.len()] } else { pool.available_actions(&ids).expect("menus") };
             let actions: Vec<String> = menus
                 .into_iter()
