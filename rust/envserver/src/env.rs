@@ -78,6 +78,15 @@ pub trait TextEnv: Send {
         None
     }
 
+    /// One of [`TextEnv::available_actions`], the one at index `pick(n)` of the `n` listed;
+    /// `None` where the env lists none. Envs with a menu override it to copy one action
+    /// rather than the whole list (a random policy draws every step).
+    fn sample_action(&self, pick: &mut dyn FnMut(usize) -> usize) -> Option<String> {
+        let mut menu = self.available_actions().filter(|m| !m.is_empty())?;
+        let k = pick(menu.len());
+        Some(menu.swap_remove(k))
+    }
+
     /// Env-specific facts about the current episode (level name, goal, ...), as JSON.
     fn info(&self) -> serde_json::Value {
         serde_json::Value::Null

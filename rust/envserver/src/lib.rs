@@ -7,6 +7,7 @@
 
 pub mod env;
 pub mod envs;
+pub mod fasthash;
 pub mod np_rng;
 pub mod pool;
 pub mod remote;

@@ -10,7 +10,6 @@
 //! - With a horizon cap, a session that has taken `cap` steps since its reset without finishing
 //!   returns `truncated = true`; it must be reset before stepping again.
 
-use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,6 +18,7 @@ use std::time::Instant;
 use parking_lot::{Mutex, RwLock};
 
 use crate::env::{CustomTask, EnvError, ExpertMove, Options, Prepared, SharedFactory, TextEnv};
+use crate::fasthash::{IdMap, IdSet};
 use crate::rng::Rng;
 use crate::workers::Workers;
 
@@ -128,7 +128,7 @@ pub struct PoolStats {
 /// A multiplexer of env sessions of one kind.
 pub struct EnvPool {
     factory: SharedFactory,
-    sessions: RwLock<HashMap<u64, SessionRef>>,
+    sessions: RwLock<IdMap<SessionRef>>,
     next_id: AtomicU64,
     horizon: HorizonCap,
     /// Threads that step a batch: the caller plus `helpers`.
@@ -239,7 +239,7 @@ impl EnvPool {
         let threads = helpers.as_ref().map_or(1, Workers::threads);
         Self {
             factory,
-            sessions: RwLock::new(HashMap::new()),
+            sessions: RwLock::new(IdMap::default()),
             next_id: AtomicU64::new(1),
             horizon: HorizonCap::default(),
             threads,
@@ -366,9 +366,13 @@ impl EnvPool {
 
     /// Like [`EnvPool::step`], where an action may already be known to be unusable (e.g. text
     /// that is not valid UTF-8): `Err(reason)` becomes that session's error and the env is not called.
-    pub fn step_checked(&self, ids: &[u64], actions: &[Result<String, String>]) -> Result<Vec<StepResult>, PoolError> {
+    pub fn step_checked<S: AsRef<str> + Sync>(
+        &self,
+        ids: &[u64],
+        actions: &[Result<S, String>],
+    ) -> Result<Vec<StepResult>, PoolError> {
         check_lengths(ids.len(), actions.len(), "actions")?;
-        self.step_with(ids, |i| actions[i].as_deref().map_err(|e| e.as_str()))
+        self.step_with(ids, |i| actions[i].as_ref().map(AsRef::as_ref).map_err(String::as_str))
     }
 
     fn step_with<'a>(
@@ -437,9 +441,7 @@ impl EnvPool {
             if s.phase == Phase::Fresh {
                 return None;
             }
-            let mut menu = s.env.available_actions().filter(|m| !m.is_empty())?;
-            let k = Rng::derive(seed, ids[i]).index(menu.len());
-            Some(menu.swap_remove(k))
+            s.env.sample_action(&mut |n| Rng::derive(seed, ids[i]).index(n))
         }))
     }
 
@@ -525,11 +527,19 @@ impl EnvPool {
         }
     }
 
-    /// Clones the session handles for `ids`, validating them first.
+    /// Clones the session handles for `ids`, validating them first (an unknown id, then a
+    /// repeated one, is an error, as [`check_ids`] reports them).
     fn lookup(&self, ids: &[u64]) -> Result<Vec<SessionRef>, PoolError> {
         let table = self.sessions.read();
-        check_ids(ids, |id| table.contains_key(&id))?;
-        Ok(ids.iter().map(|id| table[id].clone()).collect())
+        let mut repeats = Repeats::new(ids.len());
+        let mut sessions = Vec::with_capacity(ids.len());
+        for (k, id) in ids.iter().enumerate() {
+            sessions.push(table.get(id).cloned().ok_or(PoolError::UnknownSession(*id))?);
+            if repeats.seen_before(ids, k) {
+                return Err(PoolError::DuplicateSession(*id));
+            }
+        }
+        Ok(sessions)
     }
 
     fn read_each<T: Send>(&self, ids: &[u64], f: impl Fn(&Session) -> T + Sync) -> Result<Vec<T>, PoolError> {
@@ -636,17 +646,40 @@ pub(crate) fn check_lengths(ids: usize, other: usize, what: &str) -> Result<(), 
     Err(PoolError::LengthMismatch { what: format!("{ids} ids but {other} {what}") })
 }
 
+/// Checks a batch's ids in order: the first that does not `exist` or repeats an earlier one
+/// is the error.
 pub(crate) fn check_ids(ids: &[u64], exists: impl Fn(u64) -> bool) -> Result<(), PoolError> {
-    let mut seen = HashSet::with_capacity(ids.len());
-    for &id in ids {
+    let mut repeats = Repeats::new(ids.len());
+    for (k, &id) in ids.iter().enumerate() {
         if !exists(id) {
             return Err(PoolError::UnknownSession(id));
         }
-        if !seen.insert(id) {
+        if repeats.seen_before(ids, k) {
             return Err(PoolError::DuplicateSession(id));
         }
     }
     Ok(())
+}
+
+/// Finds ids a batch repeats, visiting them in order: small batches compare pairwise
+/// (nothing allocated), larger ones keep a set.
+struct Repeats(Option<IdSet>);
+
+/// Batches up to this size are checked without a set.
+const SMALL_BATCH: usize = 16;
+
+impl Repeats {
+    fn new(n: usize) -> Self {
+        Self((n > SMALL_BATCH).then(|| IdSet::with_capacity_and_hasher(n, Default::default())))
+    }
+
+    /// Whether `ids[k]` occurs in `ids[..k]` (called for k = 0, 1, 2, ... in turn).
+    fn seen_before(&mut self, ids: &[u64], k: usize) -> bool {
+        match &mut self.0 {
+            None => ids[..k].contains(&ids[k]),
+            Some(set) => !set.insert(ids[k]),
+        }
+    }
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

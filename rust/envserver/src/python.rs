@@ -185,14 +185,16 @@ pool_pymethods! { PyEnvPool, to_py, step_checked,
     }
 }
 
-/// A Python `str` action as text; text that cannot be UTF-8 (lone surrogates) is a
+/// A Python `str` action as text, borrowed from the `str` object (its UTF-8 form, which
+/// Python keeps with the string: nothing is copied, and the objects outlive the step that
+/// reads them with the GIL released); text that cannot be UTF-8 (lone surrogates) is a
 /// per-session error, anything but a `str` a `TypeError` for the whole batch.
-fn action_text(index: usize, action: &Bound<'_, PyAny>) -> PyResult<Result<String, String>> {
-    if !action.is_instance_of::<PyString>() {
+fn action_text<'a>(index: usize, action: &'a Bound<'_, PyAny>) -> PyResult<Result<&'a str, String>> {
+    let Ok(text) = action.cast::<PyString>() else {
         let kind = action.get_type().name()?;
         return Err(PyTypeError::new_err(format!("actions[{index}] must be str, not {kind}")));
-    }
-    Ok(action.extract::<String>().map_err(|_| "action is not valid UTF-8 text (lone surrogates)".to_string()))
+    };
+    Ok(text.to_str().map_err(|_| "action is not valid UTF-8 text (lone surrogates)".to_string()))
 }
 
 fn columns(py: Python<'_>, results: Vec<StepResult>) -> StepColumns<'_> {
@@ -211,7 +213,15 @@ fn columns(py: Python<'_>, results: Vec<StepResult>) -> StepColumns<'_> {
         truncs.push(r.truncated);
         errors.push(r.error);
     }
-    (obs, PyArray1::from_vec(py, rewards), PyArray1::from_vec(py, dones), PyArray1::from_vec(py, truncs), errors)
+    // Copied into arrays numpy allocates: cheaper than handing numpy the vectors (each would
+    // need a Python object owning its memory).
+    (
+        obs,
+        PyArray1::from_slice(py, &rewards),
+        PyArray1::from_slice(py, &dones),
+        PyArray1::from_slice(py, &truncs),
+        errors,
+    )
 }
 
 #[pymodule]

@@ -339,7 +339,11 @@ impl RemotePool {
     }
 
     /// Applies `actions[i]` to session `ids[i]`; `Err(reason)` actions are refused per session.
-    pub fn step(&self, ids: &[u64], actions: &[Result<String, String>]) -> Result<Vec<StepResult>, RemoteError> {
+    pub fn step<S: AsRef<str>>(
+        &self,
+        ids: &[u64],
+        actions: &[Result<S, String>],
+    ) -> Result<Vec<StepResult>, RemoteError> {
         check_lengths(ids.len(), actions.len(), "actions")?;
         let sessions = self.lookup(ids)?;
         let cap = self.horizon();
@@ -355,7 +359,7 @@ impl RemotePool {
         let groups = group_by_server(&sessions, ready);
         let jobs = groups.iter().map(|(server, items)| {
             let remote: Vec<u64> = items.iter().map(|&i| sessions[i].remote_id).collect();
-            let acts: Vec<&str> = items.iter().map(|&i| actions[i].as_deref().unwrap_or_default()).collect();
+            let acts: Vec<&str> = items.iter().map(|&i| actions[i].as_ref().map_or("", AsRef::as_ref)).collect();
             self.step_on(&io, *server, remote, acts)
         });
         let replies = io.runtime.block_on(join_all(jobs));
@@ -590,11 +594,11 @@ impl RemotePool {
     }
 
     /// Why session `id` cannot step now, if it cannot; checked before anything is sent.
-    fn refuse_step(&self, id: u64, s: &Session, action: &Result<String, String>) -> Option<String> {
+    fn refuse_step<S: AsRef<str>>(&self, id: u64, s: &Session, action: &Result<S, String>) -> Option<String> {
         if let Some(refusal) = s.phase.step_refusal(id) {
             return Some(refusal);
         }
-        match action {
+        match action.as_ref().map(AsRef::as_ref) {
             Err(reason) => Some(format!("session {id}: {reason}; not sent to the server")),
             Ok(a) if a.len() > self.config.max_action_bytes => Some(format!(
                 "session {id}: action is {} bytes, over the {}-byte cap; not sent to the server",

@@ -27,14 +27,18 @@ pub enum Command<'a> {
     Unknown,
 }
 
+/// What separates a craft's output from its inputs.
+const USING: &str = " using ";
+
 /// Reads an action as the reference does: a prefix match (`re.match`) whose `.*` groups stop at
 /// the first newline; text after that newline is ignored.
 pub fn parse(action: &str) -> Command<'_> {
     let line = action.split('\n').next().unwrap_or("");
     if let Some(rest) = line.strip_prefix("craft ") {
-        // `craft (.*) using (.*)`: the greedy first group ends at the last " using ".
-        if let Some(at) = rest.rfind(" using ") {
-            return Command::Craft { output: &rest[..at], inputs: &rest[at + " using ".len()..] };
+        // `craft (.*) using (.*)`: the greedy first group ends at the last " using ". (A
+        // plain backward scan: `rfind` sets up a two-way searcher, costly for one short line.)
+        if let Some(at) = rest.as_bytes().windows(USING.len()).rposition(|w| w == USING.as_bytes()) {
+            return Command::Craft { output: &rest[..at], inputs: &rest[at + USING.len()..] };
         }
     }
     if let Some(rest) = line.strip_prefix("get ") {

@@ -92,17 +92,17 @@ pub fn apply(book: &RecipeBook, inventory: &mut Inventory, action: &str) -> Outc
         Command::Craft { output, inputs } => craft(book, inventory, output, inputs),
         Command::Get { count, item } => Outcome::says(get(book, inventory, count, item)),
         Command::Inventory => Outcome::says(inventory.describe()),
-        Command::Unknown => Outcome::says(format!("Could not execute {action}")),
+        Command::Unknown => Outcome::says(["Could not execute ", action].concat()),
     }
 }
 
 fn get(book: &RecipeBook, inventory: &mut Inventory, digits: &str, item: &str) -> String {
     let id = item_id(item);
     if !book.is_base_item(&id) {
-        return format!("Could not find {item}");
+        return ["Could not find ", item].concat();
     }
     inventory.add(&id, count_value(digits));
-    format!("Got {} {item}", normalized(digits))
+    ["Got ", normalized(digits), " ", item].concat()
 }
 
 /// An item named in a command: its id and whether that id is a tag.
@@ -126,7 +126,7 @@ fn craft(book: &RecipeBook, inventory: &mut Inventory, output: &str, inputs: &st
     for piece in inputs.split(',') {
         let piece = py_strip(piece);
         let Some((digits, words)) = split_count(piece) else {
-            return Outcome::says(format!("Wrong item format: {piece}"));
+            return Outcome::says(["Wrong item format: ", piece].concat());
         };
         wanted.push((Named::new(book, words), count_value(digits)));
     }
@@ -135,7 +135,7 @@ fn craft(book: &RecipeBook, inventory: &mut Inventory, output: &str, inputs: &st
     if !carried {
         // A tag has no item id; the reference prints Python's None for it.
         let shown = if wanted_output.is_tag { "None" } else { wanted_output.id.as_str() };
-        return Outcome::says(format!("Could not find enough items to craft {shown}"));
+        return Outcome::says(["Could not find enough items to craft ", shown].concat());
     }
     let recipe = if wanted_output.is_tag {
         None

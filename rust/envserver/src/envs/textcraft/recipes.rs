@@ -14,6 +14,8 @@
 //!   fetched with `get` (e.g. `minecraft:oak_logs`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+
+use crate::fasthash::{StrMap, StrSet};
 use std::fmt;
 use std::path::Path;
 
@@ -51,15 +53,17 @@ pub struct RecipeBook {
     /// Kept recipes, in load order.
     pub recipes: Vec<Recipe>,
     /// Item id -> its recipes (indices into `recipes`), in load order.
-    item_recipes: HashMap<String, Vec<usize>>,
+    item_recipes: StrMap<Vec<usize>>,
     /// Tag -> the recipes of its member items, in load order.
-    tag_recipes: HashMap<String, Vec<usize>>,
+    tag_recipes: StrMap<Vec<usize>>,
     /// Item id -> the tag its (last loaded) recipe's group gave it.
-    item_tag: HashMap<String, String>,
-    tags: HashSet<String>,
-    items: HashSet<String>,
+    item_tag: StrMap<String>,
+    tags: StrSet,
+    items: StrSet,
+    /// Items `get` may fetch (see [`RecipeBook::is_base_item`]), computed once loaded.
+    base_items: StrSet,
     /// Ingredient name -> recipes using it, in load order, each once.
-    uses: HashMap<String, Vec<usize>>,
+    uses: StrMap<Vec<usize>>,
 }
 
 /// Turns an id into the words players type: `minecraft:oak_planks` -> `oak planks`.
@@ -69,7 +73,12 @@ pub fn display_name(id: &str) -> String {
 
 /// Turns typed words into an id: `oak planks` -> `minecraft:oak_planks`.
 pub fn item_id(words: &str) -> String {
-    format!("minecraft:{}", words.replace(' ', "_"))
+    const PREFIX: &str = "minecraft:";
+    let mut id = Vec::with_capacity(PREFIX.len() + words.len());
+    id.extend_from_slice(PREFIX.as_bytes());
+    id.extend(words.bytes().map(|b| if b == b' ' { b'_' } else { b }));
+    // One ASCII byte swapped for another: still the UTF-8 text it was.
+    String::from_utf8(id).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 impl RecipeBook {
@@ -146,6 +155,11 @@ impl RecipeBook {
     /// Whether `get N <item>` may fetch this id: a known item that is neither a tag nor
     /// craftable (crafted things must be crafted).
     pub fn is_base_item(&self, id: &str) -> bool {
+        self.base_items.contains(id)
+    }
+
+    /// The rule [`RecipeBook::is_base_item`] answers from its table.
+    fn base_item_rule(&self, id: &str) -> bool {
         !self.item_recipes.contains_key(id)
             && !self.tag_recipes.contains_key(id)
             && !self.tags.contains(id)
@@ -273,6 +287,8 @@ impl Loader {
                 }
             }
         }
+        let base: StrSet = self.book.items.iter().filter(|id| self.book.base_item_rule(id)).cloned().collect();
+        self.book.base_items = base;
         self.book
     }
 }
