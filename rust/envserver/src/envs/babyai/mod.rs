@@ -195,13 +195,12 @@ impl Episode {
         if action.is_empty() {
             return reply(text::NO_CHANGE);
         }
-        let Some(moves) = self.menu.actions.get(action) else {
+        let Some(moves) = self.menu.moves(action) else {
             return reply(self.menu.errors.get(action).unwrap_or(text::NOT_RECOGNIZED));
         };
         if moves.is_empty() {
             return reply(text::NO_CHANGE);
         }
-        let moves = moves.to_vec();
         self.run(&moves)
     }
 
@@ -263,13 +262,19 @@ impl TextEnv for BabyAiEnv {
         Some(self.action_names().into_iter().map(str::to_string).collect())
     }
 
+    fn sample_action(&self, pick: &mut dyn FnMut(usize) -> usize) -> Option<String> {
+        let names = self.action_names();
+        (!names.is_empty()).then(|| names[pick(names.len())].to_string())
+    }
+
     /// The bot of `bot.rs`: the best listed action (primitive mode: primitive action) now.
     fn expert(&self) -> Result<ExpertMove, EnvError> {
         let ep = self.episode.as_ref().ok_or_else(|| EnvError::Unsupported("the episode has not started".into()))?;
+        let menu_moves = if self.primitive { Vec::new() } else { ep.menu.all_moves() };
         let candidates: Vec<(&str, &[Action])> = if self.primitive {
             Action::ALL[..6].iter().map(|a| (a.name(), std::slice::from_ref(a))).collect()
         } else {
-            ep.menu.actions.iter().collect()
+            menu_moves.iter().map(|(name, moves)| (*name, moves.as_slice())).collect()
         };
         bot::choose(&ep.world, &ep.image, &candidates, self.primitive).map_err(EnvError::Unsupported)
     }
@@ -552,12 +557,12 @@ mod tests {
         for task in 0..NUM_LEVELS * 3 {
             let e = level_env(task);
             let ep = e.episode.as_ref().unwrap();
-            for (name, moves) in ep.menu.actions.iter() {
+            for (name, moves) in ep.menu.all_moves() {
                 let Some(target) = name.strip_prefix("go to ").and_then(|n| n.rsplit_once(' ')) else { continue };
                 let mut ep2 =
                     Episode { task_id: task, world: ep.world.clone(), image: ep.image.clone(), menu: Menu::default() };
                 let start = ep2.world.step_count;
-                let (_, _, done) = ep2.run(moves);
+                let (_, _, done) = ep2.run(&moves);
                 if done || (ep2.world.step_count - start) as usize != moves.len() {
                     continue;
                 }

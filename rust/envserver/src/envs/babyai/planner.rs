@@ -16,6 +16,9 @@ const MAX_CELLS: usize = (STRIDE * STRIDE) as usize;
 const MAX_STATES: usize = MAX_CELLS * 4;
 /// No state (states are below `MAX_STATES`).
 const NONE: u16 = u16::MAX;
+/// The change of cell index of a forward move in each direction (`DIR_TO_VEC` with rows of
+/// [`STRIDE`] cells).
+const STEP: [i32; 4] = [1, STRIDE, -1, -STRIDE];
 
 /// The rectangle of cells the planner may use: `x0..x1` by `y0..y1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +54,12 @@ impl SearchWindow {
         self.x1 - self.x0
     }
 
+    /// Every cell of the window, as a bit set (bit = [`Self::cell_index`]).
+    fn cells(&self) -> u64 {
+        let row = (1u64 << self.width()) - 1;
+        (0..self.y1 - self.y0).fold(0, |bits, r| bits | row << (r * STRIDE))
+    }
+
     /// The indices of the window's cells.
     fn cell_indices(&self) -> impl Iterator<Item = usize> + '_ {
         (self.y0..self.y1).flat_map(move |y| (self.x0..self.x1).map(move |x| self.cell_index((x, y))))
@@ -72,6 +81,7 @@ impl SearchWindow {
 }
 
 /// The state reached by one move.
+#[cfg(test)]
 fn apply(pos: (i32, i32), dir: u8, action: Action) -> ((i32, i32), u8) {
     match action {
         Action::Forward => {
@@ -151,8 +161,9 @@ pub fn find_path(
 /// any target, exactly the path `find_path` gives.
 pub struct Reach {
     window: SearchWindow,
-    /// Blocked cells of `window`, one bit per [`SearchWindow::cell_index`].
-    blocked: u64,
+    /// Cells of `window` that may be entered (inside it and not blocked), one bit per
+    /// [`SearchWindow::cell_index`]: a move's two checks become one bit test.
+    free: u64,
     start_state: u16,
     /// Position in the first-dequeue order of each state; `u16::MAX` while not dequeued.
     order: [u16; MAX_STATES],
@@ -173,7 +184,7 @@ impl Reach {
         queue.push(start_state);
         Self {
             window: *window,
-            blocked,
+            free: window.cells() & !blocked,
             start_state,
             order: [u16::MAX; MAX_STATES],
             parent: [(0u16, Action::Done); MAX_STATES],
@@ -193,22 +204,35 @@ impl Reach {
             self.order[state as usize] = self.dequeued;
             self.dequeued += 1;
         }
-        let w = self.window;
-        let pos = w.cell_at(state as usize / 4);
-        let d = (state % 4) as u8;
-        for action in [Action::Forward, Action::Left, Action::Right] {
-            let (npos, nd) = apply(pos, d, action);
-            if !w.contains(npos) || self.blocked & (1 << w.cell_index(npos)) != 0 {
-                continue;
-            }
-            let next = (w.cell_index(npos) * 4 + nd as usize) as u16;
-            if self.order[next as usize] != u16::MAX {
+        // The moves of `find_path` in its order (forward, left, right), on cell indices: a
+        // move is taken when its cell is free; forward must not leave the 8-wide index rows.
+        let cell = i32::from(state >> 2);
+        let d = usize::from(state & 3);
+        let ahead = cell + STEP[d];
+        let leaves_row = match d {
+            0 => cell & (STRIDE - 1) == STRIDE - 1,
+            2 => cell & (STRIDE - 1) == 0,
+            _ => false,
+        };
+        let here = (cell * 4) as u16;
+        let moves = [
+            (!leaves_row && self.is_free(ahead), (ahead * 4) as u16 + d as u16, Action::Forward),
+            (self.is_free(cell), here + ((d as u16 + 3) & 3), Action::Left),
+            (self.is_free(cell), here + ((d as u16 + 1) & 3), Action::Right),
+        ];
+        for (allowed, next, action) in moves {
+            if !allowed || self.order[next as usize] != u16::MAX {
                 continue;
             }
             self.queue.push(next);
             self.parent[next as usize] = (state, action);
         }
         Some(if first { state } else { NONE })
+    }
+
+    /// Whether cell index `cell` (any integer) is a free cell of the window.
+    fn is_free(&self, cell: i32) -> bool {
+        (0..MAX_CELLS as i32).contains(&cell) && self.free >> cell & 1 != 0
     }
 
     /// What `find_path(start, dir, target, arrive, window, blocked)` returns.
@@ -223,8 +247,7 @@ impl Reach {
         // the cell before it facing it.
         let mut reaching = [NONE; 4];
         for (d, slot) in reaching.iter_mut().enumerate() {
-            let v = DIR_TO_VEC[d];
-            let pos = if arrive { target } else { (target.0 - v.0, target.1 - v.1) };
+            let pos = reaching_cell(target, arrive, d);
             if self.window.contains(pos) {
                 *slot = (self.window.cell_index(pos) * 4 + d) as u16;
             }
@@ -249,6 +272,79 @@ impl Reach {
             }
             None => false,
         }
+    }
+}
+
+/// Whether [`find_path`] finds a path from one agent state, and whether that path is empty,
+/// for any target, without running the search: the states the search visits are every
+/// heading of every cell of the 4-connected free region around the agent (a free cell can be
+/// left in any direction after turning in place), so a target is reachable exactly when one
+/// of its reaching states lies in that region. Building the menu needs only this; the path
+/// itself is searched ([`Reach`]) for the one action a step takes.
+pub struct Reachable {
+    window: SearchWindow,
+    start: (i32, i32),
+    dir: u8,
+    blocked: u64,
+    /// The region's cells (bit = [`SearchWindow::cell_index`]); `None` when the agent's own
+    /// cell is blocked (it cannot turn there), where the answers come from the search itself.
+    region: Option<u64>,
+}
+
+/// Bits of the cells in the first and last columns of an index row.
+const FIRST_COLUMN: u64 = 0x0101_0101_0101_0101;
+const LAST_COLUMN: u64 = FIRST_COLUMN << (STRIDE - 1);
+
+impl Reachable {
+    /// The region reachable from `(start, dir)` through the cells of `window` whose bit in
+    /// `blocked` is clear (see [`Reach::new`]).
+    pub fn new(start: (i32, i32), dir: u8, window: &SearchWindow, blocked: u64) -> Self {
+        debug_assert!(window.contains(start), "the agent lies outside its search window");
+        let free = window.cells() & !blocked;
+        let seed = 1u64 << window.cell_index(start);
+        let region = (free & seed != 0).then(|| {
+            let mut region = seed;
+            loop {
+                let grown = region
+                    | (region << 1 & !FIRST_COLUMN)
+                    | (region >> 1 & !LAST_COLUMN)
+                    | region << STRIDE
+                    | region >> STRIDE;
+                let grown = grown & free;
+                if grown == region {
+                    break region;
+                }
+                region = grown;
+            }
+        });
+        Self { window: *window, start, dir, blocked, region }
+    }
+
+    /// Whether `find_path(start, dir, target, arrive, window, blocked)` finds a path.
+    pub fn reaches(&self, target: (i32, i32), arrive: bool) -> bool {
+        let Some(region) = self.region else {
+            return Reach::new(self.start, self.dir, &self.window, self.blocked).path(target, arrive).is_some();
+        };
+        (0..4).any(|d| {
+            let pos = reaching_cell(target, arrive, d);
+            self.window.contains(pos) && region >> self.window.cell_index(pos) & 1 != 0
+        })
+    }
+
+    /// Whether that path is empty: the agent already stands on (`arrive`) or faces the target.
+    pub fn at_start(&self, target: (i32, i32), arrive: bool) -> bool {
+        reaching_cell(target, arrive, self.dir as usize) == self.start
+    }
+}
+
+/// The cell from which heading `d` reaches `target`: the target itself (`arrive`), or the
+/// cell before it in that heading.
+fn reaching_cell(target: (i32, i32), arrive: bool, d: usize) -> (i32, i32) {
+    let v = DIR_TO_VEC[d];
+    if arrive {
+        target
+    } else {
+        (target.0 - v.0, target.1 - v.1)
     }
 }
 
@@ -331,13 +427,21 @@ mod tests {
             let dir = (case % 4) as u8;
             let w = SearchWindow::around(start, dir, 7);
             let walls: Vec<bool> = (0..64).map(|_| rng.index(100) < 30).collect();
-            let blocked = |p: (i32, i32)| p != start && w.contains(p) && walls[w.cell_index(p)];
+            // Every tenth case the agent's own cell counts as blocked too (it cannot turn).
+            let blocked = |p: (i32, i32)| (p != start || case % 10 == 0) && w.contains(p) && walls[w.cell_index(p)];
             let mut reach = Reach::new(start, dir, &w, w.mask(blocked));
+            let reachable = Reachable::new(start, dir, &w, w.mask(blocked));
             for x in w.x0 - 1..=w.x1 {
                 for y in w.y0 - 1..=w.y1 {
                     for arrive in [false, true] {
                         let expected = find_path(start, dir, (x, y), arrive, &w, blocked);
                         assert_eq!(reach.path((x, y), arrive), expected, "case {case} target {:?} {arrive}", (x, y));
+                        let found = (reachable.reaches((x, y), arrive), reachable.at_start((x, y), arrive));
+                        let wanted = (expected.is_some(), expected.as_ref().is_some_and(Vec::is_empty));
+                        assert_eq!(found.0, wanted.0, "case {case} target {:?} {arrive}: reaches", (x, y));
+                        if found.0 {
+                            assert_eq!(found.1, wanted.1, "case {case} target {:?} {arrive}: at start", (x, y));
+                        }
                     }
                 }
             }

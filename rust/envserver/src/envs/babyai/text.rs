@@ -7,7 +7,7 @@
 use std::fmt::{self, Write};
 
 use super::grid::{Action, Color, DoorState, Obj, ObjKind, World, DIR_TO_VEC};
-use super::planner::{Reach, SearchWindow};
+use super::planner::{Reach, Reachable, SearchWindow};
 
 /// minigrid's `agent_view_size` for BabyAI levels.
 pub const VIEW_SIZE: i32 = 7;
@@ -23,7 +23,7 @@ pub const NOT_RECOGNIZED: &str = "The action is not recognized. Please check val
 pub const NO_CHANGE: &str = "No change in state.";
 pub const COMPLETED: &str = "\n The task is completed.";
 
-fn kind_code(kind: ObjKind) -> u8 {
+const fn kind_code(kind: ObjKind) -> u8 {
     match kind {
         ObjKind::Wall => 2,
         ObjKind::Floor => 3,
@@ -36,12 +36,24 @@ fn kind_code(kind: ObjKind) -> u8 {
     }
 }
 
+/// The kind of each object code (`KINDS[code]`), `None` for unseen, empty and unknown codes.
+const KINDS: [Option<ObjKind>; 16] = {
+    let mut kinds = [None; 16];
+    let mut k = 0;
+    while k < ObjKind::ALL.len() {
+        kinds[kind_code(ObjKind::ALL[k]) as usize] = Some(ObjKind::ALL[k]);
+        k += 1;
+    }
+    kinds
+};
+
 fn kind_from_code(code: u8) -> Option<ObjKind> {
-    ObjKind::ALL.into_iter().find(|&k| kind_code(k) == code)
+    KINDS.get(code as usize).copied().flatten()
 }
 
+/// minigrid's color index: `Color` is declared in `COLOR_TO_IDX` order (`Color::ALL`).
 fn color_code(color: Color) -> u8 {
-    Color::ALL.iter().position(|&c| c == color).unwrap_or(0) as u8
+    color as u8
 }
 
 fn door_state_code(state: DoorState) -> u8 {
@@ -73,12 +85,23 @@ fn axes(dir: u8) -> ((i32, i32), (i32, i32)) {
     (DIR_TO_VEC[dir as usize % 4], DIR_TO_VEC[(dir as usize + 1) % 4])
 }
 
-/// World cell of view cell `(i, j)`: `j` counts rows from the far edge, `i` columns from
-/// the left, the agent sits at `(VIEW_SIZE / 2, VIEW_SIZE - 1)`.
-fn view_cell(world: &World, i: i32, j: i32) -> (i32, i32) {
-    let (f, r) = axes(world.agent_dir);
-    let top_left = add(add(world.agent_pos, f, VIEW_SIZE - 1), r, -(VIEW_SIZE / 2));
-    add(add(top_left, f, -j), r, i)
+/// Where the view lies on the grid: the world cell of view cell `(0, 0)` and the world steps
+/// of one view column (`i + 1`) and one view row (`j + 1`). View cell `(i, j)`: `j` counts
+/// rows from the far edge, `i` columns from the left; the agent sits at
+/// `(VIEW_SIZE / 2, VIEW_SIZE - 1)`.
+#[derive(Clone, Copy)]
+struct ViewFrame {
+    top_left: (i32, i32),
+    column: (i32, i32),
+    row: (i32, i32),
+}
+
+impl ViewFrame {
+    fn of(world: &World) -> Self {
+        let (f, r) = axes(world.agent_dir);
+        let top_left = add(add(world.agent_pos, f, VIEW_SIZE - 1), r, -(VIEW_SIZE / 2));
+        Self { top_left, column: r, row: (-f.0, -f.1) }
+    }
 }
 
 /// minigrid's encoded egocentric observation (`obs["image"]`): what the agent sees, with
@@ -94,28 +117,30 @@ impl ViewImage {
     /// The view of `world` as minigrid's `gen_obs` encodes it.
     pub fn of(world: &World) -> Self {
         let n = VIEW_SIZE as usize;
-        let mut objs: [Option<&Obj>; CELLS] = [None; CELLS];
+        let frame = ViewFrame::of(world);
+        // Every cell encoded (cells off the grid as grey walls), then the unseen ones cleared.
+        let mut cells = [[UNSEEN, 0, 0]; CELLS];
         let mut opaque = [false; CELLS];
-        let mut outside = [false; CELLS];
+        let wall = [kind_code(ObjKind::Wall), color_code(Color::Grey), 0];
         for i in 0..n {
+            let mut cell = add(frame.top_left, frame.column, i as i32);
             for j in 0..n {
-                let (x, y) = view_cell(world, i as i32, j as i32);
                 let k = i * n + j;
-                if world.grid.in_bounds(x, y) {
-                    objs[k] = world.grid.get(x, y);
-                    opaque[k] = objs[k].is_some_and(|o| !o.see_behind());
+                if world.grid.in_bounds(cell.0, cell.1) {
+                    let obj = world.grid.get(cell.0, cell.1);
+                    cells[k] = encode(obj);
+                    opaque[k] = obj.is_some_and(|o| !o.see_behind());
                 } else {
-                    outside[k] = true;
+                    cells[k] = wall;
                     opaque[k] = true;
                 }
+                cell = add(cell, frame.row, 1);
             }
         }
         let visible = visibility(&opaque);
-        let mut cells = [[UNSEEN, 0, 0]; CELLS];
-        let wall = [kind_code(ObjKind::Wall), color_code(Color::Grey), 0];
-        for k in 0..CELLS {
-            if visible[k] {
-                cells[k] = if outside[k] { wall } else { encode(objs[k]) };
+        for (code, seen) in cells.iter_mut().zip(visible) {
+            if !seen {
+                *code = [UNSEEN, 0, 0];
             }
         }
         let agent = (n / 2) * n + (n - 1);
@@ -168,13 +193,47 @@ pub struct Label {
     pub door: Option<DoorState>,
 }
 
-impl fmt::Display for Label {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Label {
+    /// Appends the name (what `Display` shows) without the formatting machinery: names are
+    /// written several times per step, into the observation and the menu's keys.
+    pub fn push_to(&self, out: &mut String) {
+        out.push_str(self.color.name());
+        out.push(' ');
         match self.door {
-            Some(state) => write!(f, "{} {} door", self.color.name(), state.name()),
-            None => write!(f, "{} {}", self.color.name(), self.kind.name()),
+            Some(state) => {
+                out.push_str(state.name());
+                out.push_str(" door");
+            }
+            None => out.push_str(self.kind.name()),
         }
     }
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut name = String::with_capacity(24);
+        self.push_to(&mut name);
+        f.write_str(&name)
+    }
+}
+
+/// Appends `n` in decimal (as `{n}` formats it), without the formatting machinery.
+fn push_int(out: &mut String, n: i64) {
+    if n < 0 {
+        out.push('-');
+    }
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|&d| d as char));
 }
 
 /// Whether the planner routes around this kind and `drop` refuses to drop onto it.
@@ -213,11 +272,13 @@ impl Scene {
         let pos = world.agent_pos;
         let (f, _) = axes(world.agent_dir);
         let n = VIEW_SIZE as usize;
+        let frame = ViewFrame::of(world);
         let mut things = Vec::with_capacity(16);
         let mut ahead: Option<(ObjKind, i32)> = None;
         for j in 0..n {
+            let row_start = add(frame.top_left, frame.row, j as i32);
             for i in 0..n {
-                let cell = view_cell(world, i as i32, j as i32);
+                let cell = add(row_start, frame.column, i as i32);
                 if cell.0 < 0 || cell.1 < 0 || cell == pos {
                     continue;
                 }
@@ -262,17 +323,18 @@ impl Scene {
     fn offset(&self, thing: &Thing, out: &mut String) {
         let (f, r) = axes(self.dir);
         let rel = (thing.pos.0 - self.pos.0, thing.pos.1 - self.pos.1);
-        let front = f.0 * rel.0 + f.1 * rel.1;
-        let right = r.0 * rel.0 + r.1 * rel.1;
-        let _ = match right.cmp(&0) {
-            std::cmp::Ordering::Equal => write!(out, "right in front of you {front} steps away. "),
-            std::cmp::Ordering::Greater => {
-                write!(out, "{front} steps in front of you and {right} steps to your right. ")
-            }
-            std::cmp::Ordering::Less => {
-                write!(out, "{front} steps in front of you and {} steps to your left. ", -right)
-            }
-        };
+        let front = i64::from(f.0 * rel.0 + f.1 * rel.1);
+        let right = i64::from(r.0 * rel.0 + r.1 * rel.1);
+        if right == 0 {
+            out.push_str("right in front of you ");
+            push_int(out, front);
+            out.push_str(" steps away. ");
+            return;
+        }
+        push_int(out, front);
+        out.push_str(" steps in front of you and ");
+        push_int(out, right.abs());
+        out.push_str(if right > 0 { " steps to your right. " } else { " steps to your left. " });
     }
 
     /// The observation text (without goal line or action list) into `out`.
@@ -284,19 +346,31 @@ impl Scene {
             let mut seen = Counts::default();
             for thing in self.things.iter().filter(|t| t.label.kind != ObjKind::Wall) {
                 let n = seen.bump(thing.label);
-                let _ = write!(out, "There is a {} {n} ", thing.label);
+                out.push_str("There is a ");
+                thing.label.push_to(out);
+                out.push(' ');
+                push_int(out, i64::from(n));
+                out.push(' ');
                 self.offset(thing, out);
                 out.push(' ');
             }
         }
         out.push_str("The room has walls around you. ");
         if let Some((kind, steps)) = self.ahead {
-            let _ = write!(out, "You are facing a {} {steps} steps away. ", kind.name());
+            out.push_str("You are facing a ");
+            out.push_str(kind.name());
+            out.push(' ');
+            push_int(out, i64::from(steps));
+            out.push_str(" steps away. ");
         }
         match carrying {
             None => out.push_str("You are not carrying anything."),
             Some(o) => {
-                let _ = write!(out, "You are carrying a {} {}.", o.color.name(), o.kind.name());
+                out.push_str("You are carrying a ");
+                out.push_str(o.color.name());
+                out.push(' ');
+                out.push_str(o.kind.name());
+                out.push('.');
             }
         }
     }
@@ -353,15 +427,15 @@ impl Values for String {
     }
 }
 
-impl Values for Vec<Action> {
-    type Item = [Action];
+impl<T: Clone> Values for Vec<T> {
+    type Item = [T];
     fn end(&self) -> usize {
         self.len()
     }
     fn clear(&mut self) {
         self.clear();
     }
-    fn get(&self, range: std::ops::Range<usize>) -> &[Action] {
+    fn get(&self, range: std::ops::Range<usize>) -> &[T] {
         &self[range]
     }
 }
@@ -424,9 +498,9 @@ impl<V: Values> Ordered<V> {
     }
 }
 
-impl Ordered<Vec<Action>> {
-    pub fn insert(&mut self, key: &str, moves: &[Action]) {
-        self.insert_with(key, |values| values.extend_from_slice(moves));
+impl<T: Clone> Ordered<Vec<T>> {
+    pub fn insert(&mut self, key: &str, values: &[T]) {
+        self.insert_with(key, |buffer| buffer.extend_from_slice(values));
     }
 }
 
@@ -438,59 +512,131 @@ impl Ordered<String> {
     }
 }
 
-/// The high-level actions available now, each with its primitive moves, and the messages
-/// for actions that were considered but are not possible.
+/// How a menu action becomes primitive moves: a path the planner finds from the agent's
+/// state when the menu was built (to `target`, onto it when `arrive`, else facing it), if
+/// any, then the moves of `then`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    path_to: Option<((i32, i32), bool)>,
+    then: [Action; 2],
+    then_len: u8,
+}
+
+impl Plan {
+    /// Just these moves (at most two).
+    fn moves(moves: &[Action]) -> Self {
+        let mut then = [Action::Done; 2];
+        then[..moves.len()].copy_from_slice(moves);
+        Self { path_to: None, then, then_len: moves.len() as u8 }
+    }
+
+    /// The path to `target`, then `moves`.
+    fn path(target: (i32, i32), arrive: bool, moves: &[Action]) -> Self {
+        Self { path_to: Some((target, arrive)), ..Self::moves(moves) }
+    }
+
+    fn then(&self) -> &[Action] {
+        &self.then[..usize::from(self.then_len)]
+    }
+
+    /// The primitive moves, the path searched with `reach` (a search from the menu's agent
+    /// state); empty if the planned target cannot be reached, which the menu never offers.
+    fn expand(&self, reach: &mut Reach) -> Vec<Action> {
+        let mut out = Vec::new();
+        if let Some((target, arrive)) = self.path_to {
+            let found = reach.path_into(target, arrive, &mut out);
+            debug_assert!(found, "the menu offered an unreachable target {target:?}");
+            if !found {
+                return Vec::new();
+            }
+        }
+        out.extend_from_slice(self.then());
+        out
+    }
+}
+
+/// The agent's state a menu was built from: where its planned paths start.
+#[derive(Debug, Clone, Copy)]
+struct Origin {
+    pos: (i32, i32),
+    dir: u8,
+    window: SearchWindow,
+    blocked: u64,
+}
+
+impl Origin {
+    fn search(&self) -> Reach {
+        Reach::new(self.pos, self.dir, &self.window, self.blocked)
+    }
+}
+
+/// The high-level actions available now, each with how it becomes primitive moves, and the
+/// messages for actions that were considered but are not possible.
+///
+/// Which actions are possible needs only which targets are reachable ([`Reachable`]); the
+/// path of an action is searched when it is taken ([`Menu::moves`]): a step plans one path,
+/// not one per thing in view.
 #[derive(Debug, Clone, Default)]
 pub struct Menu {
-    pub actions: Ordered<Vec<Action>>,
+    pub actions: Ordered<Vec<Plan>>,
     pub errors: Ordered<String>,
-    /// Scratch buffers kept across rebuilds: the key being written, the path being planned.
+    origin: Option<Origin>,
+    /// Scratch buffer kept across rebuilds: the key being written.
     key: String,
-    path: Vec<Action>,
-}
-
-/// Path search from the scene's agent state: one search, run on the first request, answers
-/// every (target, arrive) the menu asks about.
-struct Planner<'a> {
-    scene: &'a Scene,
-    reach: Option<Reach>,
-}
-
-impl Planner<'_> {
-    /// Writes the path into `out`; false (and `out` unspecified) when there is none.
-    fn path(&mut self, target: (i32, i32), arrive: bool, out: &mut Vec<Action>) -> bool {
-        let scene = self.scene;
-        let reach =
-            self.reach.get_or_insert_with(|| Reach::new(scene.pos, scene.dir, &scene.window, scene.blocked_cells));
-        reach.path_into(target, arrive, out)
-    }
 }
 
 const NO_PATH: &str = "as there is no path leading to it";
 
 impl Menu {
+    /// The primitive moves of action `name`; `None` when the menu has no such action.
+    pub fn moves(&self, name: &str) -> Option<Vec<Action>> {
+        let plan = self.actions.get(name)?.first()?;
+        Some(match (plan.path_to, self.origin) {
+            (Some(_), Some(origin)) => plan.expand(&mut origin.search()),
+            _ => plan.then().to_vec(),
+        })
+    }
+
+    /// Every action with its primitive moves, in menu order (one search for all paths).
+    pub fn all_moves(&self) -> Vec<(&str, Vec<Action>)> {
+        let mut reach = self.origin.map(|o| o.search());
+        self.actions
+            .iter()
+            .filter_map(|(name, plans)| {
+                let plan = plans.first()?;
+                let moves = match reach.as_mut() {
+                    Some(reach) => plan.expand(reach),
+                    None => plan.then().to_vec(),
+                };
+                Some((name, moves))
+            })
+            .collect()
+    }
+
     /// Rebuilds AgentGym's action menu, in its order: turns, move forward, pickups, drop,
     /// door actions, go to goal, go to objects, check available actions.
     pub fn rebuild(&mut self, scene: &Scene, carrying: Option<&Obj>) {
         self.actions.clear();
         self.errors.clear();
-        let mut plan = Planner { scene, reach: None };
-        self.actions.insert("turn left", &[Action::Left]);
-        self.actions.insert("turn right", &[Action::Right]);
+        let origin = Origin { pos: scene.pos, dir: scene.dir, window: scene.window, blocked: scene.blocked_cells };
+        self.origin = Some(origin);
+        let reach = Reachable::new(origin.pos, origin.dir, &origin.window, origin.blocked);
+        self.actions.insert("turn left", &[Plan::moves(&[Action::Left])]);
+        self.actions.insert("turn right", &[Plan::moves(&[Action::Right])]);
         match scene.ahead {
             Some((_, steps)) if steps <= 1 => self
                 .errors
                 .insert("move forward", format_args!("There is a barrier in front of you, you can't move forward.")),
-            _ => self.actions.insert("move forward", &[Action::Forward]),
+            _ => self.actions.insert("move forward", &[Plan::moves(&[Action::Forward])]),
         }
         if carrying.is_none() {
-            self.pickups(scene, &mut plan);
+            self.pickups(scene, &reach);
         }
         self.drop(scene, carrying);
-        self.doors(scene, &mut plan, carrying);
-        self.goals(scene, &mut plan);
-        self.gotos(scene, &mut plan);
-        self.actions.insert(CHECK, &[]);
+        self.doors(scene, &reach, carrying);
+        self.goals(scene, &reach);
+        self.gotos(scene, &reach);
+        self.actions.insert(CHECK, &[Plan::moves(&[])]);
     }
 
     /// Sets the scratch key to `args`.
@@ -500,30 +646,32 @@ impl Menu {
     }
 
     /// "<verb> <name> <n>", n counting the reachable things of that name so far; an
-    /// unreachable thing leaves an error under the next number instead. The path is
-    /// `self.path` when `reachable`.
-    fn numbered(&mut self, counts: &mut Counts, verb: &str, label: Label, reachable: bool) {
+    /// unreachable thing (`plan` None) leaves an error under the next number instead.
+    fn numbered(&mut self, counts: &mut Counts, verb: &str, label: Label, plan: Option<Plan>) {
         let n = counts.get(label) + 1;
-        self.set_key(format_args!("{verb} {label} {n}"));
-        if reachable {
-            counts.set(label, n);
-            self.actions.insert(&self.key, &self.path);
-        } else {
-            self.errors.insert(&self.key, format_args!("You cannot {}, {NO_PATH}.", self.key));
+        self.key.clear();
+        self.key.push_str(verb);
+        self.key.push(' ');
+        label.push_to(&mut self.key);
+        self.key.push(' ');
+        push_int(&mut self.key, i64::from(n));
+        match plan {
+            Some(plan) => {
+                counts.set(label, n);
+                self.actions.insert(&self.key, &[plan]);
+            }
+            None => self.errors.insert(&self.key, format_args!("You cannot {}, {NO_PATH}.", self.key)),
         }
     }
 
-    fn pickups(&mut self, scene: &Scene, plan: &mut Planner) {
+    fn pickups(&mut self, scene: &Scene, reach: &Reachable) {
         let mut counts = Counts::default();
         for t in &scene.things {
             if matches!(t.label.kind, ObjKind::Wall | ObjKind::Door | ObjKind::Goal) {
                 continue;
             }
-            let reachable = plan.path(t.pos, false, &mut self.path);
-            if reachable {
-                self.path.push(Action::Pickup);
-            }
-            self.numbered(&mut counts, "pickup", t.label, reachable);
+            let plan = reach.reaches(t.pos, false).then(|| Plan::path(t.pos, false, &[Action::Pickup]));
+            self.numbered(&mut counts, "pickup", t.label, plan);
         }
     }
 
@@ -534,13 +682,13 @@ impl Menu {
         } else if scene.blocked(add(scene.pos, f, 1)) {
             "You cannot drop the object, as there is already an object in front of you."
         } else {
-            self.actions.insert("drop", &[Action::Drop]);
+            self.actions.insert("drop", &[Plan::moves(&[Action::Drop])]);
             return;
         };
         self.errors.insert("drop", format_args!("{msg}"));
     }
 
-    fn doors(&mut self, scene: &Scene, plan: &mut Planner, carrying: Option<&Obj>) {
+    fn doors(&mut self, scene: &Scene, reach: &Reachable, carrying: Option<&Obj>) {
         let mut counts = Counts::default();
         for t in scene.things.iter().filter(|t| t.label.kind == ObjKind::Door) {
             let label = t.label;
@@ -548,8 +696,8 @@ impl Menu {
             let state = label.door.unwrap_or(DoorState::Closed);
             if state == DoorState::Open {
                 self.set_key(format_args!("go through {label} {n}"));
-                if plan.path(t.pos, true, &mut self.path) {
-                    self.actions.insert(&self.key, &self.path);
+                if reach.reaches(t.pos, true) {
+                    self.actions.insert(&self.key, &[Plan::path(t.pos, true, &[])]);
                 } else {
                     self.errors.insert(&self.key, format_args!("You cannot {}, {NO_PATH}.", self.key));
                 }
@@ -569,19 +717,17 @@ impl Menu {
                     continue;
                 }
             }
-            let reachable = plan.path(t.pos, false, &mut self.path);
-            let facing = reachable && self.path.is_empty();
+            let reachable = reach.reaches(t.pos, false);
             if reachable {
-                self.path.extend([Action::Toggle, Action::Forward]);
-                self.actions.insert(&self.key, &self.path);
+                self.actions.insert(&self.key, &[Plan::path(t.pos, false, &[Action::Toggle, Action::Forward])]);
             } else {
                 // AgentGym prints its whole door-count table here; kept for fidelity.
                 let table = counts.python_repr();
                 self.errors
                     .insert(&self.key, format_args!("You cannot toggle and go through {label} {table}, {NO_PATH}."));
             }
-            if facing {
-                self.actions.insert("toggle", &[Action::Toggle]);
+            if reachable && reach.at_start(t.pos, false) {
+                self.actions.insert("toggle", &[Plan::moves(&[Action::Toggle])]);
             }
             if state == DoorState::Closed {
                 self.set_key(format_args!("go through {label} {n}"));
@@ -593,24 +739,24 @@ impl Menu {
         }
     }
 
-    fn goals(&mut self, scene: &Scene, plan: &mut Planner) {
+    fn goals(&mut self, scene: &Scene, reach: &Reachable) {
         for t in scene.things.iter().filter(|t| t.label.kind == ObjKind::Goal) {
-            if plan.path(t.pos, true, &mut self.path) {
-                self.actions.insert("go to goal", &self.path);
+            if reach.reaches(t.pos, true) {
+                self.actions.insert("go to goal", &[Plan::path(t.pos, true, &[])]);
             } else {
                 self.errors.insert("go to goal", format_args!("You cannot go to the goal, {NO_PATH}."));
             }
         }
     }
 
-    fn gotos(&mut self, scene: &Scene, plan: &mut Planner) {
+    fn gotos(&mut self, scene: &Scene, reach: &Reachable) {
         let mut counts = Counts::default();
         for t in &scene.things {
             if matches!(t.label.kind, ObjKind::Wall | ObjKind::Goal) {
                 continue;
             }
-            let reachable = plan.path(t.pos, false, &mut self.path);
-            self.numbered(&mut counts, "go to", t.label, reachable);
+            let plan = reach.reaches(t.pos, false).then(|| Plan::path(t.pos, false, &[]));
+            self.numbered(&mut counts, "go to", t.label, plan);
         }
     }
 }
