@@ -1,7 +1,10 @@
 //! The one error type of the HTTP layer: a status code and a message, sent as `{"error": "..."}`.
 
+use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+
+use super::json::{to_body, JsonBody};
 
 use crate::pool::PoolError;
 
@@ -67,17 +70,12 @@ impl IntoResponse for ApiError {
 
 /// A JSON reply with the given status.
 pub fn json_response(status: StatusCode, value: &serde_json::Value) -> Response {
-    json_bytes_response(status, to_json_bytes(value))
+    json_body_response(status, to_body(value))
 }
 
-/// `value` as JSON text (a `Value` always serializes; `null` is the unreachable fallback).
-pub fn to_json_bytes(value: &serde_json::Value) -> Vec<u8> {
-    serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec())
-}
-
-/// A reply whose body is JSON text already serialized.
-pub fn json_bytes_response(status: StatusCode, bytes: Vec<u8>) -> Response {
-    let mut response = (status, bytes).into_response();
+/// A reply whose body is JSON text already written.
+pub fn json_body_response(status: StatusCode, body: JsonBody) -> Response {
+    let mut response = (status, Body::new(body)).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }

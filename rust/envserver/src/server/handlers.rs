@@ -13,7 +13,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::body::{query_id, read_json};
-use super::error::{json_bytes_response, ok, to_json_bytes, ApiError, ApiResult};
+use super::error::{json_body_response, ok, ApiError, ApiResult};
+use super::json::to_body;
 use super::metrics::Metrics;
 use super::sessions::AppState;
 
@@ -76,8 +77,8 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + S
 /// are freed by the thread that allocated them (a cross-thread free is the allocator's slow
 /// path; see `ServerConfig::blocking_threads` for the change that measurably mattered).
 async fn blocking_ok(f: impl FnOnce() -> Result<Value, ApiError> + Send + 'static) -> ApiResult {
-    let bytes = blocking(move || f().map(|value| to_json_bytes(&value))).await?;
-    Ok(json_bytes_response(StatusCode::OK, bytes))
+    let body = blocking(move || f().map(|value| to_body(&value))).await?;
+    Ok(json_body_response(StatusCode::OK, body))
 }
 
 async fn body<T: serde::de::DeserializeOwned>(state: &AppState, req: Request) -> Result<T, ApiError> {

@@ -21,6 +21,7 @@ mod conn;
 mod dialect;
 mod error;
 mod handlers;
+mod json;
 mod metrics;
 mod sessions;
 
