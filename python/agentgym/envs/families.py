@@ -14,8 +14,8 @@ episode at its move limit, which is truncation; a search episode succeeds when i
 (exact match by default).
 
 The webnav family (generated websites in WebArena's format) also has its own reply grammar:
-WebArena's, where the action is the last ``` block after "the next action I will perform is";
-its horizon schedule is AgentGym-RL's WebArena one (``configs/horizon/webarena.yaml``).
+WebArena's, where the action is the first ``` block of the reply; its horizon schedule is
+AgentGym-RL's WebArena one (``configs/horizon/webarena.yaml``).
 
 The search family has its own reply grammar (Search-R1's ``<search>``/``<answer>`` tags) instead
 of the "Thought: ... Action: ..." lines, and stop strings: a reply ends at its first
@@ -131,7 +131,6 @@ WEBNAV_INVALID_REPLY = (
     "action I will perform is ```<action>```', for example ```click [12]``` or ```stop [N/A]```."
 )
 
-_WEBNAV_PHRASE = re.compile(r"the next action i will perform is", re.IGNORECASE)
 _FENCED = re.compile(r"```(.*?)```", re.DOTALL)
 _LANGUAGE_TAG = re.compile(r"[A-Za-z]+")
 
@@ -179,16 +178,15 @@ def parse_search_reply(reply: str) -> tuple[str | None, str | None]:
 
 
 def parse_webnav_reply(reply: str) -> tuple[str | None, str | None]:
-    """WebArena's rule: the action is the last ``` block after the last "the next action I will
-    perform is" (case-insensitive), or the reply's last ``` block when the phrase is missing; a
-    language tag on its own first line (```text) is dropped and line breaks become spaces. A
-    reply without a non-empty block gets the corrective observation."""
-    phrases = list(_WEBNAV_PHRASE.finditer(reply))
-    blocks = _FENCED.findall(reply[phrases[-1].end() :]) if phrases else []
-    blocks = blocks or _FENCED.findall(reply)
-    if not blocks:
+    """WebArena's rule (``re.search``): the action is the reply's first ``` block, wherever it
+    stands. Beyond WebArena, a language tag on the block's own first line (```text) is dropped
+    and line breaks become spaces. A reply without a non-empty block gets the corrective
+    observation (WebArena would send a no-op action and describe the bad format in PREVIOUS
+    ACTION)."""
+    block = _FENCED.search(reply)
+    if block is None:
         return None, WEBNAV_INVALID_REPLY
-    lines = [line.strip() for line in blocks[-1].strip().splitlines()]
+    lines = [line.strip() for line in block.group(1).strip().splitlines()]
     if len(lines) > 1 and _LANGUAGE_TAG.fullmatch(lines[0]):
         lines = lines[1:]
     action = " ".join(line for line in lines if line)
