@@ -9,6 +9,7 @@ pub mod env;
 pub mod envs;
 pub mod np_rng;
 pub mod pool;
+pub mod pytext;
 pub mod remote;
 pub mod rng;
 pub mod server;
