@@ -488,13 +488,14 @@ def _record(
 
 def stop_text_check(tokenizer: Any, stops: Sequence[str]) -> Callable[[list[int]], bool]:
     """``check(tokens)``: whether the text of ``tokens`` ends in a stop string completed by its
-    last token. Only the tail is decoded (a token is at least one character), so a long reply
-    costs the same per step as a short one."""
+    last token, read as the actor reads replies (special tokens skipped). Only the tail is
+    decoded (every other token is at least one character; a few more are read for special
+    ones), so a long reply costs the same per step as a short one."""
     longest = max(len(s) for s in stops)
 
-    def check(tokens: list[int]) -> bool:
-        tail = tokenizer.decode(tokens[-(longest + 1) :], skip_special_tokens=False)
-        before = tokenizer.decode(tokens[-(longest + 1) : -1], skip_special_tokens=False)
+    def check(tokens: list[int]) -> bool:  # special tokens skipped, as the actor reads replies
+        tail = tokenizer.decode(tokens[-(longest + 4) :], skip_special_tokens=True)
+        before = tokenizer.decode(tokens[-(longest + 4) : -1], skip_special_tokens=True)
         return any(s in tail and s not in before for s in stops)
 
     return check
