@@ -362,9 +362,21 @@ class TransportConfig:
     """tcp: the learner's address (it binds here; actors connect here)."""
     base_port: int = 5601
     """tcp: trajectories, control and weights use base_port, +1, +2."""
+    max_message_mb: int = 64
+    """Largest frame of a trajectory message the learner accepts, in MiB (``ZMQ_MAXMSGSIZE``):
+    a larger one closes its sender's connection before it is buffered. Each array of a group
+    is one frame (its tokens: 4 bytes each)."""
+    max_actors: int = 1024
+    """Actor names the learner keeps track of; a hello from one more while that many are
+    connected is refused."""
 
     def __post_init__(self) -> None:
-        check(self, ("base_port", 0 <= self.base_port <= 65533, "must be in [0, 65533]"))
+        check(
+            self,
+            ("base_port", 0 <= self.base_port <= 65533, "must be in [0, 65533]"),
+            ("max_message_mb", 1 <= self.max_message_mb <= 2047, "must be in [1, 2047]"),
+            ("max_actors", self.max_actors >= 1, "must be >= 1"),
+        )
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from agentgym.cli.common import (
     add_config_args,
     config_from_args,
-    learner_endpoints,
+    learner_channels,
     on_terminate,
     plain_text,
     report_config_error,
@@ -110,7 +110,6 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
     )
     from agentgym.learner import Learner
     from agentgym.learner.distributed import from_environment
-    from agentgym.transport.channels import LearnerChannels
 
     run_dir = Path(config.run_dir)
     if resume and not (run_dir / "checkpoints" / "latest").exists():
@@ -158,7 +157,7 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
         dist.close()
         dist.exit(0)
         return
-    with LearnerChannels(learner_endpoints(config)) as channels:
+    with learner_channels(config, model.get_input_embeddings().num_embeddings) as channels:
         write_endpoints(run_dir, channels.endpoints)
         log.info("serving at %s (version %d)", channels.endpoints, learner.version)
         evals = None
