@@ -102,6 +102,7 @@ class RemotePool:
         num_tasks: int | None = None,
         task_field: str | None = None,
         score_field: str | None = None,
+        max_reply_bytes: int | None = None,
     ) -> None: ...
     def create(self, n: int) -> list[int]: ...
     def reset(

@@ -38,7 +38,7 @@ ACTION_LINE_MIN_TOKENS = 4
 # each does); checked at load so a typo is not found by the first actor to start.
 REMOTE_OPTIONS = frozenset({
     "dialect", "batch", "max_in_flight", "connect_timeout", "timeout", "token",
-    "max_action_bytes", "num_tasks", "task_field", "score_field",
+    "max_action_bytes", "num_tasks", "task_field", "score_field", "max_reply_bytes",
 })  # fmt: skip
 # Envs whose server the launcher can start (``env.serve``) besides the native ones.
 SERVED_ELSEWHERE = ("sciworld",)

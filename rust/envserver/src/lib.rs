@@ -5,6 +5,7 @@
 //! Everything here is plain Rust and tested with `cargo test`; the PyO3 bindings live in
 //! `python.rs` behind the `python` feature.
 
+pub mod client;
 pub mod env;
 pub mod envs;
 pub mod np_rng;

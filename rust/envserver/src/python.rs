@@ -369,7 +369,7 @@ struct PyRemotePool {
 pool_pymethods! { PyRemotePool, remote_to_py, step,
     #[new]
     #[pyo3(signature = (urls, env, *, dialect="id", batch=None, max_in_flight=64, connect_timeout=5.0, timeout=60.0,
-        token=None, max_action_bytes=None, num_tasks=None, task_field=None, score_field=None))]
+        token=None, max_action_bytes=None, num_tasks=None, task_field=None, score_field=None, max_reply_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -385,6 +385,7 @@ pool_pymethods! { PyRemotePool, remote_to_py, step,
         num_tasks: Option<u64>,
         task_field: Option<String>,
         score_field: Option<String>,
+        max_reply_bytes: Option<usize>,
     ) -> PyResult<Self> {
         let mut config = RemoteConfig::new(urls, env);
         config.dialect = WireDialect::parse(dialect).map_err(PyValueError::new_err)?;
@@ -393,6 +394,7 @@ pool_pymethods! { PyRemotePool, remote_to_py, step,
         config.client.connect_timeout = seconds("connect_timeout", connect_timeout)?;
         config.client.timeout = seconds("timeout", timeout)?;
         config.client.token = token;
+        config.client.max_reply_bytes = max_reply_bytes.unwrap_or(config.client.max_reply_bytes);
         config.max_action_bytes = max_action_bytes.unwrap_or(config.max_action_bytes);
         config.num_tasks = num_tasks;
         config.task_field = task_field;

@@ -691,6 +691,21 @@ fn tabs_open_focus_and_close() {
 }
 
 #[test]
+fn tabs_are_capped() {
+    let mut env = session(0);
+    for _ in 1..super::browser::MAX_TABS {
+        env.step("new_tab");
+    }
+    let out = env.step("new_tab");
+    assert!(out.observation.contains("close one first"), "{}", out.observation);
+    let last = super::browser::MAX_TABS - 1;
+    assert!(out.observation.contains(&format!("Tab {last} (current)")), "{}", out.observation);
+    assert!(!out.observation.contains(&format!("Tab {} ", last + 1)));
+    env.step("close_tab");
+    assert!(!env.step("new_tab").observation.contains("close one first"));
+}
+
+#[test]
 fn options_are_checked() {
     let bad = |pairs: &[(&str, &str)]| {
         let options: Options = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
