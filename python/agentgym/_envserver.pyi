@@ -75,6 +75,9 @@ class Server:
         header_read_timeout: float = 10.0,
         keep_alive_timeout: float = 5.0,
         max_connections: int = 1024,
+        body_read_timeout: float = 30.0,
+        allowed_hosts: list[str] | None = None,
+        max_custom_bytes: int = 67108864,
     ) -> None: ...
     @property
     def host(self) -> str: ...

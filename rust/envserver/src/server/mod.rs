@@ -14,10 +14,12 @@
 //! in `errors[i]` and answer 200. Env work runs on tokio's blocking threads (and the pool's
 //! helper threads for large batches), never on the event loop.
 //!
-//! Connections are capped and time out when they hold a slot without using it ([`conn`]).
+//! Connections are capped and time out when they hold a slot without using it ([`conn`]);
+//! requests a browser makes for a page of another site are refused ([`cross_site`]).
 
 mod body;
 mod conn;
+mod cross_site;
 mod dialect;
 mod error;
 mod handlers;
@@ -36,6 +38,7 @@ use tokio::sync::oneshot;
 use crate::env::Options;
 use crate::pool::{EnvPool, PoolError, DEFAULT_MAX_ACTION_BYTES};
 
+pub use cross_site::CrossSite;
 pub use dialect::Dialect;
 pub use sessions::{AppState, Limits};
 
@@ -71,11 +74,19 @@ pub struct ServerConfig {
     pub step_latency: Duration,
     /// A request's head must arrive within this of the server starting to wait for it.
     pub header_read_timeout: Duration,
+    /// A request's body must arrive within this of its head (408 otherwise).
+    pub body_read_timeout: Duration,
     /// A kept-alive connection with no request in progress for this long is closed.
     pub keep_alive_timeout: Duration,
-    /// Open connections at most (lowered to what `ulimit -n` allows, see [`conn`]); more wait
-    /// in the listen backlog.
+    /// Open connections at most (lowered to what `ulimit -n` allows); a new one at the cap
+    /// takes the place of one that waits without a request in progress (see [`conn`]).
     pub max_connections: usize,
+    /// Host names served besides the bound address and localhost (`*`: any), on a server
+    /// without a token (see [`cross_site`]); also the sites whose pages may call it.
+    pub allowed_hosts: Vec<String>,
+    /// Bytes of custom TextCraft episodes (`/create` with `goal` and `commands`) all open
+    /// sessions may hold together; a `/create` past it is refused (503).
+    pub max_custom_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -95,13 +106,20 @@ impl Default for ServerConfig {
             blocking_threads: 1,
             step_latency: Duration::ZERO,
             header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
             // Shorter than the header timeout (which also bounds an idle connection), longer
             // than EnvPool.remote's pooled connections idle (4 s), so that client closes first.
             keep_alive_timeout: Duration::from_secs(5),
             max_connections: 1024,
+            allowed_hosts: Vec::new(),
+            max_custom_bytes: DEFAULT_MAX_CUSTOM_BYTES,
         }
     }
 }
+
+/// Custom episodes' bytes all sessions may hold by default: 512 episodes of the largest size
+/// a `/create` accepts, or tens of thousands of ordinary ones.
+pub const DEFAULT_MAX_CUSTOM_BYTES: usize = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -143,19 +161,25 @@ impl Server {
         let mut pool = EnvPool::new(&config.env, &config.options, config.env_threads)?;
         pool.set_max_action_bytes(config.max_action_bytes);
         pool.set_max_sessions(config.max_sessions);
-        let limits = Limits {
-            max_sessions: config.max_sessions,
-            max_body_bytes: config.max_body_bytes,
-            max_action_bytes: config.max_action_bytes,
-            token: config.token.clone(),
-            idle_timeout: config.idle_timeout,
-            step_latency: config.step_latency,
-        };
-        let state = Arc::new(AppState::new(pool, limits));
         let bind_err = |source| ServerError::Bind { host: config.host.clone(), port: config.port, source };
         let listener = std::net::TcpListener::bind((config.host.as_str(), config.port)).map_err(bind_err)?;
         listener.set_nonblocking(true).map_err(bind_err)?;
         let addr = listener.local_addr().map_err(bind_err)?;
+        let limits = Limits {
+            max_sessions: config.max_sessions,
+            max_body_bytes: config.max_body_bytes,
+            max_action_bytes: config.max_action_bytes,
+            max_custom_bytes: config.max_custom_bytes,
+            token: config.token.clone(),
+            idle_timeout: config.idle_timeout,
+            step_latency: config.step_latency,
+            cross_site: CrossSite {
+                bound: addr.ip(),
+                allowed_hosts: config.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+                has_token: config.token.is_some(),
+            },
+        };
+        let state = Arc::new(AppState::new(pool, limits));
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         if let Some(n) = config.workers {
             builder.worker_threads(n.max(1));
@@ -166,6 +190,7 @@ impl Server {
         let done = Arc::new(Done::default());
         let limits = conn::ConnLimits {
             header_read_timeout: config.header_read_timeout,
+            body_read_timeout: config.body_read_timeout,
             keep_alive_timeout: config.keep_alive_timeout,
             max_connections: conn::connection_cap(config.max_connections),
         };
