@@ -70,7 +70,7 @@ class Server:
         token: str | None = None,
         workers: int | None = None,
         env_threads: int | None = None,
-        blocking_threads: int = 1,
+        blocking_threads: int = 2,
         step_latency: float = 0.0,
         header_read_timeout: float = 10.0,
         keep_alive_timeout: float = 5.0,

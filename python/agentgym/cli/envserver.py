@@ -67,9 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--blocking-threads",
         type=int,
-        default=1,
-        help="threads that take requests' env work (default 1, which keeps each session's "
-        "memory on one thread; batches still spread over --env-threads)",
+        default=2,
+        help="threads that take requests' env work (default 2: small requests are answered "
+        "while a big batch runs; batches still spread over --env-threads)",
     )
     p.add_argument(
         "--step-latency-ms",

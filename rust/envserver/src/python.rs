@@ -269,7 +269,7 @@ struct PyServer {
 impl PyServer {
     #[new]
     #[pyo3(signature = (env, *, host="127.0.0.1", port=36001, options=None, max_sessions=65536, max_body_bytes=8388608,
-        max_action_bytes=None, idle_timeout=Some(3600.0), token=None, workers=None, env_threads=None, blocking_threads=1, step_latency=0.0,
+        max_action_bytes=None, idle_timeout=Some(3600.0), token=None, workers=None, env_threads=None, blocking_threads=2, step_latency=0.0,
         header_read_timeout=10.0, keep_alive_timeout=5.0, max_connections=1024, body_read_timeout=30.0, allowed_hosts=None,
         max_custom_bytes=crate::server::DEFAULT_MAX_CUSTOM_BYTES))]
     #[allow(clippy::too_many_arguments)]

@@ -65,9 +65,10 @@ pub struct ServerConfig {
     /// Threads for batched env work (the caller plus helpers); `None`: one per core.
     pub env_threads: Option<usize>,
     /// Threads that run the requests' env work (each batch still spreads over `env_threads`).
-    /// One by default: a session's memory is then allocated and freed by the same thread.
-    /// With tokio's default of up to 512, requests rotated over several threads, and the
-    /// allocator's cross-thread frees cost ~30% of a `/batch/step` (bench/RESULTS.md).
+    /// Two by default: with one, every request waits behind the batch in progress (a client
+    /// stepping one session saw p90 0.8-1.0 s during 50,000-session batches; 15-24 ms with
+    /// two), and with tokio's default of up to 512 requests rotate over many threads, whose
+    /// cross-thread frees cost ~30% of a `/batch/step` (bench/RESULTS.md).
     pub blocking_threads: usize,
     /// Extra latency added to every step request, to stand in for a slow env or network in
     /// benchmarks; zero in normal use.
@@ -103,7 +104,7 @@ impl Default for ServerConfig {
             token: None,
             workers: None,
             env_threads: None,
-            blocking_threads: 1,
+            blocking_threads: 2,
             step_latency: Duration::ZERO,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
