@@ -12,6 +12,12 @@ from transport_helpers import make_traj
 from agentgym.learner.batch import GroupBuffer
 from agentgym.transport import ActorChannels, AsyncActorChannels, Endpoints, LearnerChannels
 from agentgym.transport.limits import TrajectoryLimits
+from agentgym.transport.wire import (
+    Trajectory,
+    WireError,
+    decode_trajectory_batch,
+    encode_trajectories,
+)
 
 LIMITS = TrajectoryLimits(
     max_group_size=8, max_tokens=4096, vocab_size=50_000, envs=frozenset({"babyai"})
@@ -19,7 +25,9 @@ LIMITS = TrajectoryLimits(
 
 
 def forged(**changes):
-    return dataclasses.replace(make_traj(2), **changes)
+    """A trajectory with ``changes`` as a forger would send it (the sender's own checks
+    skipped)."""
+    return Trajectory._trusted({**make_traj(2).__dict__, **changes})
 
 
 BAD = {
@@ -30,6 +38,7 @@ BAD = {
     "prompt_len 1e12 with 12 tokens": forged(prompt_len=10**12),
     "num_turns -3": forged(num_turns=-3),
     "num_turns unlike turn versions": forged(num_turns=5),
+    "invalid_replies past num_turns": forged(invalid_replies=3),
     "token past the vocabulary": forged(tokens=np.full(12, 50_000, np.int32)),
     "negative token": forged(tokens=np.full(12, -1, np.int32)),
     "nan log-prob": forged(logprobs=np.full(12, np.nan, np.float32)),
@@ -60,6 +69,14 @@ def test_good_trajectories_pass():
     assert LIMITS.problem([make_traj(i) for i in range(4)]) is None
 
 
+def decodes(frames) -> bool:
+    try:
+        decode_trajectory_batch([bytes(f) for f in frames])
+    except WireError:
+        return False
+    return True
+
+
 def recv_all(learner, want, timeout_s=5.0):
     out, deadline = [], time.monotonic() + timeout_s
     while time.monotonic() < deadline and (len(out) < want or learner.stats.rejected < len(BAD)):
@@ -76,7 +93,9 @@ def test_the_learner_refuses_forged_batches_counts_them_and_goes_on():
             got = recv_all(learner, 1)
     assert [t.episode_id for t in got] == [make_traj(3).episode_id]
     assert learner.stats.rejected == len(BAD)
-    assert learner.stats.rejected_trajectories == 2 * len(BAD)
+    # the wire decoder refuses some forgeries before any trajectory is built
+    built = sum(decodes(encode_trajectories([make_traj(1), bad])) for bad in BAD.values())
+    assert learner.stats.rejected_trajectories == 2 * built
 
 
 def test_the_default_limits_hold_without_a_config():

@@ -78,6 +78,8 @@ class TrajectoryLimits:
                 f"num_turns {t.num_turns} does not match its {len(t.turn_versions)} turn "
                 f"versions (at most {self.max_turns})"
             )
+        if not 0 <= t.invalid_replies <= t.num_turns:
+            return f"invalid_replies {t.invalid_replies} is outside [0, num_turns]"
         return _timings_problem(t.timings)
 
     def _array_problem(self, t: Trajectory) -> str | None:
