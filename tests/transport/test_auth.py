@@ -112,6 +112,19 @@ def test_the_cli_learner_serves_tcp_only_to_the_runs_actors(tmp_path):
         assert all(reaches_learner(learner, keys).values())
 
 
+def test_unencrypted_tcp_still_needs_the_token(tmp_path):
+    config = load_config(
+        None,
+        [f"run_dir={tmp_path}", "transport.kind=tcp", "transport.base_port=0",
+         "transport.encrypt=false"],
+    )  # fmt: skip
+    with learner_channels(config) as learner:
+        keys = actor_keys(config, learner.endpoints, None, timeout_s=1)
+        assert keys.mechanism == "plain"
+        assert not reaches_learner(learner, None, timeout_s=0.3)["trajectories"]
+        assert all(reaches_learner(learner, keys).values())
+
+
 def test_unix_sockets_need_no_keys(tmp_path):
     config = tcp_config(tmp_path, kind="ipc")
     with learner_channels(config) as learner:

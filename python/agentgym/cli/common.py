@@ -18,7 +18,14 @@ from pathlib import Path
 
 from agentgym.config import RunConfig, load_config
 from agentgym.configtools import ConfigError
-from agentgym.transport.auth import KEYS_FILE, TransportKeys, run_keys, uses_tcp, wait_for_keys
+from agentgym.transport.auth import (
+    KEYS_FILE,
+    TransportKeys,
+    curve_available,
+    run_keys,
+    uses_tcp,
+    wait_for_keys,
+)
 from agentgym.transport.channels import Endpoints, LearnerChannels
 from agentgym.transport.limits import TrajectoryLimits
 
@@ -112,7 +119,9 @@ def learner_channels(config: RunConfig, vocab_size: int | None = None) -> Learne
     frames capped at ``transport.max_message_mb``."""
     endpoints = learner_endpoints(config)
     t = config.transport
-    keys = run_keys(config.run_dir) if uses_tcp(*endpoints.__dict__.values()) else None
+    keys = None
+    if uses_tcp(*endpoints.__dict__.values()):
+        keys = run_keys(config.run_dir, "curve" if t.encrypt and curve_available() else "plain")
     return LearnerChannels(
         endpoints,
         keys=keys,

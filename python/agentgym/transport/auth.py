@@ -139,10 +139,13 @@ class TransportKeys:
 
 
 def run_keys(run_dir: str | Path, mechanism: Mechanism | None = None) -> TransportKeys:
-    """The run's keys: those in ``run_dir`` (a resumed run), else new ones, saved there."""
+    """The run's keys: those in ``run_dir`` (a resumed run) when they are of ``mechanism``
+    (any when None), else new ones, saved there."""
     path = Path(run_dir) / KEYS_FILE
     if path.exists():
-        return TransportKeys.load(path)
+        keys = TransportKeys.load(path)
+        if mechanism is None or keys.mechanism == mechanism:
+            return keys
     keys = TransportKeys.generate(mechanism)
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     keys.save(path)
