@@ -72,7 +72,12 @@ fi
 {
     echo "# agentgym GPU check"
     echo
-    echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); device: $DEVICE; commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    if [ -n "$BUNDLE" ] && [ -f "$BUNDLE/COMMIT" ]; then
+        commit="$(cat "$BUNDLE/COMMIT") (the bundle's)"
+    else
+        commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+    fi
+    echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); device: $DEVICE; commit: $commit"
     python3 - <<'EOF'
 import platform, torch
 print(f"- python {platform.python_version()}, torch {torch.__version__}, cuda {torch.version.cuda}")
