@@ -1,5 +1,5 @@
-"""Multi-env runs: the ``envs`` config, weighted draws that never mix envs, per-env in-flight
-slots and caps, per-env horizon controllers that survive a resume, and per-env eval rows."""
+"""Multi-env runs: the ``envs`` config, weighted env draws, per-env in-flight slots and caps,
+per-env horizon controllers that survive a resume, and per-env eval rows."""
 
 from __future__ import annotations
 
@@ -102,8 +102,10 @@ def test_a_full_env_leaves_its_slots_and_the_other_env_goes_on():
     assert control.cap_of("textcraft") == 3 and control.cap_of("babyai") == 5
 
 
-def test_groups_never_mix_envs_and_take_their_env_cap():
-    """Specs the actor starts: env, task and cap of one env each (run_group is replaced)."""
+def test_each_group_takes_a_task_and_the_cap_of_its_own_env():
+    """Specs the actor starts: each group's task comes from its env's list and it runs under
+    its env's cap (run_group is replaced). That the groups stay one env each on the way to
+    the learner is tested on real groups in tests/actor/test_actor.py."""
     actor = _actor(in_flight=(4, 4))
     started = []
 
