@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from learner_helpers import VOCAB, rescore, tiny_model  # noqa: E402
+from learner_helpers import VOCAB, rescore, single_turn, tiny_model  # noqa: E402
 
 from agentgym.horizon import HorizonConfig  # noqa: E402
 from agentgym.learner import (  # noqa: E402
@@ -37,28 +37,6 @@ X, Y = [5, 9], [17, 30]
 """The two replies every group chooses between."""
 
 
-def episode(prompt, reply, reward, group, i, env="babyai", size=4) -> Trajectory:
-    """One single-turn episode: ``prompt`` (no loss) then ``reply`` (the generated tokens)."""
-    tokens = np.array(prompt + reply, np.int32)
-    return Trajectory(
-        episode_id=group * 100 + i,
-        group_id=group,
-        group_size=size,
-        env=env,
-        task_id=group,
-        horizon_cap=None,
-        turn_versions=np.zeros(1, np.int32),
-        tokens=tokens,
-        logprobs=np.zeros(len(tokens), np.float32),
-        loss_mask=np.array([0] * len(prompt) + [1] * len(reply), np.uint8),
-        prompt_len=len(prompt),
-        reward=float(reward),
-        success=reward > 0.5,
-        truncated=False,
-        num_turns=1,
-    )
-
-
 def groups(model, rewards, envs=("babyai", "babyai")) -> list[Trajectory]:
     """A group of four per prompt: replies X, Y, X, Y with rewards (x, y) of that group;
     behaviour log-probs from ``model`` (mu == pi)."""
@@ -66,7 +44,7 @@ def groups(model, rewards, envs=("babyai", "babyai")) -> list[Trajectory]:
     for g, (prompt, (rx, ry), env) in enumerate(zip(PROMPTS, rewards, envs, strict=True)):
         for i in range(4):
             reply, r = (X, rx) if i % 2 == 0 else (Y, ry)
-            out.append(episode(prompt, reply, r, g + 1, i, env))
+            out.append(single_turn(prompt, reply, r, g + 1, i, env=env))
     return rescore(model, out)
 
 

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from learner_helpers import VOCAB, tiny_model  # noqa: E402
+from learner_helpers import VOCAB, single_turn, tiny_model  # noqa: E402
 
 from agentgym.engines import SamplingParams  # noqa: E402
 from agentgym.engines.hf import HFEngine  # noqa: E402
@@ -39,28 +39,10 @@ def sampled_groups(model, temperature: float, group_size: int = 4) -> list[Traje
     out = []
     for k, gen in enumerate(asyncio.run(sample())):
         g, i = divmod(k, group_size)
-        prompt = prompts[g]
-        n = len(prompt) + len(gen.token_ids)
         out.append(
-            Trajectory(
-                episode_id=k,
-                group_id=g,
-                group_size=group_size,
-                env="babyai",
-                task_id=g,
-                horizon_cap=None,
-                turn_versions=np.zeros(1, np.int32),
-                tokens=np.array(prompt + gen.token_ids, np.int32),
-                logprobs=np.array([0.0] * len(prompt) + gen.logprobs, np.float32),
-                loss_mask=np.array([0] * len(prompt) + [1] * len(gen.token_ids), np.uint8),
-                prompt_len=len(prompt),
-                reward=float(i % 2),
-                success=bool(i % 2),
-                truncated=False,
-                num_turns=1,
-            )
-        )
-        assert out[-1].num_tokens == n
+            single_turn(prompts[g], gen.token_ids, i % 2, g, i, size=group_size,
+                        logprobs=gen.logprobs)
+        )  # fmt: skip
     return out
 
 

@@ -11,20 +11,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+QUICKSTART = "tests/cli/test_quickstart.py"
+"""The end-to-end net, last in a suite: it runs only for a mutant the unit tests let live."""
+
 SUITES: dict[str, tuple[str, ...]] = {
     "learner": (
         "tests/learner/test_direction.py",
         "tests/learner/test_temperature.py",
         "tests/learner/test_learner.py",
         "tests/learner/test_learner_envs.py",
+        QUICKSTART,
     ),
     "losses": (
         "tests/learner/test_losses.py",
         "tests/learner/test_direction.py",
         "tests/learner/test_temperature.py",
+        QUICKSTART,
     ),
-    "advantages": ("tests/learner/test_advantages.py", "tests/learner/test_direction.py"),
-    "batch": ("tests/learner/test_direction.py", "tests/learner/test_learner.py"),
+    "advantages": (
+        "tests/learner/test_advantages.py",
+        "tests/learner/test_direction.py",
+        QUICKSTART,
+    ),
+    "batch": ("tests/learner/test_direction.py", "tests/learner/test_learner.py", QUICKSTART),
     "actor": (
         "tests/agent/test_turns.py",
         "tests/http/test_sciworld_rules.py",
@@ -32,7 +41,7 @@ SUITES: dict[str, tuple[str, ...]] = {
     ),
     "eval": ("tests/cli/test_train_eval.py", "tests/cli/test_multi_env.py"),
 }
-"""Fast test files per part of the code (run with ``-m "not slow"``)."""
+"""Fast test files per part of the code, fastest first (run with ``-m "not slow"`` and ``-x``)."""
 
 
 @dataclass(frozen=True)
