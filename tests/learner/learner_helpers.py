@@ -100,7 +100,7 @@ def single_turn(
         horizon_cap=None, turn_versions=np.zeros(1, np.int32), tokens=tokens,
         logprobs=np.array(behaviour, np.float32),
         loss_mask=np.array([0] * len(prompt) + [1] * len(reply), np.uint8),
-        prompt_len=len(prompt), reward=float(reward), success=reward > 0.5, truncated=False,
+        prompt_len=len(prompt), reward=float(reward), success=reward > 0.5, truncation="",
         num_turns=1,
     )  # fmt: skip
 

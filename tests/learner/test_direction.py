@@ -167,25 +167,30 @@ def test_the_kl_loss_moves_the_policy_towards_the_reference(estimator):
     assert kl() < before - 0.05, (before, kl())
 
 
-def test_the_gae_kl_reward_moves_sampled_tokens_towards_the_reference():
+@pytest.mark.parametrize("whiten", [True, False], ids=["whitened", "raw"])
+def test_the_gae_kl_reward_moves_sampled_tokens_towards_the_reference(whiten):
     """A KL penalty in the reward (k1 per token: log pi - log ref) and no outcome reward: a
-    token the policy likes more than the reference gets a negative advantage and falls, one it
-    likes less rises, so |log pi - log ref| over the batch's tokens shrinks."""
+    token the policy likes more than the reference (than the batch does, once whitened) gets a
+    lower advantage than one it likes less, so log pi - log ref over the batch's tokens draws
+    together: its spread shrinks. lambda 0 keeps each token's credit its own (the value head
+    starts at 0)."""
     model, ref = _sharpened(0), _sharpened(1)
     trajs = groups(model, [(0.0, 0.0), (0.0, 0.0)])
 
-    def gap() -> float:
-        return float(_picked_gap(model, ref, trajs).abs().mean())
+    def spread() -> float:
+        return float(_picked_gap(model, ref, trajs).std())
 
-    before = gap()
+    before = spread()
     cfg = LearnerConfig(
         optim=OptimConfig(lr=3e-3), groups_per_step=2, micro_batch_size=3,
-        advantage=AdvantageConfig(estimator="gae", kl_reward_coef=1.0),
+        advantage=AdvantageConfig(
+            estimator="gae", kl_reward_coef=1.0, gae_whiten=whiten, lam=0.0
+        ),
     )  # fmt: skip
     learner = Learner(model, cfg, ref_model=ref)
     for _ in range(3):
         learner.step(trajs)
-    assert gap() < before - 0.1, (before, gap())
+    assert spread() < before - 0.1, (before, spread())
 
 
 # --- the update is the formula's --------------------------------------------------------------

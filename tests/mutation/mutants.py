@@ -180,8 +180,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "actors sample at T = 1 whatever the config says", "actor/policy.py",
-        "temperature=e.temperature if temperature is None else temperature,",
-        "temperature=1.0 if temperature is None else temperature,",
+        "return SamplingParams(max_new_tokens=e.max_new_tokens, temperature=e.temperature)",
+        "return SamplingParams(max_new_tokens=e.max_new_tokens, temperature=1.0)",
         "actor",
     ),
     Mutant(
@@ -199,8 +199,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "ratio inverted (pi_prox / pi_theta)", LOSSES,
-        "ratio = (logp - prox_logp).exp()",
-        "ratio = (prox_logp - logp).exp()",
+        "ratio = (logp - prox_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).exp()",
+        "ratio = (prox_logp - logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).exp()",
         "losses",
     ),
     Mutant(
@@ -280,8 +280,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "one turn past the horizon cap", "actor/episodes.py",
-        "over_cap = spec.horizon_cap is not None and turns >= spec.horizon_cap",
-        "over_cap = spec.horizon_cap is not None and turns > spec.horizon_cap",
+        "elif spec.horizon_cap is not None and turns >= spec.horizon_cap:",
+        "elif spec.horizon_cap is not None and turns > spec.horizon_cap:",
         "actor",
     ),
     Mutant(

@@ -42,8 +42,8 @@ LEVELS = 40
 SEEDS = (0, 1, 2, 3, 4, 7, 12, 31, 60, 250)
 """Seeds every level is played with (task id = level + 40 * seed)."""
 EXTRA_TASKS = (155, 156, 2994, 4394, 10594, 16394, 36394)
-"""Task ids where agentgym's worlds are known to differ from minigrid 2.3.1's (issue 35,
-item 9); 69674 is left out: minigrid 2.3.1's reset never finishes there."""
+"""Task ids where agentgym's worlds differed from minigrid 2.3.1's until issue 35 (item 9);
+69674 is left out: minigrid 2.3.1's reset never finishes there, so AgentGym's server hangs."""
 UNKNOWN_ACTIONS = ("jump", "go to the moon", "pick up everything", "")
 
 
