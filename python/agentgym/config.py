@@ -120,13 +120,17 @@ class TaskRange:
     templates: tuple[int, ...] = ()
     """webnav templates to keep (task_id % 46; ``info()["template"]`` names them); empty: every
     id."""
+    stride: int = 1
+    """Keep every ``stride``-th id after filtering (spreads a limited eval over a range whose
+    ids are ordered, e.g. TextCraft's goals by depth)."""
     limit: int | None = None
-    """Keep only the first ``limit`` ids after filtering (None: all)."""
+    """Keep only the first ``limit`` ids after filtering and striding (None: all)."""
 
     def __post_init__(self) -> None:
         check(
             self,
             ("start", self.start >= 0, "must be >= 0"),
+            ("stride", self.stride >= 1, "must be >= 1"),
             ("stop", self.stop > self.start, f"must be > start ({self.start})"),
             ("levels", all(0 <= v < BABYAI_LEVELS for v in self.levels),
              f"must be BabyAI levels in [0, {BABYAI_LEVELS})"),
@@ -144,7 +148,7 @@ class TaskRange:
             for t in range(self.start, self.stop)
             if (not self.levels or t % BABYAI_LEVELS in self.levels)
             and (not self.templates or t % WEBNAV_TEMPLATES in self.templates)
-        ]
+        ][:: self.stride]
         return tuple(out[: self.limit] if self.limit is not None else out)
 
 
