@@ -463,6 +463,9 @@ class SFTConfig:
     their repeats (the task of ``model.copy_warmup_steps``). A high SFT lr wipes a tiny
     model's copy warm-up within a few steps; the mix keeps the skill in training while the demos
     teach where to copy from. 0: none."""
+    bf16: bool = False
+    """Forward passes under bf16 autocast (weights and optimizer state stay float32), as
+    ``learner.bf16`` does in one process; about 1.8x on CPUs with bf16 instructions."""
 
     def __post_init__(self) -> None:
         check(

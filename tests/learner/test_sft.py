@@ -172,3 +172,17 @@ def test_a_stopped_run_resumes_to_what_one_uninterrupted_run_gives(tmp_path):
         assert a["copy_loss"] == pytest.approx(b["copy_loss"], rel=1e-5), a["step"]
     for (name, p), q in zip(whole.named_parameters(), model.parameters(), strict=True):
         assert torch.allclose(p, q, atol=1e-6), name
+
+
+def test_bf16_step_is_the_float32_step_in_bf16_arithmetic():
+    from dataclasses import replace
+
+    loss32, _, g32 = grads_after_step(6)
+    model = tiny_lm()
+    cfg = replace(SFTConfig(batch_size=6, micro_batch_size=6), bf16=True)
+    loss16, _ = _demo_loss(model, examples(), list(range(6)), cfg, pad_token_id=0)
+    g16 = {n: p.grad for n, p in model.named_parameters()}
+    assert {p.dtype for p in model.parameters()} == {torch.float32}  # master weights
+    assert loss16 == pytest.approx(loss32, rel=2e-2) and loss16 != loss32
+    flat = lambda g: torch.cat([v.reshape(-1) for v in g.values()])  # noqa: E731
+    assert torch.nn.functional.cosine_similarity(flat(g16), flat(g32), 0) > 0.99
