@@ -36,6 +36,12 @@ CASES = [
     ),
     ("bench_memory.py", ["--sessions", "50", "--cycles", "1"], "KiB/session", []),
     (
+        "bench_server_latency.py",
+        ["--sessions", "32", "--seconds", "0.5", "--pause-ms", "5", "--threads", "1", "2"],
+        "| blocking threads |",
+        ["requests"],
+    ),
+    (
         "bench_http.py",
         "--seconds 0.2 --repeats 1 --concurrency 4 --batch-sessions 16 --fanout-sessions 16 "
         "--fanout-threads 4 --fanout-latency-ms 1".split(),

@@ -648,6 +648,33 @@ def _ms_left(deadline: float) -> int:
     return max(int((deadline - time.monotonic()) * 1000), 0) + 1
 
 
+def _send_by(sock, frames, deadline: float, **kw) -> bool:
+    """Send ``frames`` on ``sock`` if it takes them by ``deadline``; False if not. A poll that
+    reports the socket writable can be overtaken by the connection failing (a peer without
+    the run's keys is dropped after its handshake), so the send itself must not block: it is
+    non-blocking and retried while time is left."""
+    while sock.poll(_ms_left(deadline), zmq.POLLOUT):
+        try:
+            sock.send_multipart(frames, zmq.NOBLOCK, **kw)
+            return True
+        except zmq.Again:
+            if time.monotonic() >= deadline:
+                break
+    return False
+
+
+async def _async_send_by(sock, frames, deadline: float, **kw) -> bool:
+    """``_send_by`` for zmq.asyncio sockets."""
+    while await sock.poll(_ms_left(deadline), zmq.POLLOUT):
+        try:
+            await sock.send_multipart(frames, zmq.NOBLOCK, **kw)
+            return True
+        except zmq.Again:
+            if time.monotonic() >= deadline:
+                break
+    return False
+
+
 def _decode_reply(frames: list[zmq.Frame], stats: ChannelStats) -> WeightReply | None:
     if len(frames) < 2 or frames[0].bytes != b"":
         stats.reject("weights", WireError("bad envelope"))
@@ -721,9 +748,10 @@ class ActorChannels:
     ) -> bool:
         """Send one batch; False if the learner's queue stayed full for ``timeout_s``."""
         payload = encode_trajectories(trajectories)
-        if timeout_s is not None and not self._push.poll(int(timeout_s * 1000), zmq.POLLOUT):
+        if timeout_s is None:
+            self._push.send_multipart(payload, copy=False)
+        elif not _send_by(self._push, payload, time.monotonic() + timeout_s, copy=False):
             return False
-        self._push.send_multipart(payload, copy=False)
         self.stats.sent += 1
         return True
 
@@ -756,8 +784,7 @@ class ActorChannels:
 
     def _request(self, req: WeightRequest, deadline: float) -> WeightReply:
         # a learner that refused this peer's keys leaves no connection: sending would block
-        if self._dealer.poll(_ms_left(deadline), zmq.POLLOUT):
-            self._dealer.send_multipart([b"", encode_weight_request(req)], zmq.NOBLOCK)
+        _send_by(self._dealer, [b"", encode_weight_request(req)], deadline)
         while (left := deadline - time.monotonic()) > 0:
             if not self._dealer.poll(int(left * 1000) + 1):
                 break
@@ -813,9 +840,12 @@ class AsyncActorChannels:
     ) -> bool:
         """Send one batch; False if the learner's queue stayed full for ``timeout_s``."""
         payload = encode_trajectories(trajectories, self.actor)
-        if timeout_s is not None and not await self._push.poll(int(timeout_s * 1000), zmq.POLLOUT):
+        if timeout_s is None:
+            await self._push.send_multipart(payload, copy=False)
+        elif not await _async_send_by(
+            self._push, payload, time.monotonic() + timeout_s, copy=False
+        ):
             return False
-        await self._push.send_multipart(payload, copy=False)
         self.stats.sent += 1
         return True
 
@@ -852,8 +882,7 @@ class AsyncActorChannels:
             raise ValueError("an actor without a name cannot say hello")
         hello = Hello(self.actor, index=self.index)
         deadline = time.monotonic() + timeout_s
-        if await self._greeter.poll(_ms_left(deadline), zmq.POLLOUT):  # see ActorChannels
-            await self._greeter.send_multipart([b"", encode_hello(hello)])
+        await _async_send_by(self._greeter, [b"", encode_hello(hello)], deadline)
         while (left := deadline - time.monotonic()) > 0:
             if not await self._greeter.poll(int(left * 1000) + 1):
                 break
@@ -907,8 +936,7 @@ class AsyncActorChannels:
     async def _send(self, req: WeightRequest, deadline: float) -> None:
         """Send ``req`` unless no connection takes it by ``deadline`` (then ``_receive``
         times out: see ``ActorChannels._request``)."""
-        if await self._dealer.poll(_ms_left(deadline), zmq.POLLOUT):
-            await self._dealer.send_multipart([b"", encode_weight_request(req)])
+        await _async_send_by(self._dealer, [b"", encode_weight_request(req)], deadline)
 
     async def _receive(self, req: WeightRequest, deadline: float) -> WeightReply:
         """The reply to ``req`` (replies to older requests are skipped)."""
