@@ -8,7 +8,8 @@ vocabulary, tied embeddings). Nothing is downloaded.
   on GRPO groups of multi-turn episodes (bench_learner.py's batches), bf16 by default. Started
   by ``torchrun`` it runs as one FSDP2 rank (NCCL on CUDA), otherwise as one process.
 - ``engine``: generated tokens per second of ``agentgym.engines.hf.HFEngine`` at each batch
-  size, every row generating exactly ``--new-tokens`` tokens (no stop tokens).
+  size, every row generating exactly ``--new-tokens`` tokens (no stop tokens); ``--sampler
+  multinomial`` runs the baseline sampler (logits to the host, ``torch.multinomial`` per row).
 
 Each prints a Markdown table row and, with ``--json FILE``, appends its figures as one JSON line.
 
@@ -91,10 +92,28 @@ def bench_learner(args: argparse.Namespace) -> dict:
     return result if dist.is_main else {}
 
 
+def host_multinomial_pick(logits, params, generators):
+    """The baseline sampler: logits to the host, one ``torch.multinomial`` call per row (the
+    engine's sampler before it sampled on the logits' device)."""
+    from agentgym.engines.sampling import processed_logprobs
+
+    device = logits.device
+    logprobs = processed_logprobs(logits.float().cpu(), params.temperature, params.top_k,
+                                  params.top_p)  # fmt: skip
+    probs = logprobs.exp()
+    tokens = torch.stack(
+        [torch.multinomial(probs[i], 1, generator=g)[0] for i, g in enumerate(generators)]
+    )
+    return tokens.to(device), logprobs.gather(-1, tokens[:, None])[:, 0].to(device)
+
+
 def bench_engine(args: argparse.Namespace) -> list[dict]:
     """Generated tokens/s of the HF engine at each batch size."""
-    from agentgym.engines import SamplingParams
+    from agentgym.engines import SamplingParams, hf
     from agentgym.engines.hf import HFEngine
+
+    if args.sampler == "multinomial":
+        hf._pick = host_multinomial_pick  # the baseline, in this process only
 
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     model = qwen2(args.layers, args.hidden, args.vocab).to(args.device, dtype)
@@ -117,7 +136,8 @@ def bench_engine(args: argparse.Namespace) -> list[dict]:
                 torch.cuda.reset_peak_memory_stats(args.device)
             seconds, tokens = await run(batch)
             rows.append({
-                **info, "bench": "engine", "bf16": args.bf16, "batch": batch,
+                **info, "bench": "engine", "sampler": args.sampler, "bf16": args.bf16,
+                "batch": batch,
                 "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
                 "s": seconds, "tokens_per_s": tokens / seconds, "peak_gib": peak_gib(args.device),
             })  # fmt: skip
@@ -136,8 +156,9 @@ def table_row(r: dict) -> str:
                 f"{shape} | {r['s_per_update']:.2f} s/update | {r['tokens_per_s']:,.0f} tokens/s "
                 f"| {peak} |")  # fmt: skip
     shape = f"batch {r['batch']}, {r['prompt_tokens']}-token prompts, {r['new_tokens']} new"
-    return (f"| HF engine | {r['model']} ({r['params_m']}M) | {precision} | {shape} | "
-            f"{r['s']:.2f} s | {r['tokens_per_s']:,.0f} tokens/s | {peak} |")  # fmt: skip
+    return (f"| HF engine, {r['sampler']} sampler | {r['model']} ({r['params_m']}M) | "
+            f"{precision} | {shape} | {r['s']:.2f} s | {r['tokens_per_s']:,.0f} tokens/s | "
+            f"{peak} |")  # fmt: skip
 
 
 def main() -> None:
@@ -156,6 +177,12 @@ def main() -> None:
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64])
     ap.add_argument("--prompt-tokens", type=int, default=256)
     ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument(
+        "--sampler",
+        choices=("inverse-cdf", "multinomial"),
+        default="inverse-cdf",
+        help="multinomial: the baseline (host-side torch.multinomial per row)",
+    )
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     ap.add_argument("--json", type=Path, default=None, help="append the figures to this file")
     args = ap.parse_args()

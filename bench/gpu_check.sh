@@ -6,7 +6,8 @@
 #                 steps, then agentgym eval of the result
 #   learner       learner tokens/s and peak memory, 272M-parameter Qwen2, bf16, one process
 #   learner-fsdp2 the same as one FSDP2 rank under torchrun (NCCL on CUDA)
-#   engine        the transformers engine's generated tokens/s at batch 1, 16 and 64
+#   engine        the transformers engine's generated tokens/s at batch 1, 16 and 64, beside
+#                 the baseline sampler (host-side torch.multinomial per row)
 #   weights       weight sync (stream) of that model to an engine on the same device
 # Results: OUT/summary.md (device, each step's status, seconds and figures), OUT/results.jsonl
 # (the figures as JSON lines) and OUT/<step>.log. Under 8 minutes on an H100.
@@ -57,7 +58,7 @@ if [ "$DEVICE" = cuda ]; then
     ENGINE=(--batches 1 16 64 --prompt-tokens 256 --new-tokens 128)
     QS_STEPS=12
     QS_EVAL=(--limit 50)
-    T_TESTS=120 T_QS=120 T_BENCH=70
+    T_TESTS=120 T_QS=120 T_BENCH=70 T_ENGINE=120
 else
     MODEL=(--layers 2 --hidden 64 --vocab 512 --threads 1)
     SHAPE=2x64x512
@@ -65,13 +66,18 @@ else
     ENGINE=(--batches 1 4 --prompt-tokens 32 --new-tokens 8)
     QS_STEPS=2
     QS_EVAL=(--limit 4 --set eval.samples=2)
-    T_TESTS=300 T_QS=300 T_BENCH=300
+    T_TESTS=300 T_QS=300 T_BENCH=300 T_ENGINE=300
 fi
 
 {
     echo "# agentgym GPU check"
     echo
-    echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); device: $DEVICE; commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    if [ -n "$BUNDLE" ] && [ -f "$BUNDLE/COMMIT" ]; then
+        commit="$(cat "$BUNDLE/COMMIT") (the bundle's)"
+    else
+        commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+    fi
+    echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); device: $DEVICE; commit: $commit"
     python3 - <<'EOF'
 import platform, torch
 print(f"- python {platform.python_version()}, torch {torch.__version__}, cuda {torch.version.cuda}")
@@ -137,7 +143,9 @@ step learner "$T_BENCH" python3 bench/gpu_bench.py learner --device "$DEVICE" \
     "${MODEL[@]}" "${LEARNER[@]}" --json "$JSON"
 step learner-fsdp2 "$T_BENCH" python3 -m torch.distributed.run --standalone --nproc-per-node 1 \
     bench/gpu_bench.py learner --device "$DEVICE" "${MODEL[@]}" "${LEARNER[@]}" --json "$JSON"
-step engine "$T_BENCH" python3 bench/gpu_bench.py engine --device "$DEVICE" \
+# The engine's sampler, then the baseline sampler (host-side torch.multinomial per row).
+step engine "$T_ENGINE" bash -c 'python3 bench/gpu_bench.py engine "$@" &&
+    python3 bench/gpu_bench.py engine --sampler multinomial "$@"' engine --device "$DEVICE" \
     "${MODEL[@]}" "${ENGINE[@]}" --json "$JSON"
 step weights "$T_BENCH" python3 bench/bench_weights.py --model "$SHAPE" --device "$DEVICE" \
     --methods stream --port 5790 --json "$JSON"

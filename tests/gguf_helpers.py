@@ -48,14 +48,14 @@ def permute_rotary(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, 2, rows // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def tiny_llama(vocab: int, seed: int = 0):
+def tiny_llama(vocab: int, seed: int = 0, context: int = 512):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
     cfg = LlamaConfig(
         vocab_size=vocab, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
         rms_norm_eps=1e-5, rope_theta=ROPE_THETA, tie_word_embeddings=True,
         bos_token_id=1, eos_token_id=2, pad_token_id=2,
     )  # fmt: skip
@@ -91,6 +91,7 @@ def write_gguf(
     quantize: dict[str, str] | None = None,
     raw_types: dict[str, str] | None = None,
     seed: int = 0,
+    context: int = 512,
 ):
     """Write a tiny Llama GGUF to ``path``; returns (model, tokenizer) it was made from.
 
@@ -101,7 +102,7 @@ def write_gguf(
     import gguf
 
     tok = bpe_tokenizer()
-    model = tiny_llama(tok.get_vocab_size(), seed)
+    model = tiny_llama(tok.get_vocab_size(), seed, context)
     cfg = model.config
     vocab = tok.get_vocab()
     tokens = sorted(vocab, key=vocab.get)

@@ -70,11 +70,14 @@ class Server:
         token: str | None = None,
         workers: int | None = None,
         env_threads: int | None = None,
-        blocking_threads: int = 1,
+        blocking_threads: int = 2,
         step_latency: float = 0.0,
         header_read_timeout: float = 10.0,
         keep_alive_timeout: float = 5.0,
         max_connections: int = 1024,
+        body_read_timeout: float = 30.0,
+        allowed_hosts: list[str] | None = None,
+        max_custom_bytes: int = 67108864,
     ) -> None: ...
     @property
     def host(self) -> str: ...
@@ -102,6 +105,7 @@ class RemotePool:
         num_tasks: int | None = None,
         task_field: str | None = None,
         score_field: str | None = None,
+        max_reply_bytes: int | None = None,
     ) -> None: ...
     def create(self, n: int) -> list[int]: ...
     def reset(

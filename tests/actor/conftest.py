@@ -31,6 +31,18 @@ def tiny_config(run_dir: Path, *more: str):
     )
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine the OpenMP
+    threads of parallel processes fight each other (as in tests/engines and tests/learner)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def menu_run(tmp_path_factory: pytest.TempPathFactory):
     """(config, model, tokenizer) of a tiny menu policy in a session-wide run dir."""

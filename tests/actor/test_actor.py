@@ -81,6 +81,54 @@ def test_group_trajectories_share_task_cap_and_match_learner_logprobs(menu_run):
     assert torch.allclose(logp[mask], batch.behav_logp[mask], atol=1e-4)
 
 
+def test_at_another_temperature_the_learner_sees_the_behaviour_policy(menu_run):
+    """A run config at T = 0.7 (engine and learner; ``load_config`` makes them agree): the
+    actor's engine samples with the config's sampling params and a learner built from the same
+    config sees importance weights of exactly 1 on those episodes (its log-probs are the
+    engine's, at 0.7); at T = 1 it would not."""
+    import copy
+
+    from agentgym.learner import Learner
+
+    config, model, tokenizer = menu_run
+    model = copy.deepcopy(model)
+    with torch.no_grad():  # peaked choices among the listed actions: the temperature matters
+        model.lm.model.norm.weight.mul_(6.0)
+    hot = replace(
+        config,
+        engine=replace(config.engine, temperature=0.7),
+        learner=replace(config.learner, temperature=0.7),
+    )
+    pool = EnvPool("babyai")
+
+    async def play():
+        engine = make_engine(hot, model, tokenizer, seed=3)
+        specs = [EpisodeSpec("babyai", task, g, 4, 3, "bare", False, 1024, seed=g)
+                 for g, task in ((1, 0), (2, 41))]  # fmt: skip
+        try:
+            return await asyncio.gather(
+                *(run_group(s, engine, pool, ChatCodec(tokenizer), sampling_params(hot),
+                            next_ids(0)) for s in specs)
+            )  # fmt: skip
+        finally:
+            await engine.close()
+
+    trajectories = [t for r in asyncio.run(play()) for t in r.trajectories]
+    assert len(trajectories) == 8
+
+    def first_update(learner_config):
+        learner = Learner(copy.deepcopy(model), replace(learner_config, minibatches=2))
+        return learner.step(trajectories)
+
+    same = first_update(hot.learner)
+    assert same["is_weight_mean"] == pytest.approx(1.0, abs=1e-4), same
+    assert same["is_weight_max"] == pytest.approx(1.0, abs=1e-4), same
+    at_one = first_update(config.learner)
+    assert config.learner.temperature == 1.0
+    # weights average about 1 either way (E_mu[pi / mu] = 1): their spread tells
+    assert at_one["is_weight_ess"] < 0.995 and same["is_weight_ess"] > 0.9999, (same, at_one)
+
+
 def test_seeded_group_gives_the_same_episodes_whatever_else_is_in_flight(menu_run):
     """The engine's own seed stream is handed out in request order, which depends on timing;
     a seeded group samples turn t with derive_seed(seed, t) instead."""
@@ -421,3 +469,68 @@ def test_settings_reject_empty_task_list(menu_run):
     settings = replace(ActorSettings(env="babyai", task_ids=(1,)), task_ids=())
     with pytest.raises(ValueError, match="no task ids"):
         Actor(settings, None, None, None, None, Endpoints())
+
+
+class OneReplyEngine:
+    """Answers every prompt at once with the same reply (``inventory``), whatever the env."""
+
+    version = 0
+
+    def __init__(self, tokenizer):
+        self.reply = list(tokenizer.encode("inventory", add_special_tokens=False))
+
+    async def generate(self, prompts, params):
+        from agentgym.engines.base import Generation
+
+        await asyncio.sleep(0)
+        return [Generation(self.reply, [-0.5] * len(self.reply), "length") for _ in prompts]
+
+    async def close(self):
+        pass
+
+
+def test_groups_of_a_two_env_actor_reach_the_learner_one_env_each(menu_run):
+    """An actor drawing from BabyAI and TextCraft (the same task ids in both) runs real groups
+    on real pools; after the learner's group buffer and collate, every group of the batch holds
+    episodes of one env and one task, and each episode's text is its own env's."""
+    from agentgym.actor.actor import EnvDraw
+    from agentgym.learner.batch import GroupBuffer
+
+    config, _, tokenizer = menu_run
+    envs = ("babyai", "textcraft")
+    settings = ActorSettings(
+        env="babyai", task_ids=(0,), group_size=3, reply_format="bare", system_prompt=False,
+        max_context_tokens=1024, envs=tuple(EnvDraw(e, (0, 1, 2), 1.0, 6) for e in envs),
+    )  # fmt: skip
+    pools = {e: EnvPool(e) for e in envs}
+    actor = Actor(settings, OneReplyEngine(tokenizer), pools, ChatCodec(tokenizer),
+                  sampling_params(config), Endpoints())  # fmt: skip
+    pushed = []
+
+    async def push(trajectories):
+        pushed.extend(trajectories)
+
+    actor._push = push
+    actor._control, actor._first_version = Control(0, 2), 0
+
+    async def run_groups():
+        for _ in range(10):
+            actor._start_group()
+        await asyncio.gather(*actor._groups)
+
+    asyncio.run(run_groups())
+    assert len(pushed) == 30 and {t.env for t in pushed} == set(envs)
+    buffer = GroupBuffer(max_staleness=0)
+    buffer.add(reversed(pushed))
+    batch_groups = buffer.pop_groups(10, version=0)
+    assert batch_groups is not None and len(batch_groups) == 10
+    trajectories = [t for g in batch_groups for t in g]
+    batch = collate(trajectories)
+    marks = {"babyai": "Your goal:", "textcraft": "Crafting commands:"}
+    for g in range(10):
+        index = batch.group_index.tolist()
+        members = [t for t, i in zip(trajectories, index, strict=True) if i == g]
+        assert len(members) == 3
+        assert len({(t.env, t.task_id, t.horizon_cap) for t in members}) == 1, members
+        for t in members:
+            assert marks[t.env] in tokenizer.decode(t.tokens.tolist()[: t.prompt_len])

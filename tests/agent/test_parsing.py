@@ -100,6 +100,22 @@ def test_search_replies_use_the_first_complete_tag(reply: str, action: str) -> N
     assert parse_action(reply, "search") == ParsedAction(action)
 
 
+@pytest.mark.parametrize(
+    ("reply", "action"),
+    [
+        ("</search><answer>Paris</answer>", None),
+        ("<think>x</search></think><answer>Paris</answer>", None),
+        ("<answer>Paris</answer> then </search>", "<answer>Paris</answer>"),
+        ("<search>q <answer>x</answer></search>", "<search>q <answer>x</answer></search>"),
+    ],
+)
+def test_search_replies_are_cut_as_search_r1_cuts_them(reply: str, action: str | None) -> None:
+    # Search-R1 keeps a reply up to its first </search> (else its first </answer>) and reads
+    # the action from that part only.
+    want = ParsedAction(action) if action else ParsedAction(None, SEARCH_INVALID_REPLY)
+    assert parse_action(reply, "search") == want
+
+
 def test_search_reply_without_a_tag_gets_agentgyms_corrective_observation() -> None:
     parsed = parse_action("Thought: x\nAction: search France", "search")
     assert parsed == ParsedAction(None, SEARCH_INVALID_REPLY)

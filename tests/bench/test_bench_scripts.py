@@ -36,6 +36,12 @@ CASES = [
     ),
     ("bench_memory.py", ["--sessions", "50", "--cycles", "1"], "KiB/session", []),
     (
+        "bench_server_latency.py",
+        ["--sessions", "32", "--seconds", "0.5", "--pause-ms", "5", "--threads", "1", "2"],
+        "| blocking threads |",
+        ["requests"],
+    ),
+    (
         "bench_http.py",
         "--seconds 0.2 --repeats 1 --concurrency 4 --batch-sessions 16 --fanout-sessions 16 "
         "--fanout-threads 4 --fanout-latency-ms 1".split(),
@@ -82,6 +88,13 @@ CASES = [
     ),
     ("bench_e2e.py", ["--steps", "2"], "async / sync", ["torch", "transformers"]),
     (
+        "bench_engine_reuse.py",
+        "--groups 1 --group-size 2 --turns 2 --max-new-tokens 4 --max-context 900 "
+        "--threads 1".split(),
+        "same sampled tokens in both cases",
+        ["torch", "transformers"],
+    ),
+    (
         "bench_multi_env.py",
         ["--seconds", "0.5", "--delay-ms", "5", "--slots", "2"],
         "| babyai + slow, shared slots",
@@ -119,6 +132,8 @@ def test_script_runs_with_minimal_settings(script, args, expect, needs, tmp_path
         pytest.skip(f"{script} needs {', '.join(missing)}")
     if script == "bench_weights.py":
         args = [*args, "--dir", str(tmp_path), "--port", str(free_base_port(9))]
+    if script == "bench_engine_reuse.py":
+        args = [*args, "--model", str(_tiny_babyai_model(tmp_path / "model"))]
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *args],
@@ -131,6 +146,15 @@ def test_script_runs_with_minimal_settings(script, args, expect, needs, tmp_path
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     assert expect in done.stdout, output[-3000:]
+
+
+def _tiny_babyai_model(directory: Path) -> Path:
+    """A tiny random model with a tokenizer trained on BabyAI text (no downloads)."""
+    from agentgym.models import TinyModelSpec, build_tiny_model, env_corpus
+
+    spec = TinyModelSpec(vocab_size=400, hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=1, max_position_embeddings=1024)  # fmt: skip
+    return build_tiny_model(directory, env_corpus("babyai", episodes=4), spec)
 
 
 def test_every_script_has_a_case():

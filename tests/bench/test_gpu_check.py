@@ -29,10 +29,14 @@ def test_gpu_check_dry_run_on_cpu(tmp_path: Path) -> None:
         assert f"| {step} | ok |" in summary
         assert (out / f"{step}.log").stat().st_size > 0
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    kinds = sorted((r["bench"], r.get("mode", r.get("batch", r.get("method")))) for r in rows)
+    kinds = sorted(
+        (r["bench"], r.get("mode") or r.get("method") or f"{r['sampler']} {r['batch']}")
+        for r in rows
+    )
     assert kinds == sorted([
-        ("learner", "one process"), ("learner", "FSDP2, 1 rank(s)"),
-        ("engine", 1), ("engine", 4), ("weights", "stream"),
+        ("learner", "one process"), ("learner", "FSDP2, 1 rank(s)"), ("weights", "stream"),
+        ("engine", "inverse-cdf 1"), ("engine", "inverse-cdf 4"),
+        ("engine", "multinomial 1"), ("engine", "multinomial 4"),
     ])  # fmt: skip
     assert all(r.get("tokens_per_s", 1) > 0 and r.get("s", 1) > 0 for r in rows)
     assert "evaluated step 2" in (out / "quickstart.log").read_text()

@@ -289,3 +289,9 @@ def test_training_never_samples_from_a_truncated_distribution(tmp_path):
     assert (evaluation.top_k, evaluation.top_p, evaluation.temperature) == (20, 0.9, 0.5)
     dump_config(config, tmp_path / "config.yaml")
     assert load_config(tmp_path / "config.yaml") == config
+
+
+def test_engine_and_learner_compute_in_the_same_precision():
+    load_config(QUICKSTART, ["engine.bf16=true", "learner.bf16=true"])
+    with pytest.raises(ConfigError, match=r"engine.bf16: must equal learner.bf16 \(False\)"):
+        load_config(QUICKSTART, ["engine.bf16=true"])

@@ -113,7 +113,7 @@ def test_an_actor_with_another_wire_schema_is_refused_at_connect(tmp_path):
         assert not welcome.accepted
         assert f"schema {SCHEMA_VERSION + 7}" in welcome.reason
         assert learner.actors.counts() == {"known": 0, "connected": 0, "trajectories": 0,
-                                           "refused": 1}  # fmt: skip
+                                           "refused": 1, "unnamed_trajectories": 0}  # fmt: skip
 
         from agentgym.transport.channels import AsyncActorChannels
 

@@ -92,3 +92,10 @@ def test_absolute_paths_name_the_real_files(tmp_path, monkeypatch):
     assert real.model.init_from == str(tmp_path / "ckpt")
     assert real.env.options == {"goal_order": str(tmp_path / "goals.txt"), "note": "not-a-file"}
     assert real.model.path == "Qwen/Qwen2.5-0.5B-Instruct"  # a hub id stays as it is
+
+
+def test_stride_spreads_a_limited_range():
+    assert TaskRange(0, 544, stride=14, limit=3).ids() == (0, 14, 28)
+    assert TaskRange(0, 200, levels=(0, 1), stride=2).ids()[:3] == (0, 40, 80)
+    with pytest.raises(ValueError, match="stride: must be >= 1"):
+        TaskRange(0, 10, stride=0)

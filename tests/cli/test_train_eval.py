@@ -123,6 +123,28 @@ def test_two_learner_ranks_train_resume_in_one_process_export_and_eval(tmp_path)
     assert from_export["rows"] == from_ckpt["rows"]
 
 
+def test_avg_at_k_counts_episodes_and_pass_at_k_counts_tasks_solved_at_least_once():
+    """Three tasks of k = 4 samples: one solved 4 times, one once, one never. Avg@4 = 5 / 12
+    (episodes), Pass@4 = 2 / 3 (tasks solved by any sample; all four: 1 / 3). An episode whose
+    env failed counts as a failure; the score is the mean episode reward."""
+    from agentgym.cli.eval import summarize
+
+    wins = {0: [1, 1, 1, 1], 1: [0, 0, 1, 0], 2: [0, 0, 0, 0]}
+    episodes = [
+        {"task_id": t, "level": f"level {t % 2}", "success": bool(s), "score": 0.5 * s}
+        for t, ss in wins.items()
+        for s in ss
+    ]
+    episodes[-1] = {"task_id": 2, "level": "level 0", "error": "env crashed"}
+    result = summarize("babyai", episodes, 4)
+    row = result["rows"]["babyai"]
+    assert (row["tasks"], row["episodes"], row["errors"]) == (3, 12, 1)
+    assert row["avg@4"] == pytest.approx(5 / 12) and row["pass@4"] == pytest.approx(2 / 3)
+    assert row["score"] == pytest.approx(2.5 / 12)
+    assert result["rows"]["level 1"]["pass@4"] == 1.0  # task 1 alone
+    assert result["rows"]["level 0"]["pass@4"] == 0.5  # tasks 0 and 2
+
+
 def test_eval_refuses_another_seeds_menu_model_before_any_work(tmp_path, capsys):
     """The menu model is built from the seed: evaluating seed 1's run with a seed-0 config names
     the mismatch and the command to use, with exit 2 and no traceback."""

@@ -1,6 +1,6 @@
 """The transformers engine on a CUDA GPU (``@pytest.mark.gpu``; skipped without one): the same
-samples and behaviour log-probs as a separate forward pass on the GPU, and the same greedy
-tokens as the engine on CPU."""
+samples and behaviour log-probs as a separate forward pass on the GPU, the same greedy tokens as
+the engine on CPU, and prefix reuse giving what a full prefill gives."""
 
 import asyncio
 import copy
@@ -57,3 +57,31 @@ def test_cuda_logprobs_equal_a_forward_pass_on_cuda(tiny, dtype) -> None:
         logp = torch.log_softmax(logits, -1)
         want = [logp[len(prompt) - 1 + j, t].item() for j, t in enumerate(gen.token_ids)]
         assert gen.logprobs == pytest.approx(want, abs=tol)
+
+
+def test_prefix_reuse_on_cuda_gives_the_tokens_of_a_full_prefill(tiny) -> None:
+    model, tokenizer = tiny
+    params = SamplingParams(max_new_tokens=8, temperature=1.0, seed=2)
+    delta = [11, 12, 13, 14]
+
+    def two_turns(cache_mb: float):
+        engine = HFEngine(
+            copy.deepcopy(model).to("cuda"), stop_token_ids=stop_ids_for(model, tokenizer),
+            pad_token_id=tokenizer.pad_token_id, prefix_cache_mb=cache_mb,
+        )  # fmt: skip
+
+        async def go():
+            first = await engine.generate([PROMPTS[0]] * 3, params)
+            nxt = [PROMPTS[0] + g.token_ids + delta for g in first]
+            second = await engine.generate(nxt, params)
+            await engine.close()
+            return first + second
+
+        return asyncio.run(go()), engine.store
+
+    full, _ = two_turns(0)
+    reused, store = two_turns(64)
+    assert [g.token_ids for g in reused] == [g.token_ids for g in full]
+    for a, b in zip(full, reused, strict=True):
+        assert b.logprobs == pytest.approx(a.logprobs, abs=1e-4)
+    assert store.reused_tokens > store.prefilled_tokens

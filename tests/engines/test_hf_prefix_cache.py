@@ -128,3 +128,19 @@ def test_stop_strings_need_a_tokenizer(tiny) -> None:
     bare = HFEngine(model, stop_token_ids=[], pad_token_id=tokenizer.pad_token_id)
     with pytest.raises(ValueError, match="stop strings need the engine's tokenizer"):
         asyncio.run(bare.generate([OPENING], SamplingParams(stop=("x",))))
+
+
+def test_bf16_engine_reports_the_log_probs_of_bf16_arithmetic(tiny) -> None:
+    model, _ = tiny
+    params = SamplingParams(max_new_tokens=8, temperature=1.0, seed=6)
+    [gen] = asyncio.run(engine(tiny, bf16=True).generate([OPENING], params))
+    ids = torch.tensor([OPENING + gen.token_ids])
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        bf16 = torch.log_softmax(model(ids).logits[0].float(), -1)
+    with torch.no_grad():
+        fp32 = torch.log_softmax(model(ids).logits[0].float(), -1)
+    at = [len(OPENING) - 1 + j for j in range(len(gen.token_ids))]
+    want = [bf16[i, t].item() for i, t in zip(at, gen.token_ids, strict=True)]
+    other = [fp32[i, t].item() for i, t in zip(at, gen.token_ids, strict=True)]
+    assert gen.logprobs == pytest.approx(want, abs=1e-3)
+    assert max(abs(a - b) for a, b in zip(gen.logprobs, other, strict=True)) > 1e-4

@@ -64,9 +64,18 @@ def test_vllm_logprobs_match_hf_and_weights_load_in_place(tmp_path) -> None:
     gen, after = asyncio.run(scenario())
     from agentgym.engines.sampling import processed_logprobs
 
-    with torch.no_grad():
-        logits = model(torch.tensor([prompt + gen.token_ids])).logits[0]
-    lp = processed_logprobs(logits, 0.8, top_k=20)
-    want = [lp[len(prompt) - 1 + j, t].item() for j, t in enumerate(gen.token_ids)]
-    assert gen.logprobs == pytest.approx(want, abs=1e-3)
+    def hf_logprobs(m, g) -> list[float]:
+        with torch.no_grad():
+            logits = m(torch.tensor([prompt + g.token_ids])).logits[0]
+        lp = processed_logprobs(logits, 0.8, top_k=20)
+        return [lp[len(prompt) - 1 + j, t].item() for j, t in enumerate(g.token_ids)]
+
+    assert gen.logprobs == pytest.approx(hf_logprobs(model, gen), abs=1e-3)
     assert after.policy_version == 2 and gen.policy_version == 0
+    # the engine computes with the loaded weights: its log-probs after the load are those of
+    # the new weights, not of the old ones
+    new_model, _ = load_model(path)
+    new_model.load_state_dict({k: v + 0.1 for k, v in model.state_dict().items()})
+    assert after.logprobs == pytest.approx(hf_logprobs(new_model, after), abs=1e-3)
+    old = hf_logprobs(model, after)
+    assert max(abs(a - b) for a, b in zip(after.logprobs, old, strict=True)) > 1e-2

@@ -1,7 +1,8 @@
 """BabyAI task ids are AgentGym's: the Rust env's world for a task id is minigrid's world for
 AgentGym's level and seed (``data_idx % 40``, ``data_idx // 40``, ``env.reset(seed=...)``).
 
-Each case resets minigrid as AgentGym's server does and compares, for the same task id, the
+Each case resets minigrid as AgentGym's server does (twice, with minigrid 2.3.1's kept locked
+room; ``minigrid_layout.reset_like_agentgym``) and compares, for the same task id, the
 Rust env's grid (every cell's object, colour and door state), agent position and direction,
 carried object, mission, step limit and first observation (the reference text session on
 minigrid, ``babyai_text.make_session``) with it.
@@ -17,7 +18,11 @@ pytest.importorskip("minigrid")
 
 from agentgym.envs import EnvPool  # noqa: E402
 from agentgym.envs.reference.babyai_text import LEVELS, make_session  # noqa: E402
-from agentgym.envs.reference.minigrid_layout import make_level, reset_quietly, state  # noqa: E402
+from agentgym.envs.reference.minigrid_layout import (  # noqa: E402
+    make_level,
+    reset_like_agentgym,
+    state,
+)
 
 SEEDS_PER_LEVEL = 25
 _KIND = {"wall": "W", "floor": ".", "key": "K", "ball": "A", "box": "B", "goal": "G", "lava": "V"}
@@ -43,7 +48,7 @@ def _grid_rows(env: Any) -> list[str]:
 def _minigrid_world(task_id: int) -> dict[str, Any]:
     """What AgentGym's server builds for ``data_idx = task_id``, in the Rust info's terms."""
     env = make_level(LEVELS[task_id % len(LEVELS)])
-    reset_quietly(env, task_id // len(LEVELS))
+    reset_like_agentgym(env, task_id // len(LEVELS))
     facts = {key: value for key, value in state(env).items() if key != "step_count"}
     rows = _grid_rows(env)
     return {**facts, "grid": rows, "mission": env.mission, "max_steps": int(env.max_steps)}

@@ -187,3 +187,18 @@ def test_demos_cli_states_a_bad_env_option_without_a_traceback(tmp_path):
 
     with pytest.raises(SystemExit, match='agentgym demos search: invalid option "qa"'):
         main(["demos", "search", "--out", str(tmp_path / "d.jsonl")])
+
+
+def test_demos_with_the_worked_example_open_as_the_actors_do():
+    from agentgym.agent.prompts import initial_messages
+
+    pool = EnvPool("babyai")
+    steps = plan_babyai(pool, 0)
+    record = demo_episode(pool, "babyai", 0, steps, worked_example=True)
+    (obs,) = pool.reset(pool.create(1), [0])
+    opening = initial_messages("babyai", obs, worked_example=True)
+    assert [m["content"] for m in record["messages"][:4]] == [m["content"] for m in opening]
+    assert record["messages"][2]["loss"] is False  # the example's reply is prompt
+    assert record["success"] and record["num_turns"] == len(steps)
+    plain = demo_episode(pool, "babyai", 0, steps)
+    assert plain["messages"][2:] == record["messages"][4:]

@@ -1,14 +1,17 @@
-"""The search env's rewards agree with Search-R1's definition (the Python reference) on a table of
-tricky answers: articles, punctuation, unicode, numbers, whitespace, yes/no."""
+"""The search env agrees with Search-R1's definitions (the Python reference): rewards on a table of
+tricky answers (articles, punctuation, unicode, numbers, whitespace, yes/no) and the action it
+reads from random replies."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
 from agentgym.envs import EnvPool
+from agentgym.envs.families import SEARCH_INVALID_REPLY
 from agentgym.envs.reference import search_r1
 from agentgym.envs.search import build_index
 
@@ -40,6 +43,12 @@ CASES: list[tuple[str, list[str]]] = [
     ("a", ["the"]),
     ("Lyon", ["Paris", "Marseille"]),
     ("1st of May, 1990", ["May 1, 1990", "1 May 1990"]),
+    # Combining marks and circled letters are not word characters for Python's `re`: the
+    # article before one stands alone and goes.
+    ("a\u0901 answer", ["\u0901 answer"]),
+    ("The\u093e", ["\u093e"]),
+    ("theⓐ", ["ⓐ"]),
+    ("an\u0301", ["\u0301"]),
 ]
 
 SCORERS = {
@@ -80,3 +89,31 @@ def test_the_reference_normaliser_on_known_values() -> None:
     assert search_r1.normalize_answer("The  Eiffel-Tower!") == "eiffeltower"
     assert search_r1.normalize_answer("An an a") == ""
     assert search_r1.normalize_answer("l’été") == "l’été"
+
+
+FRAGMENTS = ["<search>", "</search>", "<answer>", "</answer>", "<think>", "</think>", " ",
+             "\n", "Paris", "capital", "x", "<", ">", "/", "search", "answer"]  # fmt: skip
+
+
+def test_replies_are_read_as_search_r1_reads_them(data: tuple[Path, Path]) -> None:
+    # Random replies from tag fragments, each stepped once; what the env did (searched, answered
+    # what, or found no action) is Search-R1's reading of the reply.
+    index, qa = data
+    rng = random.Random(35)
+    replies = ["</search><answer>Paris</answer>", "<answer>Paris</answer></search>"]
+    replies += ["".join(rng.choices(FRAGMENTS, k=rng.randint(1, 12))) for _ in range(3000)]
+    pool = EnvPool("search", index=index, qa=qa, max_turns=2)
+    ids = pool.create(len(replies))
+    pool.reset(ids, [0] * len(replies))
+    batch = pool.step(ids, replies)
+    for reply, obs, done, info in zip(
+        replies, batch.observations, batch.dones, pool.info(ids), strict=True
+    ):
+        want = search_r1.reply_action(reply)
+        if want is None:
+            got = None if obs == SEARCH_INVALID_REPLY else ("?", obs)
+        elif done:
+            got = ("answer", info["answer"])
+        else:
+            got = ("search", want[1])  # the query is not in the info; its kind is
+        assert got == want, reply

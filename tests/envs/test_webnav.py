@@ -27,7 +27,9 @@ def test_reset_and_step_lay_out_webarenas_observation() -> None:
     batch = pool.step([sid], ["click [3]"])
     assert batch.ok and not batch.dones[0] and batch.rewards[0] == 0.0
     assert "URL: http://shop.test/account" in batch.observations[0]
-    assert batch.observations[0].endswith("PREVIOUS ACTION: click [3]")
+    assert batch.observations[0].endswith(
+        "PREVIOUS ACTION: click [3] where [3] is link 'My Account'"
+    )
 
 
 def test_same_task_same_episode() -> None:
@@ -161,22 +163,24 @@ REPLIES = [
         "the NEXT ACTION I WILL PERFORM IS ```type [3] [blue kettle] [1]```",
         "type [3] [blue kettle] [1]",
     ),
+    # WebArena's re.search: the first block anywhere, even before the summary phrase.
     (
         "I saw ```click [1]```. In summary, the next action I will perform is ```scroll [down]```",
-        "scroll [down]",
+        "click [1]",
     ),
-    ("```click [1]``` then ```click [2]```", "click [2]"),
+    ("```click [1]``` then ```click [2]```", "click [1]"),
     ("In summary, the next action I will perform is\n```\nstop [$12.99]\n```", "stop [$12.99]"),
     ("the next action I will perform is ```text\ngo_back```", "go_back"),
     (
         "Earlier: the next action I will perform is ```click [5]```. Now I think ```click [6]```",
-        "click [6]",
+        "click [5]",
     ),
+    ("```click [7] to open it``` and more", "click [7] to open it"),
 ]
 
 
 @pytest.mark.parametrize(("reply", "action"), REPLIES)
-def test_parse_reply_takes_the_last_block(reply: str, action: str) -> None:
+def test_parse_reply_takes_the_first_block(reply: str, action: str) -> None:
     assert parse_webnav_reply(reply) == (action, None)
 
 
@@ -191,3 +195,36 @@ def test_demo_replies_parse_back() -> None:
     rules = family("webnav")
     reply = rules.format_reply("The search box finds it.", "type [6] [acme kettle] [1]")
     assert rules.parse_reply(reply) == ("type [6] [acme kettle] [1]", None)
+
+
+def test_actions_webarenas_parser_accepts_are_taken() -> None:
+    pool = EnvPool("webnav")
+    (sid,) = pool.create(1)
+    pool.reset([sid], [0])
+    # WebArena's own prompt example, a scroll without brackets, text after complete actions.
+    for action in [
+        "press [Ctrl+v]",
+        "scroll down",
+        "scroll [up] again",
+        "new_tab [1]",
+        "close_tab now",
+    ]:
+        obs = pool.step([sid], [action]).observations[0]
+        assert "FEEDBACK" not in obs, (action, obs)
+    obs = pool.step([sid], ["click [3] to see my account"]).observations[0]
+    assert "URL: http://shop.test/account" in obs and "FEEDBACK" not in obs
+
+
+def test_answers_are_as_strict_as_webarenas_exact_match() -> None:
+    pool = EnvPool("webnav")
+    ids = pool.create(2)
+    pool.reset(ids, [0, 0])  # a price question
+    for _ in range(20):
+        action = pool.expert(ids[:1]).moves[0][0]
+        if action.startswith("stop ["):
+            break
+        pool.step(ids, [action, action])
+    answer = action[len("stop [") : -1]
+    assert answer.startswith("$")
+    batch = pool.step(ids, [f"stop [ '{answer.upper()}' ]", f"stop [{answer[1:]}]"])
+    assert batch.dones.all() and batch.rewards.tolist() == [1.0, 0.0]

@@ -72,17 +72,18 @@ class FakeScienceWorld:
 class ServerThread:
     """``agentgym-sciworld-server``'s app over fake simulators, on a free loopback port."""
 
-    def __init__(self, **session_args: Any):
+    def __init__(self, guards=None, header_read_timeout: float = 10.0, **session_args: Any):
         import uvicorn
 
-        from agentgym.envs.sciworld_server import SciWorldSessions, build_app
+        from agentgym.envs.sciworld_server import SciWorldSessions, build_app, uvicorn_config
 
         self.sessions = SciWorldSessions(make_env=FakeScienceWorld, **session_args)
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(128)
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        config = uvicorn.Config(build_app(self.sessions), log_level="warning")
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn_config(build_app(self.sessions, guards), header_read_timeout)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True

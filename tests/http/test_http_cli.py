@@ -77,7 +77,7 @@ def test_cli_options():
 
 
 def test_blocking_threads_option():
-    assert build_parser().parse_args(["--env", "babyai"]).blocking_threads == 1
+    assert build_parser().parse_args(["--env", "babyai"]).blocking_threads == 2
     with pytest.raises(ValueError, match="blocking_threads must be at least 1"):
         native_server("babyai", blocking_threads=0)
     server = native_server("babyai", blocking_threads=3, env_threads=2)

@@ -46,7 +46,7 @@ def _closed_by_server(sock: socket.socket, within: float) -> bool:
 def _slow_loris(sock: socket.socket, stop: threading.Event) -> None:
     """Sends a request head one header line at a time, never finishing it."""
     try:
-        sock.sendall(b"POST /step HTTP/1.1\r\nHost: x\r\n")
+        sock.sendall(b"POST /step HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         for i in range(1000):
             if stop.wait(0.2):
                 return
@@ -65,7 +65,7 @@ def test_idle_and_slow_clients_do_not_starve_a_normal_client(procs):
     kept_alive = []
     for _ in range(10):  # one request each, then idle with keep-alive
         sock = _connect(server.port)
-        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         assert sock.recv(65536).startswith(b"HTTP/1.1 200")
         kept_alive.append(sock)
     loris = _connect(server.port)

@@ -80,6 +80,31 @@ def make_groups(
     return rescore(model, out, temperature)
 
 
+def single_turn(
+    prompt: list[int],
+    reply: list[int],
+    reward: float,
+    group: int,
+    i: int,
+    *,
+    env: str = "babyai",
+    size: int = 4,
+    logprobs: list[float] | None = None,
+) -> Trajectory:
+    """One episode of one turn: ``prompt`` (no loss) then ``reply`` (the generated tokens, with
+    behaviour ``logprobs``; 0 until ``rescore`` fills them), the ``i``-th of group ``group``."""
+    tokens = np.array(prompt + reply, np.int32)
+    behaviour = [0.0] * len(prompt) + (list(logprobs) if logprobs else [0.0] * len(reply))
+    return Trajectory(
+        episode_id=group * 100 + i, group_id=group, group_size=size, env=env, task_id=group,
+        horizon_cap=None, turn_versions=np.zeros(1, np.int32), tokens=tokens,
+        logprobs=np.array(behaviour, np.float32),
+        loss_mask=np.array([0] * len(prompt) + [1] * len(reply), np.uint8),
+        prompt_len=len(prompt), reward=float(reward), success=reward > 0.5, truncation="",
+        num_turns=1,
+    )  # fmt: skip
+
+
 @torch.no_grad()
 def rescore(model, trajs: list[Trajectory], temperature: float = 1.0) -> list[Trajectory]:
     """The same trajectories with behaviour log-probs from ``model``."""

@@ -3,7 +3,6 @@
 import threading
 import time
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -36,12 +35,12 @@ def fake_actor(endpoints: Endpoints, seen: dict, stop_after_s: float = 120.0) ->
                         model.load_state_dict(blobs_to_state_dict(snap.tensors))
                         version = snap.version
                         seen["versions"].append(version)
+                        seen["final_state"] = {k: v.clone() for k, v in model.state_dict().items()}
             if version < 0:
                 continue
             seed += 1
             trajs = make_groups(model, num_groups=1, version=version, seed=seed, cap=cap)
             actor.send_trajectories(rescore(model, trajs), timeout_s=1.0)
-        seen["final_state"] = {k: v.clone() for k, v in model.state_dict().items()}
 
 
 @pytest.mark.parametrize("transport", ["ipc", pytest.param("tcp", marks=pytest.mark.slow)])
@@ -57,7 +56,15 @@ def test_learner_and_actor_over_zmq(tmp_path, transport):
     )
     learner = Learner(tiny_model(), cfg)
     seen: dict = {"caps": [], "versions": []}
+    published: dict[int, dict] = {}  # the learner's weights at each version it served
     with LearnerChannels(eps, republish_s=0.05) as channels:
+        serve = channels.publish_weights
+
+        def publish_weights(version, blobs):
+            published[version] = blobs_to_state_dict(blobs)
+            return serve(version, blobs)
+
+        channels.publish_weights = publish_weights
         actor = threading.Thread(target=fake_actor, args=(channels.endpoints, seen))
         actor.start()
         learner.run(channels, max_steps=3)
@@ -71,7 +78,12 @@ def test_learner_and_actor_over_zmq(tmp_path, transport):
     assert seen["caps"][0] == 2 and seen["caps"][-1] == 4 and 3 in seen["caps"]
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 3
-    # the actor ends up with weights it fetched from the learner, not its own initialisation
-    fetched = seen["final_state"]["model.embed_tokens.weight"]
-    assert not torch.equal(fetched, tiny_model(seed=3).state_dict()["model.embed_tokens.weight"])
-    assert np.isfinite(fetched.numpy()).all()
+    # the actor's last fetched weights are the learner's of that version, tensor for tensor
+    # (and not the actor's own initialisation)
+    last = seen["versions"][-1]
+    fetched = seen["final_state"]
+    assert fetched.keys() == published[last].keys()
+    for name, value in published[last].items():
+        assert torch.equal(fetched[name], value), name
+    own = tiny_model(seed=3).state_dict()["model.embed_tokens.weight"]
+    assert not torch.equal(fetched["model.embed_tokens.weight"], own)

@@ -213,3 +213,26 @@ def test_dpo_loss_matches_the_papers_formulas():
     assert same.item() == pytest.approx(math.log(2))
     with pytest.raises(ValueError, match="unknown preference loss"):
         dpo_loss(chosen, rejected, ref_c, ref_r, kind="hinge")
+
+
+def test_clip_fraction_counts_the_tokens_whose_clipped_term_binds():
+    """eps 0.2. Clipped: A > 0 with r = 1.5 and r = 2.0, A < 0 with r = 0.5 (the objective gains
+    nothing past the clip). Not clipped: r = 1 (inside), A < 0 with r = 1.5 (the unclipped
+    term is the larger loss, so it binds). 3 of 5."""
+    ratio = torch.tensor([[1.5, 2.0, 0.5, 1.0, 1.5]])
+    adv = torch.tensor([[1.0, 1.0, -1.0, 1.0, -1.0]])
+    prox = torch.zeros(1, 5)
+    cfg = L.PolicyLossConfig(clip_eps=0.2, behaviour_weight="none")
+    out = L.policy_loss(ratio.log(), prox, prox, adv, torch.ones(1, 5), cfg)
+    assert out.clip_fraction.item() == pytest.approx(3 / 5)
+
+
+def test_approx_kl_to_prox_is_positive_when_the_policy_left_the_sampled_tokens():
+    """approx_kl_prox = mean over tokens of log pi_prox - log pi_theta (k1 of KL(prox || theta)
+    on the sampled tokens): positive when the update made the sampled tokens less likely."""
+    prox = torch.log(torch.tensor([[0.5, 0.2, 0.1]]))
+    logp = prox + torch.tensor([[-0.3, -0.2, 0.2]])
+    mask = torch.tensor([[1.0, 1.0, 1.0]])
+    cfg = L.PolicyLossConfig(behaviour_weight="none")
+    out = L.policy_loss(logp, prox, prox, torch.ones(1, 3), mask, cfg)
+    assert out.approx_kl_prox.item() == pytest.approx((0.3 + 0.2 - 0.2) / 3)

@@ -83,7 +83,8 @@ def copy_skill(model, seed=3) -> float:
 
 def sft_from_a_copier(tmp_path, copy_mix: float):
     """A 2-layer model trained to copy, then 40 SFT steps at a high lr on data with nothing
-    to copy; returns (its copy accuracy before, after, the run's metrics)."""
+    to copy; returns (its copy accuracy before, after, the run's metrics, its copy loss on
+    fresh copy sequences before and after)."""
     import json
 
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -102,6 +103,7 @@ def sft_from_a_copier(tmp_path, copy_mix: float):
         optimizer.step()
         optimizer.zero_grad()
     before = copy_skill(model)
+    loss_before = fresh_copy_loss(model, ids)
     cfg = SFTConfig(epochs=10, batch_size=4, micro_batch_size=4, copy_mix=copy_mix)
     cfg = SFTConfig(**{**cfg.__dict__, "optim": type(cfg.optim)(lr=0.003)})
     out = tmp_path / f"mix{copy_mix}"
@@ -110,17 +112,28 @@ def sft_from_a_copier(tmp_path, copy_mix: float):
         copy_ids=ids,
     )  # fmt: skip
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    return before, copy_skill(model), rows
+    return before, copy_skill(model), rows, (loss_before, fresh_copy_loss(model, ids))
+
+
+def fresh_copy_loss(model, ids) -> float:
+    from agentgym.models import copy_loss
+
+    with torch.no_grad():
+        return float(copy_loss(model, ids, 64, torch.Generator().manual_seed(5)))
 
 
 def test_copy_mix_keeps_the_copy_skill_that_sft_alone_wipes(tmp_path):
-    before, plain, rows = sft_from_a_copier(tmp_path, 0.0)
+    before, plain, rows, _ = sft_from_a_copier(tmp_path, 0.0)
     assert before > 0.9
     assert plain < 0.5, plain
     assert "copy_loss" not in rows[0]
-    before, mixed, rows = sft_from_a_copier(tmp_path, 0.5)
+    before, mixed, rows, (loss_before, loss_after) = sft_from_a_copier(tmp_path, 0.5)
     assert mixed > 0.9, mixed
-    assert len(rows) == 40 and all(row["copy_loss"] >= 0 for row in rows)
+    # the logged copy_loss is the model's copy loss at that step: the copier's at the first
+    # step, the trained model's at the last (each on its own random copy sequences)
+    assert len(rows) == 40
+    assert rows[0]["copy_loss"] == pytest.approx(loss_before, abs=0.25), (rows[0], loss_before)
+    assert rows[-1]["copy_loss"] == pytest.approx(loss_after, abs=0.25), (rows[-1], loss_after)
 
 
 def test_copy_mix_needs_the_ids_to_draw_from(tmp_path):
@@ -159,3 +172,17 @@ def test_a_stopped_run_resumes_to_what_one_uninterrupted_run_gives(tmp_path):
         assert a["copy_loss"] == pytest.approx(b["copy_loss"], rel=1e-5), a["step"]
     for (name, p), q in zip(whole.named_parameters(), model.parameters(), strict=True):
         assert torch.allclose(p, q, atol=1e-6), name
+
+
+def test_bf16_step_is_the_float32_step_in_bf16_arithmetic():
+    from dataclasses import replace
+
+    loss32, _, g32 = grads_after_step(6)
+    model = tiny_lm()
+    cfg = replace(SFTConfig(batch_size=6, micro_batch_size=6), bf16=True)
+    loss16, _ = _demo_loss(model, examples(), list(range(6)), cfg, pad_token_id=0)
+    g16 = {n: p.grad for n, p in model.named_parameters()}
+    assert {p.dtype for p in model.parameters()} == {torch.float32}  # master weights
+    assert loss16 == pytest.approx(loss32, rel=2e-2) and loss16 != loss32
+    flat = lambda g: torch.cat([v.reshape(-1) for v in g.values()])  # noqa: E731
+    assert torch.nn.functional.cosine_similarity(flat(g16), flat(g32), 0) > 0.99

@@ -63,6 +63,7 @@ from agentgym.agent.turns import ChatCodec
 from agentgym.curriculum import CurriculumConfig, open_task_ids
 from agentgym.engines.base import Engine, SamplingParams
 from agentgym.envs import EnvPool
+from agentgym.transport.auth import TransportKeys
 from agentgym.transport.channels import AsyncActorChannels, Endpoints, WeightFetchError
 from agentgym.transport.wire import Control, Trajectory, id_position
 
@@ -183,6 +184,7 @@ class Actor:
         *,
         load_state_dict=None,
         stream_tensors=None,
+        keys: TransportKeys | None = None,
     ):
         empty = [d.name for d in settings.draws if not d.task_ids]
         if empty:
@@ -193,6 +195,7 @@ class Actor:
         self._running: Counter[str] = Counter()  # groups in flight per env
         self._open_ids: dict[tuple[str, int], list[int]] = {}  # (env, stage) -> open task ids
         self.endpoints = endpoints
+        self.keys = keys
         self.stats = ActorStats()
         self.clocks = Clocks()
         self._to_state_dict = load_state_dict
@@ -215,7 +218,9 @@ class Actor:
     ) -> ActorStats:
         """Run until the learner says stop (or ``max_groups`` groups were pushed, or timeout)."""
         start = time.perf_counter()
-        self._channels = AsyncActorChannels(self.endpoints, actor=self.name, index=self.s.index)
+        self._channels = AsyncActorChannels(
+            self.endpoints, actor=self.name, index=self.s.index, keys=self.keys
+        )
         try:
             await self._greet()
         except BaseException:

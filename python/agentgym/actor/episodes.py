@@ -2,7 +2,9 @@
 
 All episodes of a group take one engine call and one batched env step per turn; groups run as
 concurrent coroutines, so the engine batches the turns of every group in flight (continuous
-batching over turns). A session whose env fails drops only its own trajectory.
+batching over turns). A session whose env fails drops only its own trajectory. A family with
+stop strings (search) has the engine stop there and every reply cut after its first one before
+the env sees it and before it enters the trajectory.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ async def run_group(
     """Run ``spec.group_size`` episodes of ``spec.task_id`` to the end; never raises for env
     failures (the failed episodes are listed in ``GroupResult.errors``)."""
     clocks = clocks or Clocks()
+    params = replace(params, stop=family(spec.env).stop)
     sessions = pool.create(spec.group_size)
     try:
         episodes = await _start(spec, pool, codec, sessions, clocks)
@@ -183,7 +186,9 @@ async def _turn(spec, engine, pool, params, live: list[_Episode], clocks: Clocks
     acting: list[tuple[_Episode, str]] = []
     for ep, gen in zip(live, gens, strict=True):
         ep.gen_s += gen_s
-        text = ep.conversation.add_reply(gen.token_ids, gen.logprobs, gen.policy_version)
+        text = ep.conversation.add_reply(
+            gen.token_ids, gen.logprobs, gen.policy_version, stop=params.stop
+        )
         parsed = parse_reply(text, spec.env, spec.reply_format)
         if parsed.ok:
             acting.append((ep, parsed.action))

@@ -225,6 +225,7 @@ def make_engine(
         seed=seed,
         prefix_cache_mb=0 if config.model.menu_policy else config.engine.prefix_cache_size_mb,
         tokenizer=tokenizer,
+        bf16=config.engine.bf16,
     )
 
 

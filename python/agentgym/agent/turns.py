@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from agentgym.agent.prompts import initial_messages
+from agentgym.agent.stops import cut_text, tokens_to_keep
 
 _PROBE_SYSTEM = "\x00system\x00"
 _PROBE_USER = "\x00user\x00"
@@ -157,12 +158,23 @@ class Conversation:
         """The whole stream so far: the next prompt for the engine."""
         return self.trace.tokens
 
-    def add_reply(self, token_ids: Sequence[int], logprobs: Sequence[float], version: int) -> str:
-        """Append a sampled reply; returns its text for the action parser."""
+    def add_reply(
+        self,
+        token_ids: Sequence[int],
+        logprobs: Sequence[float],
+        version: int,
+        stop: Sequence[str] = (),
+    ) -> str:
+        """Append a sampled reply, cut after its first stop string (``agentgym.agent.stops``:
+        the tokens after the one that completes it are dropped); returns its text for the
+        action parser."""
         if not self._awaiting_reply:
             raise RuntimeError("add_reply twice without an observation in between")
+        if stop:
+            keep = tokens_to_keep(self.codec.decode_reply, token_ids, stop)
+            token_ids, logprobs = token_ids[:keep], logprobs[:keep]
         self.trace.extend_generated(token_ids, logprobs, version)
-        text = self.codec.decode_reply(token_ids)
+        text = cut_text(self.codec.decode_reply(token_ids), stop)
         self.messages.append({"role": "assistant", "content": text})
         self._last_token = token_ids[-1] if token_ids else None
         self._awaiting_reply = False

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from agentgym.cli.common import (
     ENDPOINTS_FILE,
+    actor_keys,
     add_config_args,
     config_from_args,
     learner_endpoints,
@@ -21,6 +22,7 @@ from agentgym.cli.common import (
     wait_for_endpoints,
 )
 from agentgym.config import RunConfig, sync_problem
+from agentgym.transport.auth import KeysError
 from agentgym.transport.channels import Endpoints
 from agentgym.transport.malloc import tune_malloc
 
@@ -46,6 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="tcp://HOST:PORT",
         help="join the learner at this address (its transport.base_port: trajectories there, "
         "control and weights on the next two ports), e.g. from another machine",
+    )
+    parser.add_argument(
+        "--keys",
+        default=None,
+        metavar="PATH",
+        help="the run's transport keys, which a learner reached over TCP asks of its actors "
+        "(default: RUN_DIR/transport_keys.json, written by the learner; copy it here when "
+        "this machine does not share the run dir)",
     )
     parser.add_argument(
         "--sync",
@@ -75,9 +85,18 @@ def main(argv: list[str] | None = None) -> int:
         endpoints = _learner_address(args.learner)
     else:
         endpoints = _endpoints(config, args.endpoints)
-    stats = run_actor(
-        config, endpoints, index=args.index, sync=args.sync, wait_model_s=args.wait_model
-    )
+    try:
+        stats = run_actor(
+            config,
+            endpoints,
+            index=args.index,
+            sync=args.sync,
+            wait_model_s=args.wait_model,
+            keys_path=args.keys,
+        )
+    except KeysError as e:
+        print(f"agentgym-actor: {e}", file=sys.stderr, flush=True)
+        return 2
     log.info(
         "done: %d groups pushed, %d episodes dropped", stats.groups_pushed, stats.dropped_env_errors
     )
@@ -114,10 +133,12 @@ def run_actor(
     index: int = 0,
     sync: bool = False,
     wait_model_s: float = 0.0,
+    keys_path: str | None = None,
 ):
     """Build the engine and env pool and run one actor until the learner stops. ``endpoints``
     may be a function, called once the engine and pool are built (the learner's endpoints
-    file may appear only then)."""
+    file may appear only then). Over TCP the actor joins with the run's transport keys
+    (``keys_path``, else the run dir's)."""
     a = config.actor
     set_torch_threads(a.torch_threads, deterministic=config.deterministic)
     from agentgym.actor.actor import Actor, ActorSettings
@@ -143,6 +164,7 @@ def run_actor(
     log.info("engine ready")
     if callable(endpoints):
         endpoints = endpoints()
+    keys = actor_keys(config, endpoints, keys_path, ENDPOINTS_TIMEOUT_S)
     run_dir = Path(config.run_dir)
     (run_dir / "actors").mkdir(parents=True, exist_ok=True)
     settings = ActorSettings(
@@ -175,6 +197,7 @@ def run_actor(
         endpoints,
         load_state_dict=blobs_to_state_dict,
         stream_tensors=stream_tensors,
+        keys=keys,
     )
     on_terminate(actor.stop)
     return _run_loop(actor)

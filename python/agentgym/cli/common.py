@@ -18,7 +18,16 @@ from pathlib import Path
 
 from agentgym.config import RunConfig, load_config
 from agentgym.configtools import ConfigError
-from agentgym.transport.channels import Endpoints
+from agentgym.transport.auth import (
+    KEYS_FILE,
+    TransportKeys,
+    curve_available,
+    run_keys,
+    uses_tcp,
+    wait_for_keys,
+)
+from agentgym.transport.channels import Endpoints, LearnerChannels
+from agentgym.transport.limits import TrajectoryLimits
 
 ENDPOINTS_FILE = "endpoints.json"
 RESOLVED_CONFIG = "config.yaml"
@@ -102,6 +111,49 @@ def learner_endpoints(config: RunConfig) -> Endpoints:
     directory = Path(tempfile.gettempdir()) / f"agentgym-{key}"
     directory.mkdir(parents=True, exist_ok=True)
     return Endpoints.ipc(directory)
+
+
+def learner_channels(config: RunConfig, vocab_size: int | None = None) -> LearnerChannels:
+    """The learner's bound channels: over TCP, admitting only peers with the run's keys
+    (created in the run dir on first use); trajectories checked against ``trajectory_limits``;
+    frames capped at ``transport.max_message_mb``."""
+    endpoints = learner_endpoints(config)
+    t = config.transport
+    keys = None
+    if uses_tcp(*endpoints.__dict__.values()):
+        keys = run_keys(config.run_dir, "curve" if t.encrypt and curve_available() else "plain")
+    return LearnerChannels(
+        endpoints,
+        keys=keys,
+        limits=trajectory_limits(config, vocab_size),
+        max_message_bytes=t.max_message_mb << 20,
+        max_actors=t.max_actors,
+    )
+
+
+def trajectory_limits(config: RunConfig, vocab_size: int | None = None) -> TrajectoryLimits:
+    """What the learner accepts of a trajectory in this run: groups no larger than
+    ``actor.group_size``, the run's env names, token ids below ``vocab_size``, and at most
+    four contexts' worth of tokens (an episode ends once it passes ``actor.max_context_tokens``,
+    after the reply and observation that took it there)."""
+    a = config.actor
+    return TrajectoryLimits(
+        max_group_size=a.group_size,
+        max_tokens=4 * a.max_context_tokens + config.engine.max_new_tokens,
+        vocab_size=vocab_size,
+        envs=frozenset(e.env.name for e in config.entries),
+    )
+
+
+def actor_keys(
+    config: RunConfig, endpoints: Endpoints, path: str | None, timeout_s: float
+) -> TransportKeys | None:
+    """The run's transport keys when the learner is reached over TCP (``path``, else the run
+    dir's ``KEYS_FILE``, waited for up to ``timeout_s``: the learner writes it as it starts);
+    None over Unix sockets."""
+    if not uses_tcp(*endpoints.__dict__.values()):
+        return None
+    return wait_for_keys(path or Path(config.run_dir) / KEYS_FILE, timeout_s)
 
 
 def write_endpoints(run_dir: str | Path, endpoints: Endpoints) -> None:

@@ -54,6 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "goal (babyai, textcraft): a reply then names the goal it serves, which small models "
         "copy from the goal line more easily than they recall it",
     )
+    parser.add_argument(
+        "--worked-example",
+        action="store_true",
+        help="open every episode with the family's worked example, as actor.worked_example "
+        "does (babyai, textcraft); its reply carries no loss",
+    )
     parser.add_argument("--out", required=True, help="JSONL file to write")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
 
@@ -113,7 +119,9 @@ def run(args: argparse.Namespace) -> int:
             steps, why = _plan(pool, args.env, task)
             record = None
             if steps:
-                record = demo_episode(pool, args.env, task, steps, args.goal_in_thought)
+                record = demo_episode(
+                    pool, args.env, task, steps, args.goal_in_thought, args.worked_example
+                )
             group, names[group] = _group(pool, rules, args.env, task)
             if record is not None and record["success"]:
                 f.write(json.dumps(record) + "\n")

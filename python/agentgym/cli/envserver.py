@@ -10,12 +10,13 @@ released until Ctrl-C (or SIGTERM), which stops it cleanly.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from agentgym.httpguard import is_loopback
 
 TOKEN_ENV = "AGENTGYM_ENVSERVER_TOKEN"
 
@@ -66,9 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--blocking-threads",
         type=int,
-        default=1,
-        help="threads that take requests' env work (default 1, which keeps each session's "
-        "memory on one thread; batches still spread over --env-threads)",
+        default=2,
+        help="threads that take requests' env work (default 2: small requests are answered "
+        "while a big batch runs; batches still spread over --env-threads)",
     )
     p.add_argument(
         "--step-latency-ms",
@@ -84,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
         "it opened or after the previous response (slow clients, silent sockets; default 10)",
     )
     p.add_argument(
+        "--body-read-timeout",
+        type=float,
+        default=30.0,
+        help="answer 408 and close the connection when a request's body has not arrived "
+        "this many seconds after its head (default 30)",
+    )
+    p.add_argument(
         "--keep-alive-timeout",
         type=float,
         default=5.0,
@@ -94,8 +102,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-connections",
         type=int,
         default=1024,
-        help="open connections at most; more wait to be accepted (default 1024, lowered to "
-        "leave 64 file descriptors free when ulimit -n is smaller)",
+        help="open connections at most; a new one takes the place of one waiting without a "
+        "request in progress (default 1024, lowered to leave 64 file descriptors free when "
+        "ulimit -n is smaller)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="serve requests for this host name too (without a token only localhost and the "
+        "bound address are served, against DNS rebinding); repeatable, * allows any",
+    )
+    p.add_argument(
+        "--max-custom-bytes",
+        type=int,
+        default=64 << 20,
+        help="bytes of custom TextCraft episodes (/create with goal and commands) all open "
+        "sessions may hold together (default 64 MiB)",
     )
     return p
 
@@ -115,8 +139,8 @@ def parse_options(env: str, pairs: Sequence[str]) -> dict[str, str]:
     return options
 
 
-def resolve_token(args: argparse.Namespace) -> str | None:
-    """The bearer token: ``--token``, else ``--token-file``'s first line, else $TOKEN_ENV."""
+def resolve_token(args: argparse.Namespace, variable: str = TOKEN_ENV) -> str | None:
+    """The bearer token: ``--token``, else ``--token-file``'s first line, else $``variable``."""
     if args.token and args.token_file:
         raise ValueError("give --token or --token-file, not both")
     if args.token_file:
@@ -128,19 +152,13 @@ def resolve_token(args: argparse.Namespace) -> str | None:
         if not token:
             raise ValueError(f"--token-file: {args.token_file} holds no token on its first line")
         return token
-    return args.token or os.environ.get(TOKEN_ENV) or None
+    return args.token or os.environ.get(variable) or None
 
 
 def exposed_without_token(host: str, token: str | None) -> bool:
-    """Whether the server listens beyond loopback with no token (anyone can drive it)."""
-    if token:
-        return False
-    if host == "localhost":
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: assume it resolves beyond loopback
-        return True
+    """Whether the server listens beyond loopback with no token (anyone can drive it); a
+    host name counts as beyond loopback."""
+    return not token and not is_loopback(host)
 
 
 def start(args: argparse.Namespace):
@@ -162,8 +180,11 @@ def start(args: argparse.Namespace):
         blocking_threads=args.blocking_threads,
         step_latency=args.step_latency_ms / 1000.0,
         header_read_timeout=args.header_read_timeout,
+        body_read_timeout=args.body_read_timeout,
         keep_alive_timeout=args.keep_alive_timeout,
         max_connections=args.max_connections,
+        allowed_hosts=args.allow_host,
+        max_custom_bytes=args.max_custom_bytes,
     )
 
 

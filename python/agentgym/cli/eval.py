@@ -387,6 +387,7 @@ async def _episodes(
                 "success": t.success,
                 "score": t.reward,
                 "turns": t.num_turns,
+                "generated_tokens": int(t.loss_mask.sum()),
                 "invalid_replies": invalid,
                 "record": trajectory_record(t, codec),
             }
@@ -442,6 +443,7 @@ def _stats(episodes: list[dict[str, Any]], k: int) -> dict[str, float]:
         "errors": sum("error" in e for e in episodes),
         "invalid": sum(e.get("invalid_replies", 0) for e in episodes)
         / max(sum(e.get("turns", 0) for e in episodes), 1),
+        "tokens": sum(e.get("generated_tokens", 0) for e in episodes) / n,
     }
 
 
@@ -451,18 +453,19 @@ def format_table(result: dict[str, Any]) -> str:
     w = max(14, *(len(name) + 2 for name in result["rows"]))
     head = (
         f"{'':<{w}}{'tasks':>7}{'episodes':>10}{f'avg@{k}':>9}{f'pass@{k}':>9}{'score':>8}"
-        f"{'invalid':>9}"
+        f"{'invalid':>9}{'tokens':>8}"
     )
     lines = [head, "-" * len(head)]
     for name, r in result["rows"].items():
         lines.append(
             f"{name:<{w}}{r['tasks']:>7}{r['episodes']:>10}{r[f'avg@{k}']:>9.3f}"
             f"{r[f'pass@{k}']:>9.3f}{r['score']:>8.3f}{r['invalid']:>9.3f}"
+            f"{r.get('tokens', 0.0):>8.1f}"
         )
     lines.append(
         f"avg@{k}: share of episodes that succeeded; pass@{k}: share of tasks solved at least "
         f"once in {k} tries; score: mean episode reward; invalid: share of replies without a "
-        "usable action"
+        "usable action; tokens: generated tokens per episode"
     )
     return "\n".join(lines)
 

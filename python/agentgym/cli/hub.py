@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 from pathlib import Path
+
+from agentgym.httpguard import is_loopback
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,6 +20,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--token", default=None,
         help="require this bearer token on every API call (open the page with ?token=...)",
+    )  # fmt: skip
+    p.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME",
+        help="serve requests for this host name too (without --token only localhost and the "
+        "bound address are served, against DNS rebinding); repeatable, * allows any",
     )  # fmt: skip
     p.add_argument(
         "--env-option", action="append", default=[], metavar="ENV:KEY=VALUE",
@@ -42,12 +48,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"agentgym hub: --env-option: {e}", file=sys.stderr)
         return 2
     try:
-        hub = Hub(roots, token=args.token, env_options=env_options)
+        hub = Hub(
+            roots,
+            token=args.token,
+            env_options=env_options,
+            allowed_hosts=tuple(args.allow_host),
+        )
         server = make_server(hub, args.host, args.port)
     except (RuntimeError, OSError) as e:
         print(f"agentgym hub: {e}", file=sys.stderr)
         return 2
-    if args.token is None and not _loopback(args.host):
+    if args.token is None and not is_loopback(args.host):
         print(
             f"agentgym hub: warning: serving {args.host} without --token; anyone who can reach "
             "this port can read the runs",
@@ -81,12 +92,3 @@ def parse_env_options(pairs: list[str]) -> dict[str, dict[str, str]]:
             raise ValueError(f"unknown env {env!r} in {pair!r}; envs: {', '.join(env_names())}")
         options.setdefault(env, {})[key] = value
     return options
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -15,11 +15,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from agentgym.cli.common import (
     add_config_args,
     config_from_args,
-    learner_endpoints,
+    learner_channels,
     on_terminate,
     plain_text,
     report_config_error,
@@ -98,6 +99,16 @@ def task_groups(config: RunConfig) -> Callable[[str, int], str | None]:
     return lambda env, task_id: rules[env].id_group(task_id) if env in rules else None
 
 
+def vocab_size(model: Any) -> int | None:
+    """Token ids the model can embed (its embedding rows; the config's ``vocab_size`` for a
+    wrapper without ``get_input_embeddings``, as the menu policy); None when neither says."""
+    embeddings = getattr(model, "get_input_embeddings", None)
+    if embeddings is not None and hasattr(embeddings(), "num_embeddings"):
+        return int(embeddings().num_embeddings)
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    return size if isinstance(size, int) else None
+
+
 def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | None = None) -> None:
     """Build the model and learner, bind the channels and train until done or signalled."""
     set_torch_threads(config.torch_threads, deterministic=config.deterministic)
@@ -110,7 +121,6 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
     )
     from agentgym.learner import Learner
     from agentgym.learner.distributed import from_environment
-    from agentgym.transport.channels import LearnerChannels
 
     run_dir = Path(config.run_dir)
     if resume and not (run_dir / "checkpoints" / "latest").exists():
@@ -158,7 +168,7 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
         dist.close()
         dist.exit(0)
         return
-    with LearnerChannels(learner_endpoints(config)) as channels:
+    with learner_channels(config, vocab_size(model)) as channels:
         write_endpoints(run_dir, channels.endpoints)
         log.info("serving at %s (version %d)", channels.endpoints, learner.version)
         evals = None

@@ -20,7 +20,7 @@ from agentgym.cli.common import RESOLVED_CONFIG
 # files and folders a training run writes; any of them means the directory holds a run
 RUN_FILES = (
     RESOLVED_CONFIG, "metrics.jsonl", "checkpoints", "trajectories.jsonl", "summary.json",
-    "logs", "actors", "actors.json", "weights", "endpoints.json",
+    "logs", "actors", "actors.json", "weights", "endpoints.json", "transport_keys.json",
 )  # fmt: skip
 EVAL_DIR = "eval"
 _STEP = re.compile(r"step_(\d+)$")

@@ -37,7 +37,9 @@ class SamplingParams:
     """Extra stop tokens on top of the engine's own (EOS, <|im_end|>)."""
     stop: tuple[str, ...] = ()
     """Stop strings: a row ends with the token that completes one of them (finish 'stop');
-    the generation keeps that token, text after the string in it included."""
+    the generation keeps that token, text after the string in it included. The actor sets them
+    from the env family (``EnvFamily.stop``) and cuts every reply after its first one itself
+    (``agentgym.agent.stops``), so an engine that samples further only wastes time."""
     seed: int | None = None
     """Seed of the first prompt of a call; prompt i uses seed + i. None: the engine's own stream."""
 

@@ -52,6 +52,7 @@ class HFEngine:
         version: int = 0,
         prefix_cache_mb: float = 0,
         tokenizer: Any = None,
+        bf16: bool = False,
     ) -> None:
         """Wrap `model` (already on its device, eval mode is set here).
 
@@ -64,9 +65,12 @@ class HFEngine:
             so that a prompt extending one (an episode's next turn) prefills only its new
             tokens (`agentgym.engines.prefix_cache`); 0: prefill every prompt whole.
         tokenizer: decodes replies for stop strings (``SamplingParams.stop``).
+        bf16: compute under bf16 autocast (the weights stay as they are), as the learner does
+            with ``learner.bf16``, so that both see nearly the same log-probs.
         """
         self.model = model.eval()
         self.tokenizer = tokenizer
+        self.bf16 = bf16
         self.store = PrefixStore(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
         """The prefix cache (None: off); cleared whenever the weights change."""
         self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
@@ -243,7 +247,9 @@ class HFEngine:
     def _generate_batch(
         self, prompts: list[list[int]], seeds: list[int], params: SamplingParams
     ) -> list[Generation]:
-        with self._lock, torch.inference_mode():
+        device = next(self.model.parameters()).device
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16)
+        with self._lock, torch.inference_mode(), autocast:
             gens = decode(
                 self.model,
                 prompts,
@@ -488,13 +494,14 @@ def _record(
 
 def stop_text_check(tokenizer: Any, stops: Sequence[str]) -> Callable[[list[int]], bool]:
     """``check(tokens)``: whether the text of ``tokens`` ends in a stop string completed by its
-    last token. Only the tail is decoded (a token is at least one character), so a long reply
-    costs the same per step as a short one."""
+    last token, read as the actor reads replies (special tokens skipped). Only the tail is
+    decoded (every other token is at least one character; a few more are read for special
+    ones), so a long reply costs the same per step as a short one."""
     longest = max(len(s) for s in stops)
 
-    def check(tokens: list[int]) -> bool:
-        tail = tokenizer.decode(tokens[-(longest + 1) :], skip_special_tokens=False)
-        before = tokenizer.decode(tokens[-(longest + 1) : -1], skip_special_tokens=False)
+    def check(tokens: list[int]) -> bool:  # special tokens skipped, as the actor reads replies
+        tail = tokenizer.decode(tokens[-(longest + 4) :], skip_special_tokens=True)
+        before = tokenizer.decode(tokens[-(longest + 4) : -1], skip_special_tokens=True)
         return any(s in tail and s not in before for s in stops)
 
     return check

@@ -179,10 +179,14 @@ def to_vllm_params(params: SamplingParams, index: int = 0) -> Any:
         top_k=params.top_k if params.top_k > 0 else -1,
         max_tokens=params.max_new_tokens,
         stop_token_ids=list(params.stop_token_ids),
+        # Stop strings need the text: detokenized (special tokens skipped, as the actor's cut
+        # reads replies) only for requests that have them; the completing token is kept.
+        stop=list(params.stop) or None,
+        include_stop_str_in_output=bool(params.stop),
         seed=None if params.seed is None else params.seed + index,
         logprobs=0,
-        detokenize=False,
-        skip_special_tokens=False,
+        detokenize=bool(params.stop),
+        skip_special_tokens=bool(params.stop),
         output_kind=RequestOutputKind.FINAL_ONLY,
     )
 

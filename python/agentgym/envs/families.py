@@ -14,12 +14,15 @@ episode at its move limit, which is truncation; a search episode succeeds when i
 (exact match by default).
 
 The webnav family (generated websites in WebArena's format) also has its own reply grammar:
-WebArena's, where the action is the last ``` block after "the next action I will perform is";
-its horizon schedule is AgentGym-RL's WebArena one (``configs/horizon/webarena.yaml``).
+WebArena's, where the action is the first ``` block of the reply; its horizon schedule is
+AgentGym-RL's WebArena one (``configs/horizon/webarena.yaml``).
 
 The search family has its own reply grammar (Search-R1's ``<search>``/``<answer>`` tags) instead
-of the "Thought: ... Action: ..." lines; its horizon schedule is AgentGym-RL's SearchQA one
-(``configs/horizon/searchqa.yaml``).
+of the "Thought: ... Action: ..." lines, and stop strings: a reply ends at its first
+``</search>`` or ``</answer>``, so the text Search-R1 cuts off is neither sampled on (by an engine
+that honours ``SamplingParams.stop``) nor trained on (the actor cuts it either way). Its horizon
+schedule is AgentGym-RL's SearchQA one (``configs/horizon/searchqa.yaml``). Where agentgym
+deliberately differs from Search-R1, WebArena and minigrid is listed in ``docs/fidelity.md``.
 """
 
 from __future__ import annotations
@@ -128,7 +131,6 @@ WEBNAV_INVALID_REPLY = (
     "action I will perform is ```<action>```', for example ```click [12]``` or ```stop [N/A]```."
 )
 
-_WEBNAV_PHRASE = re.compile(r"the next action i will perform is", re.IGNORECASE)
 _FENCED = re.compile(r"```(.*?)```", re.DOTALL)
 _LANGUAGE_TAG = re.compile(r"[A-Za-z]+")
 
@@ -149,12 +151,26 @@ class Outcome:
     truncated: bool
 
 
+SEARCH_STOP = ("</search>", "</answer>")
+"""Where a search reply ends (``EnvFamily.stop``)."""
+
+
+def cut_search_reply(reply: str) -> str:
+    """What Search-R1 keeps of a reply: up to and including its first ``</search>``, else its
+    first ``</answer>``, else all of it (the native env's ``grammar::cut_reply``)."""
+    for close in SEARCH_STOP:
+        at = reply.find(close)
+        if at >= 0:
+            return reply[: at + len(close)]
+    return reply
+
+
 def parse_search_reply(reply: str) -> tuple[str | None, str | None]:
-    """The search env's action in ``reply``: its first complete ``<search>...</search>`` or
-    ``<answer>...</answer>`` (Search-R1's rule), with the content's whitespace collapsed, or the
-    corrective observation when it has neither. Only the tag is sent, so a long chain of thought
-    never meets the action length cap."""
-    match = _SEARCH_TAG.search(reply)
+    """The search env's action in ``reply``, by Search-R1's rule: the first complete
+    ``<search>...</search>`` or ``<answer>...</answer>`` of what :func:`cut_search_reply` keeps,
+    with the content's whitespace collapsed, or the corrective observation when it has neither.
+    Only the tag is sent, so a long chain of thought never meets the action length cap."""
+    match = _SEARCH_TAG.search(cut_search_reply(reply))
     if match is None:
         return None, SEARCH_INVALID_REPLY
     tag, content = match.group(1), _SPACES.sub(" ", match.group(2)).strip()
@@ -162,16 +178,15 @@ def parse_search_reply(reply: str) -> tuple[str | None, str | None]:
 
 
 def parse_webnav_reply(reply: str) -> tuple[str | None, str | None]:
-    """WebArena's rule: the action is the last ``` block after the last "the next action I will
-    perform is" (case-insensitive), or the reply's last ``` block when the phrase is missing; a
-    language tag on its own first line (```text) is dropped and line breaks become spaces. A
-    reply without a non-empty block gets the corrective observation."""
-    phrases = list(_WEBNAV_PHRASE.finditer(reply))
-    blocks = _FENCED.findall(reply[phrases[-1].end() :]) if phrases else []
-    blocks = blocks or _FENCED.findall(reply)
-    if not blocks:
+    """WebArena's rule (``re.search``): the action is the reply's first ``` block, wherever it
+    stands. Beyond WebArena, a language tag on the block's own first line (```text) is dropped
+    and line breaks become spaces. A reply without a non-empty block gets the corrective
+    observation (WebArena would send a no-op action and describe the bad format in PREVIOUS
+    ACTION)."""
+    block = _FENCED.search(reply)
+    if block is None:
         return None, WEBNAV_INVALID_REPLY
-    lines = [line.strip() for line in blocks[-1].strip().splitlines()]
+    lines = [line.strip() for line in block.group(1).strip().splitlines()]
     if len(lines) > 1 and _LANGUAGE_TAG.fullmatch(lines[0]):
         lines = lines[1:]
     action = " ".join(line for line in lines if line)
@@ -279,6 +294,11 @@ class EnvFamily:
     parse_reply: Callable[[str], tuple[str | None, str | None]] | None = None
     """The family's own reply grammar: reply -> (action, None) or (None, corrective observation).
     None: AgentGym's "Action:" line rules (``agentgym.agent.parsing``)."""
+    stop: tuple[str, ...] = ()
+    """Stop strings: a reply ends with the first of these it holds. The actor asks the engine
+    to stop sampling there (``SamplingParams.stop``) and cuts the reply's tokens after it
+    before the env sees the reply and before it enters the trajectory (Search-R1's
+    ``</search>``/``</answer>``). Empty: a reply ends where the engine stops."""
     format_reply: Callable[[str, str], str] = _agentgym_reply
     """(thought, action) -> the agent's reply in this family's format (expert demos, tokenizer
     corpora); it must parse back to the action with this family's rules: "Thought: ...\nAction:
@@ -351,6 +371,7 @@ FAMILIES: dict[str, EnvFamily] = {
             reward_scale="0..1 (exact match of the normalised answer; subem or token F1 by option)",
             parse_reply=parse_search_reply,
             format_reply=_think_then_tag,
+            stop=SEARCH_STOP,
         ),
         EnvFamily(
             "webnav",

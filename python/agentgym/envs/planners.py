@@ -171,14 +171,22 @@ def plan_textcraft(pool: Any, task_id: int) -> list[Step] | None:
 
 
 def demo_episode(
-    pool: Any, env: str, task_id: int, steps: list[Step], goal_in_thought: bool = False
+    pool: Any,
+    env: str,
+    task_id: int,
+    steps: list[Step],
+    goal_in_thought: bool = False,
+    worked_example: bool = False,
 ) -> dict[str, Any]:
     """Replay ``steps`` in a fresh session; the episode as a ``messages`` record (the form
     ``agentgym.learner.datasets`` reads), opened as the actors open one (the family's
     instruction, then the first observation), each reply in the family's format.
     ``goal_in_thought`` starts every thought with "My goal: <goal>." in the words of the first
     observation's goal line (the family's ``goal``), so that a reply names the goal it serves;
-    ValueError when the family or the observation has no goal line."""
+    ValueError when the family or the observation has no goal line. ``worked_example`` opens
+    with the family's worked example as ``actor.worked_example`` does; its reply carries no
+    loss (``"loss": false``)."""
+    from agentgym.agent.prompts import initial_messages
     from agentgym.envs.families import family
 
     rules = family(env)
@@ -192,10 +200,12 @@ def demo_episode(
             if goal is None:
                 raise ValueError(f"{env} task {task_id}: no goal line in the first observation")
             steps = [Step(s.action, f"My goal: {goal}. {s.thought}") for s in steps]
-        messages = [
-            {"role": "system", "content": rules.instruction},
-            {"role": "user", "content": observation},
-        ]
+        messages: list[dict[str, Any]] = initial_messages(
+            env, observation, worked_example=worked_example
+        )
+        for m in messages[1:-1]:  # the worked example's exchange is prompt
+            if m["role"] == "assistant":
+                m["loss"] = False
         reward, done, truncated = 0.0, False, False
         for step in steps:
             messages.append({"role": "assistant", "content": reply_text(step, env)})
@@ -213,7 +223,9 @@ def demo_episode(
             "task_id": task_id,
             "reward": reward,
             "success": outcome.success,
-            "num_turns": sum(m["role"] == "assistant" for m in messages),
+            "num_turns": sum(
+                m["role"] == "assistant" and m.get("loss") is not False for m in messages
+            ),  # fmt: skip
             "messages": messages,
         }
     finally:

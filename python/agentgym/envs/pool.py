@@ -147,7 +147,9 @@ class EnvPool:
                 ``max_action_bytes``, ``num_tasks``
                 (default: from an agentgym server's ``/health``), ``task_field`` (a reset-reply
                 field put before the first observation, then a newline) and ``score_field`` (a
-                step-reply field with the cumulative score; each step's reward is its change).
+                step-reply field with the cumulative score; each step's reward is its change),
+                ``max_reply_bytes`` (a reply larger than this fails its call instead of being
+                buffered; default 256 MiB).
                 The env family's registry entry sets these as AgentGym's client reads that
                 family's servers: for ``"sciworld"``, the first observation starts with the task
                 description and an episode's rewards add up to its last score.

@@ -29,6 +29,12 @@ Each session owns a JVM (about 0.2-0.5 GB), so sessions are capped (``--max-sess
 ``/create`` answers 503) and ``/close`` shuts the JVM down. Errors are ``{"error": "..."}`` with
 404 (unknown id), 409 (episode finished), 422 (bad fields or ``data_idx``), 503 (over capacity);
 AgentGym's server answers 200 for those.
+
+The server has ``agentgym-envserver``'s guards (``agentgym.asgiguard``): request bodies capped
+(``--max-body-bytes``, 413) and read within ``--body-read-timeout`` (408), request heads within
+``--header-read-timeout`` (the connection is closed), an optional bearer token
+(``$AGENTGYM_SCIWORLD_TOKEN``, ``--token-file`` or ``--token``; a warning when it listens beyond
+loopback without one), and the cross-site rules (``agentgym.httpguard``, ``--allow-host``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from agentgym.asgiguard import Guard, GuardSettings, head_timeout_protocol
+from agentgym.httpguard import CrossSite
+
+TOKEN_ENV = "AGENTGYM_SCIWORLD_TOKEN"
 
 # Tasks AgentGym's SciWorld server leaves out of its task list.
 EXCLUDED_TASKS = frozenset({"5-1", "5-2", "9-1", "9-2", "9-3", "10-1", "10-2"})
@@ -219,8 +230,8 @@ def _request_models() -> tuple[type, type, type]:
     return StepBody, ResetBody, IdBody
 
 
-def build_app(sessions: SciWorldSessions) -> Any:
-    """The FastAPI app over ``sessions``."""
+def build_app(sessions: SciWorldSessions, guards: GuardSettings | None = None) -> Any:
+    """The FastAPI app over ``sessions``, behind ``guards`` (default: loopback, no token)."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
@@ -228,6 +239,7 @@ def build_app(sessions: SciWorldSessions) -> Any:
     StepBody, ResetBody, IdBody = _request_models()
 
     app = FastAPI()
+    app.add_middleware(Guard, settings=guards or GuardSettings(CrossSite.of("127.0.0.1")))
 
     @app.exception_handler(HttpError)
     async def _http_error(_: Request, e: HttpError) -> JSONResponse:
@@ -282,8 +294,20 @@ def _reap(sessions: SciWorldSessions, idle_seconds: float, stop: threading.Event
         sessions.close_idle(idle_seconds)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the server until Ctrl-C; every JVM is shut down on the way out."""
+def uvicorn_config(app: Any, header_read_timeout: float = 10.0, keep_alive: float = 5.0) -> Any:
+    """uvicorn's config for ``app``: HTTP/1 with a header-read timeout (``asgiguard``)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        http=head_timeout_protocol(header_read_timeout),
+        timeout_keep_alive=keep_alive,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
     p = argparse.ArgumentParser(prog="agentgym-sciworld-server", description=__doc__.split("\n")[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=36002)
@@ -295,11 +319,64 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="start a new simulator for every reset: the same data_idx then gives the same "
         "episode (object order included), at about 1-2 s per reset",
     )
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--token",
+        default=None,
+        help=f"bearer token every request must carry (default: ${TOKEN_ENV} if set; --token "
+        "shows in ps, prefer the variable or --token-file)",
+    )
+    p.add_argument("--token-file", default=None, metavar="PATH", help="the token's file")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="request body limit")
+    p.add_argument(
+        "--header-read-timeout", type=float, default=10.0,
+        help="close a connection whose request head has not arrived this many seconds after "
+        "it opened or after its previous response (default 10)",
+    )  # fmt: skip
+    p.add_argument(
+        "--body-read-timeout", type=float, default=30.0,
+        help="answer 408 when a request body has not arrived this many seconds after its head",
+    )  # fmt: skip
+    p.add_argument(
+        "--keep-alive-timeout", type=float, default=5.0,
+        help="close a kept-alive connection idle this many seconds (default 5)",
+    )  # fmt: skip
+    p.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME",
+        help="serve requests for this host name too (without a token only localhost and the "
+        "bound address are served, against DNS rebinding); repeatable, * allows any",
+    )  # fmt: skip
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the server until Ctrl-C; every JVM is shut down on the way out."""
     import socket
+    import sys
 
     import uvicorn
 
+    from agentgym.cli.envserver import exposed_without_token, resolve_token
+
+    args = build_parser().parse_args(argv)
+    try:
+        token = resolve_token(args, TOKEN_ENV)
+    except ValueError as e:
+        print(f"agentgym-sciworld-server: {e}", file=sys.stderr)
+        return 2
+    if exposed_without_token(args.host, token):
+        print(
+            f"warning: agentgym-sciworld-server listens on {args.host} without a bearer token: "
+            f"anyone who can reach this port can drive the simulators (set ${TOKEN_ENV} or "
+            "--token-file)",
+            file=sys.stderr,
+            flush=True,
+        )
+    guards = GuardSettings(
+        CrossSite.of(args.host, args.allow_host, token is not None),
+        token=token,
+        max_body_bytes=args.max_body_bytes,
+        body_read_timeout=args.body_read_timeout,
+    )
     sessions = SciWorldSessions(max_sessions=args.max_sessions, fresh=args.fresh_simulator)
     stop = threading.Event()
     if args.idle_timeout > 0:
@@ -310,7 +387,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     sock.listen(2048)  # connections queue from now on, before uvicorn starts serving
-    server = uvicorn.Server(uvicorn.Config(build_app(sessions), log_level="warning"))
+    config = uvicorn_config(
+        build_app(sessions, guards), args.header_read_timeout, args.keep_alive_timeout
+    )
+    server = uvicorn.Server(config)
     host, port = sock.getsockname()[:2]
     print(f"agentgym-sciworld-server: sciworld on http://{host}:{port}", flush=True)
     try:

@@ -73,9 +73,12 @@ def env_options(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
     entries = config.get("envs") or [{"env": config.get("env") or {"name": "babyai"}}]
     out = {}
-    for entry in entries:
-        env = (entry or {}).get("env") or {}
-        name = env.get("name")
-        if name in env_names() and not env.get("remote") and not env.get("serve"):
-            out[name] = dict(env.get("options") or {})
+    for entry in entries if isinstance(entries, list) else []:
+        env = entry.get("env") if isinstance(entry, dict) else None
+        if not isinstance(env, dict):
+            continue  # a damaged config (the hub shows why): no groups for it
+        name, options = env.get("name"), env.get("options") or {}
+        native = isinstance(name, str) and name in env_names()
+        if native and not env.get("remote") and not env.get("serve") and isinstance(options, dict):
+            out[name] = dict(options)
     return out

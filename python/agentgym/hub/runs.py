@@ -5,6 +5,12 @@ Everything here reads the files a run writes (``config.yaml``, ``metrics.jsonl``
 appended to while they are read: only complete lines (ending in a newline) are read, and a
 reader remembers the byte offset it stopped at, so a live run is followed by reading what was
 appended since.
+
+Any file may be damaged (cut short, not UTF-8, the wrong shape, nested without end, a YAML
+alias that refers to itself, thousands of metric names): a bad file costs only its own run the
+part that needs it, and the run says why in ``problems`` (``BadFile``). Values read from files
+are plain JSON trees at most ``MAX_DEPTH`` deep; a run keeps at most ``MAX_METRIC_NAMES``
+metrics.
 """
 
 from __future__ import annotations
@@ -21,6 +27,14 @@ from typing import Any
 import yaml
 
 from agentgym.hub.groups import TaskGroups
+
+MAX_DEPTH = 64
+"""Deepest nesting of a value read from a run's files (deeper: the file or line is bad)."""
+MAX_METRIC_NAMES = 2048
+"""Metrics kept per run; further names in ``metrics.jsonl`` are ignored and counted."""
+MAX_METRIC_NAME_CHARS = 200
+MAX_FILE_BYTES = 16 << 20
+"""Largest ``config.yaml``, ``summary.json``, ``actors.json`` or eval result read."""
 
 RUNNING_WITHIN_S = 60.0
 """A run without ``summary.json`` counts as running when one of its files changed this recently;
@@ -39,6 +53,103 @@ class UnknownTrajectory(KeyError):
 
 class UnknownEval(KeyError):
     """An eval result name the run does not have (or one saved without its episodes)."""
+
+
+class BadFile(ValueError):
+    """A run file that cannot be used: the message names the file and why."""
+
+
+def plain(value: Any, depth: int = 0) -> Any:
+    """``value`` checked to be a JSON tree (dicts with string keys, lists, strings, numbers,
+    booleans, None) at most ``MAX_DEPTH`` deep; ``ValueError`` otherwise. YAML's aliases can
+    build a structure that contains itself, which this refuses as too deep."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels (or refers to itself)")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"a key that is not a string: {k!r:.40}")
+            plain(v, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            plain(v, depth + 1)
+    elif not (value is None or isinstance(value, str | int | float | bool)):
+        raise ValueError(f"a {type(value).__name__} value")
+    return value
+
+
+def parse_json(data: bytes | str) -> Any:
+    """JSON text as a plain tree (``plain``); ``ValueError`` for anything else (not UTF-8,
+    not JSON, nested too deep)."""
+    try:
+        return plain(json.loads(data))
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 ({e.reason} at byte {e.start})") from None
+
+
+def _read_bytes(path: Path) -> bytes:
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise BadFile(f"{path.name}: larger than {MAX_FILE_BYTES} bytes")
+    return path.read_bytes()
+
+
+def read_json(path: Path) -> Any:
+    """The JSON file at ``path``; ``FileNotFoundError`` when absent, ``BadFile`` when bad."""
+    data = _read_bytes(path)
+    try:
+        return parse_json(data)
+    except ValueError as e:
+        raise BadFile(f"{path.name}: {e}") from None
+
+
+def read_yaml(path: Path) -> Any:
+    """The YAML file at ``path`` as a plain tree; ``FileNotFoundError`` when absent,
+    ``BadFile`` when bad."""
+    try:
+        text = _read_bytes(path).decode("utf-8")
+        if _flow_depth(text) > MAX_DEPTH:  # before parsing: deep nesting is slow to parse
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        return plain(yaml.load(text, Loader=_YAML_LOADER))
+    except UnicodeDecodeError as e:
+        raise BadFile(f"{path.name}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise BadFile(f"{path.name}: {reason}") from None
+
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _flow_depth(text: str) -> int:
+    """How deep ``[`` and ``{`` nest in ``text`` (quotes aside: an upper bound for YAML)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def section(mapping: Any, *keys: str) -> Any:
+    """``mapping[k1][k2]...``, None where a level is missing or not a mapping."""
+    for key in keys:
+        if not isinstance(mapping, dict):
+            return None
+        mapping = mapping.get(key)
+    return mapping
+
+
+def scalar(value: Any, max_chars: int = 200) -> Any:
+    """``value`` if it is a number, a boolean, None or a short string, else None."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str) and len(value) <= max_chars:
+        return value
+    return None
 
 
 EPISODES_SUFFIX = ".episodes.jsonl"
@@ -107,8 +218,8 @@ def _complete_lines(f) -> Iterator[bytes]:
 
 def _json_object(line: bytes) -> dict[str, Any] | None:
     try:
-        record = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+        record = parse_json(line)
+    except ValueError:
         return None
     return record if isinstance(record, dict) else None
 
@@ -136,6 +247,12 @@ class Run:
     tokenizer_tried: bool = False
     groups: TaskGroups | None = None
     """The group of each task (level, depth, site), from the run's config on first use."""
+    problems: dict[str, str] = field(default_factory=dict)
+    """What is wrong with the run's files, by file name (shown with the run)."""
+    ignored_metric_names: int = 0
+    """Metric names past ``MAX_METRIC_NAMES`` (or too long), not kept."""
+    files: dict[str, tuple[Any, Any, str | None]] = field(default_factory=dict)
+    """Per file read whole: its (mtime, size) when read, its value, its problem."""
 
     @classmethod
     def open(cls, run_id: str, path: Path) -> Run:
@@ -145,20 +262,43 @@ class Run:
         )
 
     def config(self) -> dict[str, Any]:
-        """The run's resolved config (``config.yaml``), or {} when unreadable."""
-        try:
-            loaded = yaml.safe_load((self.path / "config.yaml").read_text())
-        except (OSError, yaml.YAMLError):
-            return {}
-        return loaded if isinstance(loaded, dict) else {}
+        """The run's resolved config (``config.yaml``), or {} when unreadable (the reason
+        goes to ``problems``)."""
+        loaded = self._read("config.yaml", read_yaml)
+        return loaded if isinstance(loaded, dict) else self._shape("config.yaml", loaded, {})
 
     def summary(self) -> dict[str, Any] | None:
         """``summary.json`` (written when the launcher ends), or None."""
+        loaded = self._read("summary.json", read_json)
+        return loaded if isinstance(loaded, dict) else self._shape("summary.json", loaded, None)
+
+    def actors(self) -> Any:
+        """``actors.json`` (per-actor counts the learner writes), or None."""
+        return self._read("actors.json", read_json)
+
+    def _read(self, name: str, reader) -> Any:
+        """File ``name`` of the run read by ``reader`` (again only once it changed); None when
+        absent or bad (the reason goes to ``problems``)."""
+        path = self.path / name
         try:
-            loaded = json.loads((self.path / "summary.json").read_text())
-        except (OSError, ValueError):
-            return None
-        return loaded if isinstance(loaded, dict) else None
+            st = path.stat()
+        except OSError:
+            st = None
+        stamp = (st.st_mtime_ns, st.st_size) if st is not None else None
+        cached = self.files.get(name)
+        if cached is None or cached[0] != stamp:
+            cached = self.files[name] = (stamp, *_read_file(path, reader))
+        _, value, problem = cached
+        if problem is None:
+            self.problems.pop(name, None)
+        else:
+            self.problems[name] = problem
+        return value
+
+    def _shape(self, name: str, value: Any, default: Any) -> Any:
+        if value is not None:
+            self.problems[name] = f"{name}: holds a {type(value).__name__}, not a mapping"
+        return default
 
     def status(self, now: float | None = None) -> str:
         """running | finished | failed | stopped (see ``RUNNING_WITHIN_S``)."""
@@ -170,22 +310,41 @@ class Run:
         return "running" if now - last <= RUNNING_WITHIN_S else "stopped"
 
     def refresh_metrics(self) -> None:
-        """Add the metrics lines appended since the last call to ``columns``."""
+        """Add the metrics lines appended since the last call to ``columns``. Work and memory
+        grow with the values present, not with names x lines: a column is padded with None
+        only up to the line that sets it (``column``), the rest when it is read."""
 
         def keep(index: int, record: dict[str, Any]) -> None:
             for key, value in record.items():
-                column = self.columns.get(key)
-                if column is None:
-                    column = self.columns[key] = [None] * index
-                column.append(_number(value))
-            for column in self.columns.values():
-                if len(column) <= index:
-                    column.append(None)
+                column = self._column(key)
+                if column is not None:
+                    column.extend([None] * (index - len(column)))
+                    column.append(_number(value))
 
         self.metrics.refresh(keep)
+        if self.ignored_metric_names:
+            self.problems["metrics.jsonl"] = (
+                f"metrics.jsonl: {self.ignored_metric_names} metric name(s) ignored (over "
+                f"{MAX_METRIC_NAMES} names, or over {MAX_METRIC_NAME_CHARS} characters)"
+            )
+
+    def _column(self, key: str) -> list[float | None] | None:
+        column = self.columns.get(key)
+        if column is None:
+            if len(self.columns) >= MAX_METRIC_NAMES or len(key) > MAX_METRIC_NAME_CHARS:
+                self.ignored_metric_names += 1
+                return None
+            column = self.columns[key] = []
+        return column
+
+    def column(self, key: str, start: int, stop: int) -> list[float | None]:
+        """Values of metric ``key`` on valid lines ``start`` to ``stop`` (None where a line
+        lacks it)."""
+        got = self.columns[key][start:stop]
+        return got + [None] * (max(0, stop - start) - len(got))
 
     def overview(self) -> dict[str, Any]:
-        """What the runs list shows of this run."""
+        """What the runs list shows of this run (``problems``: what is wrong with its files)."""
         self.refresh_metrics()
         config = self.config()
         return {
@@ -193,23 +352,24 @@ class Run:
             "path": str(self.path),
             "status": self.status(),
             "steps": len(self.metrics.offsets),
-            "max_steps": (config.get("learner") or {}).get("max_steps"),
-            "env": (config.get("env") or {}).get("name"),
-            "algorithm": ((config.get("learner") or {}).get("advantage") or {}).get("estimator"),
+            "max_steps": scalar(section(config, "learner", "max_steps")),
+            "env": scalar(section(config, "env", "name")),
+            "algorithm": scalar(section(config, "learner", "advantage", "estimator")),
             "updated": max((_mtime(self.path / n) for n in _ACTIVITY_FILES), default=None),
+            "problems": sorted(self.problems.values()),
         }
 
     def metrics_since(self, start: int, keys: list[str] | None) -> dict[str, Any]:
         """The metrics ``keys`` (all when None) from valid line ``start`` on, as columns, with
-        every metric name the run has and the index to ask from next time."""
+        every metric name the run has and the index to ask from next time. Names the run does
+        not have are listed in ``unknown`` and get no column."""
         self.refresh_metrics()
         stop = len(self.metrics.offsets)
-        wanted = self.columns if keys is None else {k: self.columns.get(k) for k in keys}
-        missing = [None] * max(0, stop - start)
-        columns = {k: missing if v is None else v[start:stop] for k, v in wanted.items()}
+        wanted = sorted(self.columns) if keys is None else keys
         return {
             "keys": sorted(self.columns),
-            "columns": columns,
+            "columns": {k: self.column(k, start, stop) for k in wanted if k in self.columns},
+            "unknown": [k for k in wanted if k not in self.columns],
             "start": start,
             "next": stop,
             "bad_lines": self.metrics.bad,
@@ -222,16 +382,19 @@ class Run:
         out = []
         for path in sorted((self.path / "eval").glob("*.json")):
             try:
-                result = json.loads(path.read_text())
-                rows = result["rows"]
+                result = read_json(path)
+                rows = section(result, "rows")
                 if not isinstance(rows, dict):
-                    raise TypeError("rows is not an object")
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                out.append({"name": path.stem, "error": f"{type(e).__name__}: {e}"})
+                    raise BadFile(f'{path.name}: no "rows" object')
+            except (OSError, BadFile) as e:
+                out.append({"name": path.stem, "error": str(e)})
                 continue
+            step = result.get("step")
+            step = step if isinstance(step, int) and not isinstance(step, bool) else None
             episodes = path.with_name(path.stem + EPISODES_SUFFIX).exists()
-            out.append({"name": path.stem, "step": result.get("step"), "env": result.get("env"),
-                        "k": result.get("k"), "rows": rows, "has_episodes": episodes})  # fmt: skip
+            out.append({"name": path.stem, "step": step, "env": scalar(result.get("env")),
+                        "k": scalar(result.get("k")), "rows": rows,
+                        "has_episodes": episodes})  # fmt: skip
         return sorted(out, key=lambda e: (e.get("step") is None, e.get("step") or 0, e["name"]))
 
     def eval_episodes(self, name: str, task_id: int | None) -> dict[str, Any]:
@@ -243,30 +406,31 @@ class Run:
         if name not in names or not path.exists():  # names come from the listing only
             raise UnknownEval(name)
         records, bad = [], 0
-        with open(path) as f:
+        with open(path, "rb") as f:
             for line in f:
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
+                record = _json_object(line)
+                if record is None:
                     bad += 1
+                else:
+                    records.append(record)
         if task_id is None:
             tasks: dict[Any, dict[str, Any]] = {}
             for r in records:
+                task = scalar(r.get("task_id"))
                 t = tasks.setdefault(
-                    r.get("task_id"),
-                    {"task_id": r.get("task_id"), "env": r.get("env"), "success": []},
+                    task, {"task_id": task, "env": scalar(r.get("env")), "success": []}
                 )
                 t["success"].append(bool(r.get("success")))
             return {"tasks": list(tasks.values()), "bad_lines": bad}
         config = self.config()
-        reply_format = (config.get("actor") or {}).get("reply_format", "action_line")
+        reply_format = _reply_format(config)
         tokenizer = self._tokenizer(config)
         out = []
         for r in records:
             if r.get("task_id") != task_id:
                 continue
             ep = {k: v for k, v in r.items() if k not in ("tokens", "loss_mask", "logprobs")}
-            ep["turns"] = turns(r, tokenizer, reply_format)
+            ep["turns"] = safe_turns(r, tokenizer, reply_format)
             out.append(ep)
         return {"episodes": out, "bad_lines": bad}
 
@@ -274,12 +438,14 @@ class Run:
         """Index the trajectory samples appended since the last call."""
 
         def keep(index: int, record: dict[str, Any]) -> None:
-            row = {k: record.get(k) for k in TRAJECTORY_FIELDS}
-            versions = record.get("versions") or []
+            row = {k: scalar(record.get(k)) for k in TRAJECTORY_FIELDS}
+            versions = record.get("versions")
+            if not (isinstance(versions, list) and all(_is_int(v) for v in versions)):
+                versions = []
             row["index"] = index
             row["version_min"] = min(versions) if versions else None
             row["version_max"] = max(versions) if versions else None
-            row["group"] = groups.group(record.get("env"), record.get("task_id"))
+            row["group"] = groups.group(row["env"], row["task_id"])
             self.summaries.append(row)
 
         if self.groups is None:
@@ -295,10 +461,10 @@ class Run:
             raise UnknownTrajectory(index)
         record = self.trajectories.read(index)
         config = self.config()
-        reply_format = (config.get("actor") or {}).get("reply_format", "action_line")
+        reply_format = _reply_format(config)
         out = {k: v for k, v in record.items() if k not in ("tokens", "loss_mask", "logprobs")}
         out["index"] = index
-        out["turns"] = turns(record, self._tokenizer(config), reply_format)
+        out["turns"] = safe_turns(record, self._tokenizer(config), reply_format)
         if out["turns"]:
             out.pop("text", None)  # the turns hold it
         return out
@@ -308,6 +474,27 @@ class Run:
             self.tokenizer_tried = True
             self.tokenizer = load_tokenizer(self.path, config)
         return self.tokenizer
+
+
+def _read_file(path: Path, reader) -> tuple[Any, str | None]:
+    """(value, None), or (None, why) for a file that is there but cannot be used."""
+    try:
+        return reader(path), None
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"{path.name}: {e.strerror or e}"
+    except BadFile as e:
+        return None, str(e)
+
+
+def _reply_format(config: dict[str, Any]) -> str:
+    value = section(config, "actor", "reply_format")
+    return value if isinstance(value, str) else "action_line"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _mtime(path: Path) -> float:
@@ -331,9 +518,9 @@ def load_tokenizer(run_dir: Path, config: dict[str, Any]) -> Any:
         from tokenizers import Tokenizer
     except ImportError:
         return None
-    model_path = (config.get("model") or {}).get("path")
+    model_path = section(config, "model", "path")
     candidates = [run_dir / "model" / "tokenizer.json"]
-    if model_path:
+    if isinstance(model_path, str) and model_path:
         candidates.append(Path(model_path) / "tokenizer.json")
     for candidate in candidates:
         if candidate.is_file():
@@ -342,6 +529,15 @@ def load_tokenizer(run_dir: Path, config: dict[str, Any]) -> Any:
             except Exception:  # noqa: BLE001 - a damaged file is shown as "no tokenizer"
                 continue
     return None
+
+
+def safe_turns(record: dict[str, Any], tokenizer: Any, reply_format: str) -> list[dict[str, Any]]:
+    """``turns``, or none when the tokenizer cannot decode the record's tokens (ids outside
+    its vocabulary, say): the record is then shown as its text."""
+    try:
+        return turns(record, tokenizer, reply_format)
+    except Exception:  # noqa: BLE001 - a tokenizer's errors on bad ids are of any type
+        return []
 
 
 def turns(record: dict[str, Any], tokenizer: Any, reply_format: str) -> list[dict[str, Any]]:
@@ -353,11 +549,13 @@ def turns(record: dict[str, Any], tokenizer: Any, reply_format: str) -> list[dic
     action the actor's parser reads from it, or the parser's corrective message.
     """
     tokens, mask = record.get("tokens"), record.get("loss_mask")
-    if tokenizer is None or not tokens or not mask or len(tokens) != len(mask):
+    if tokenizer is None or not _token_record(tokens, mask):
         return []
     from agentgym.actor.episodes import parse_reply
 
-    logprobs = record.get("logprobs") or []
+    logprobs = record.get("logprobs")
+    if not (isinstance(logprobs, list) and all(_is_number(x) for x in logprobs)):
+        logprobs = []
     out: list[dict[str, Any]] = []
     for start, stop, generated in _spans(mask):
         text = tokenizer.decode(tokens[start:stop], skip_special_tokens=False)
@@ -373,6 +571,22 @@ def turns(record: dict[str, Any], tokenizer: Any, reply_format: str) -> list[dic
             "action": parsed.action, "error": parsed.error,
         })  # fmt: skip
     return out
+
+
+def _token_record(tokens: Any, mask: Any) -> bool:
+    """Whether a record's tokens and loss mask can be replayed: lists of the same length of
+    non-negative ints and of 0/1."""
+    return (
+        isinstance(tokens, list)
+        and isinstance(mask, list)
+        and 0 < len(tokens) == len(mask)
+        and all(_is_int(t) and 0 <= t < 1 << 32 for t in tokens)
+        and all(m in (0, 1) and not isinstance(m, float) for m in mask)
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _spans(mask: list[int]) -> Iterator[tuple[int, int, bool]]:

@@ -18,6 +18,14 @@ API (all GET, JSON; ``run`` is an id from ``/api/runs``):
     POST /api/play/step {"session", "action"}   one action in it
 With a token, every API call needs ``Authorization: Bearer TOKEN`` (the page passes on the
 ``?token=`` it was opened with).
+
+Guards: requests a browser makes for another site's page are refused (``agentgym.httpguard``:
+JSON bodies only, no foreign ``Origin``, and without a token no ``Host`` but this server's);
+a request's head must arrive within ``HEAD_TIMEOUT_S`` of the connection's last request (or
+its opening) and its body within ``BODY_TIMEOUT_S``; at most ``MAX_CONNECTIONS`` connections
+are served at once (more are closed at once); ``keys=`` names at most ``MAX_KEYS`` metrics.
+A bad run file costs only its own run (its ``problems`` say why); an error in a route is
+answered 500 with the reason, and the server goes on.
 """
 
 from __future__ import annotations
@@ -26,7 +34,10 @@ import hmac
 import json
 import math
 import mimetypes
+import socket
 import sys
+import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -34,6 +45,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from agentgym.httpguard import CrossSite
 from agentgym.hub.play import Play, PlayError
 from agentgym.hub.runs import (
     FILTERS,
@@ -47,6 +59,11 @@ from agentgym.hub.runs import (
 STATIC_FILES = ("index.html", "app.js", "style.css")
 MAX_PAGE = 1000
 MAX_BODY = 64 * 1024
+MAX_KEYS = 256
+"""Metric names one ``/api/metrics`` call may ask for."""
+HEAD_TIMEOUT_S = 10.0
+BODY_TIMEOUT_S = 10.0
+MAX_CONNECTIONS = 128
 
 
 class BadRequest(ValueError):
@@ -77,16 +94,21 @@ class Hub:
         roots: list[Path],
         token: str | None = None,
         env_options: dict[str, dict[str, str]] | None = None,
+        allowed_hosts: tuple[str, ...] = (),
     ):
         self.index = RunIndex(roots)
         self.token = token
+        self.allowed_hosts = allowed_hosts
+        """Host names served besides the bound address and localhost (``--allow-host``)."""
         self.plotly = plotly_js()
         self.play = Play(env_options=env_options)
+        self.cross_site = CrossSite.of("127.0.0.1", allowed_hosts, token is not None)
+        """Set for the bound address by ``make_server``."""
 
     def api(self, route: str, query: dict[str, str]) -> Any:
         """The JSON answer of one API call (raises BadRequest, UnknownRun...)."""
         if route == "runs":
-            return {"runs": [run.overview() for run in self.index.scan()]}
+            return {"runs": [_overview(run) for run in self.index.scan()]}
         if route == "envs":
             return {"envs": self.play.envs()}
         if route not in RUN_ROUTES:  # before asking for a run: an unknown route is a 404
@@ -94,10 +116,9 @@ class Hub:
         run = self.index.get(_required(query, "run"))
         if route == "run":
             return {"overview": run.overview(), "config": run.config(), "summary": run.summary(),
-                    "actors": _json_file(run.path / "actors.json")}  # fmt: skip
+                    "actors": run.actors()}  # fmt: skip
         if route == "metrics":
-            keys = query.get("keys")
-            return run.metrics_since(_int(query, "start", 0), keys.split(",") if keys else None)
+            return run.metrics_since(_int(query, "start", 0), _keys(query.get("keys")))
         if route == "trajectories":
             return self._trajectories(run, query)
         if route == "trajectory":
@@ -154,11 +175,51 @@ def _int(query: dict[str, str], name: str, default: int | None) -> int:
     return value
 
 
-def _json_file(path: Path) -> Any:
+def _overview(run) -> dict[str, Any]:
+    """A run's line in the runs list; a run whose files break the overview is listed with
+    the reason, and the others are not affected."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return run.overview()
+    except Exception as e:  # noqa: BLE001 - one run's bad files must not hide the others
+        return {"id": run.id, "path": str(run.path), "status": "error",
+                "problems": [f"{type(e).__name__}: {e}"]}  # fmt: skip
+
+
+def _keys(raw: str | None) -> list[str] | None:
+    """The metric names of ``keys=A,B`` (each once, in order), at most ``MAX_KEYS``."""
+    if not raw:
         return None
+    keys = list(dict.fromkeys(raw.split(",")))
+    if len(keys) > MAX_KEYS:
+        raise BadRequest(f"keys names {len(keys)} metrics; at most {MAX_KEYS} per call")
+    return keys
+
+
+class _DeadlineReader:
+    """The connection's input with one deadline for everything read until it is moved: each
+    read waits only for the time left (the socket's own timeout restarts with every byte, so
+    a client sending a byte at a time would otherwise hold its thread without end)."""
+
+    def __init__(self, raw: Any, sock: socket.socket):
+        self._raw, self._sock = raw, sock
+        self.deadline = time.monotonic() + HEAD_TIMEOUT_S
+
+    def _wait(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        self._sock.settimeout(left)
+
+    def readline(self, limit: int = -1) -> bytes:
+        self._wait()
+        return self._raw.readline(limit)
+
+    def read(self, n: int = -1) -> bytes:
+        self._wait()
+        return self._raw.read(n)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -167,8 +228,29 @@ class Handler(BaseHTTPRequestHandler):
     hub: Hub
     protocol_version = "HTTP/1.1"
 
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = _DeadlineReader(self.rfile, self.connection)
+
+    def handle_one_request(self) -> None:
+        """One request; its head must arrive within ``HEAD_TIMEOUT_S`` (an idle kept-alive
+        connection is closed then, as one that sends nothing or too slowly)."""
+        self.rfile.deadline = time.monotonic() + HEAD_TIMEOUT_S
+        super().handle_one_request()
+
+    def _refused(self) -> bool:
+        """Answers a request the cross-site rules refuse; whether it did."""
+        refusal = self.hub.cross_site.refusal(self.command, self.headers)
+        if refusal is None:
+            return False
+        self.close_connection = True
+        self._json(HTTPStatus(refusal[0]), {"error": refusal[1]})
+        return True
+
     def do_GET(self) -> None:  # noqa: N802 - the http.server naming
         url = urlsplit(self.path)
+        if self._refused():
+            return
         try:
             if url.path == "/":
                 self._file(resources.files("agentgym.hub") / "static" / "index.html")
@@ -183,12 +265,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server naming
         url = urlsplit(self.path)
+        if self._refused():
+            return
         length = self.headers.get("Content-Length", "")
         if not length.isdigit() or int(length) > MAX_BODY:
             self.close_connection = True
             self._json(HTTPStatus.BAD_REQUEST, {"error": f"need a Content-Length <= {MAX_BODY}"})
             return
-        raw = self.rfile.read(int(length))
+        self.rfile.deadline = time.monotonic() + BODY_TIMEOUT_S
+        raw = self._read_body(int(length))
+        if raw is None:
+            return
         if not url.path.startswith("/api/"):
             self._json(HTTPStatus.NOT_FOUND, {"error": f"no such page: {url.path}"})
             return
@@ -198,6 +285,24 @@ class Handler(BaseHTTPRequestHandler):
             self._json(HTTPStatus.BAD_REQUEST, {"error": "the body is not JSON"})
             return
         self._api(url.path.removeprefix("/api/"), "", body)
+
+    def _read_body(self, length: int) -> bytes | None:
+        """The body, or None (answered 408, connection closed) when it stops arriving."""
+        parts, got = [], 0
+        try:
+            while got < length:
+                part = self.rfile.read(length - got)
+                if not part:
+                    break
+                parts.append(part)
+                got += len(part)
+        except TimeoutError:
+            pass
+        if got < length:
+            self.close_connection = True
+            self._json(HTTPStatus.REQUEST_TIMEOUT, {"error": "the request body did not arrive"})
+            return None
+        return b"".join(parts)
 
     def _api(self, route: str, raw_query: str, body: Any = None) -> None:
         if not self._authorised():
@@ -219,13 +324,18 @@ class Handler(BaseHTTPRequestHandler):
             self._json(HTTPStatus.NOT_FOUND, {"error": f"no eval episodes named {e.args[0]!r}"})
         except KeyError as e:
             self._json(HTTPStatus.NOT_FOUND, {"error": f"no such API route: {e.args[0]!r}"})
+        except Exception as e:  # noqa: BLE001 - answer, and serve the next request
+            sys.stderr.write(f"hub: /api/{route} failed: {type(e).__name__}: {e}\n")
+            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(e).__name__}: {e}"})
 
     def _authorised(self) -> bool:
         token = self.hub.token
         if token is None:
             return True
         scheme, _, given = self.headers.get("Authorization", "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip(), token)
+        # header values arrive as latin-1 text: compare the bytes sent with the token's UTF-8
+        sent = given.strip().encode("latin-1", errors="replace")
+        return scheme.lower() == "bearer" and hmac.compare_digest(sent, token.encode())
 
     def _static(self, name: str) -> None:
         if name == "plotly.min.js":
@@ -244,7 +354,12 @@ class Handler(BaseHTTPRequestHandler):
         try:
             body = json.dumps(value, allow_nan=False, default=str).encode()
         except ValueError:  # NaN or infinity in a metric: JSON has no such numbers
-            body = json.dumps(_finite(value), allow_nan=False, default=str).encode()
+            try:
+                body = json.dumps(_finite(value), allow_nan=False, default=str).encode()
+            except (ValueError, RecursionError) as e:
+                status, body = HTTPStatus.INTERNAL_SERVER_ERROR, _error_body(e)
+        except RecursionError as e:
+            status, body = HTTPStatus.INTERNAL_SERVER_ERROR, _error_body(e)
         self._send(status, body, "application/json")
 
     def _send(self, status: HTTPStatus, body: bytes, kind: str, cache: bool = False) -> None:
@@ -260,6 +375,10 @@ class Handler(BaseHTTPRequestHandler):
         """Errors only; a hub polled every second would flood the console otherwise."""
         if args and str(args[1] if len(args) > 1 else "").startswith(("4", "5")):
             sys.stderr.write(f"hub: {self.address_string()} {format % args}\n")
+
+
+def _error_body(e: BaseException) -> bytes:
+    return json.dumps({"error": f"the reply cannot be written as JSON: {e}"}).encode()
 
 
 def _finite(value: Any) -> Any:
@@ -279,16 +398,42 @@ def name_is_library(path: Any) -> bool:
 
 
 class HubServer(ThreadingHTTPServer):
-    """One thread per connection; a client that hangs up mid-request is not an error."""
+    """One thread per connection, at most ``MAX_CONNECTIONS`` (a connection past them is
+    closed at once); a client that hangs up mid-request is not an error."""
 
     daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):
+        if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
             super().handle_error(request, client_address)
 
 
 def make_server(hub: Hub, host: str = "127.0.0.1", port: int = 8765) -> HubServer:
     """A threading HTTP server for ``hub`` bound to ``host:port`` (0: any free port)."""
     handler = type("BoundHandler", (Handler,), {"hub": hub})
-    return HubServer((host, port), handler)
+    server = HubServer((host, port), handler)
+    hub.cross_site = CrossSite.of(
+        server.server_address[0], hub.allowed_hosts, hub.token is not None
+    )
+    return server

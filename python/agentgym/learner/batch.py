@@ -101,6 +101,8 @@ class BufferStats:
     dropped_superseded: int = 0
     """Trajectories of incomplete groups whose actor was relaunched (a newer process with
     the same actor index sent trajectories): the rest of such a group never comes."""
+    dropped_incomplete: int = 0
+    """Trajectories of incomplete groups pushed out by newer ones past ``max_pending``."""
     staleness: Counter = field(default_factory=Counter)
     """Histogram of version lag of the trajectories handed out for training."""
     dropped_groups: Counter = field(default_factory=Counter)
@@ -121,10 +123,15 @@ class GroupBuffer:
     It also follows each actor index's task stream (the position in a group id): how far the
     groups received reach (where a relaunched actor goes on) and how far those trained or
     dropped reach (where the actors of a run resumed from a checkpoint go on).
+
+    At most ``max_pending`` incomplete groups wait (agentgym's actors send a group whole, so
+    normally none do); one more pushes out the group that started waiting first, so a group
+    that can never complete holds no memory for long.
     """
 
-    def __init__(self, max_staleness: int):
+    def __init__(self, max_staleness: int, max_pending: int = 256):
         self.max_staleness = max_staleness
+        self.max_pending = max_pending
         self.stats = BufferStats()
         self._pending: dict[int, list[Trajectory]] = {}
         self._ready: list[list[Trajectory]] = []
@@ -153,6 +160,8 @@ class GroupBuffer:
             self.stats.received += 1
             self._note_launch(t.group_id)
             self._advance(self._received_streams, t.group_id)
+            if t.group_id not in self._pending and len(self._pending) >= self.max_pending:
+                self._drop_incomplete(next(iter(self._pending)))
             members = self._pending.setdefault(t.group_id, [])
             if any(m.episode_id == t.episode_id for m in members):
                 self.stats.dropped_duplicate += 1
@@ -160,6 +169,12 @@ class GroupBuffer:
             members.append(t)
             if len(members) >= t.group_size:
                 self._ready.append(self._pending.pop(t.group_id))
+
+    def _drop_incomplete(self, group_id: int) -> None:
+        """Drop the incomplete group ``group_id`` (its actor is told, as for a stale one)."""
+        self.stats.dropped_incomplete += len(self._pending.pop(group_id))
+        self.stats.dropped_groups[id_origin(group_id)] += 1
+        self.changed = True
 
     def _note_launch(self, group_id: int) -> None:
         """Drop the incomplete groups of older processes of ``group_id``'s actor index."""
@@ -216,12 +231,15 @@ class GroupBuffer:
             "dropped_stale": s.dropped_stale,
             "dropped_duplicate": s.dropped_duplicate,
             "dropped_superseded": s.dropped_superseded,
+            "dropped_incomplete": s.dropped_incomplete,
             "task_streams": {str(i): p for i, p in self._used_streams.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the totals and task streams of a checkpoint (``state_dict``)."""
-        for name in ("received", "dropped_stale", "dropped_duplicate", "dropped_superseded"):
+        names = ("received", "dropped_stale", "dropped_duplicate", "dropped_superseded",
+                 "dropped_incomplete")  # fmt: skip
+        for name in names:
             setattr(self.stats, name, int(state.get(name, 0)))
         self._used_streams = {int(i): int(p) for i, p in state.get("task_streams", {}).items()}
         self.changed = True

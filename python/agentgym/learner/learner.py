@@ -580,6 +580,7 @@ class Learner:
             dropped_stale_total=s.dropped_stale,
             dropped_duplicate_total=s.dropped_duplicate,
             dropped_superseded_total=s.dropped_superseded,
+            dropped_incomplete_total=s.dropped_incomplete,
             received_total=s.received,
         )
         return metrics
@@ -625,6 +626,8 @@ class Learner:
                     continue
                 done += 1
                 metrics["rejected_messages_total"] = channels.stats.rejected
+                metrics["rejected_trajectories_total"] = channels.stats.rejected_trajectories
+                metrics["refused_connections_total"] = channels.refused_connections
                 metrics.update({f"actors/{k}": v for k, v in channels.actors.counts().items()})
                 if extra_metrics is not None:
                     metrics.update(extra_metrics(self.version))

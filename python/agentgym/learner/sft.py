@@ -100,9 +100,11 @@ def _demo_loss(model, examples, step, cfg: SFTConfig, pad_token_id) -> tuple[flo
     """Back-propagate the step's token-mean NLL; returns (loss, assistant tokens)."""
     num_tokens = sum(sum(examples[i].loss_mask) for i in step)
     total = 0.0
+    device = next(model.parameters()).device
     for micro in micro_batches(examples, step, cfg.micro_batch_size):
         batch = pad_examples([examples[i] for i in micro], pad_token_id)
-        out = forward_tokens(model, batch, 1.0)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+            out = forward_tokens(model, batch, 1.0)
         loss = sft_loss(out.logp, batch.loss_mask, num_tokens=num_tokens)
         loss.backward()
         total += float(loss.detach())

@@ -12,8 +12,11 @@ The learner binds three sockets; actors connect to them and may come and go at a
   has; the learner answers with the latest snapshot, split into chunks of about
   ``chunk_bytes``, one request per chunk.
 
-Receivers never crash on bad input: a message that fails to decode is logged and counted in
-``stats.rejected`` and dropped.
+Receivers never crash on bad input: a message that fails to decode, or whose values are out of
+bounds (``agentgym.transport.limits``), is counted in ``stats.rejected``, logged (at most a
+line a second) and dropped. Over TCP the learner admits only peers holding the run's keys
+(``agentgym.transport.auth``), and caps the size of a message frame (``max_message_bytes``) and
+the number of actor names it keeps.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from pathlib import Path
 import zmq
 import zmq.asyncio
 
+from agentgym.transport.auth import TransportKeys, ZapHandler
+from agentgym.transport.limits import TrajectoryLimits, actor_name_problem
 from agentgym.transport.wire import (
     SCHEMA_VERSION,
     Control,
@@ -88,19 +93,31 @@ class Endpoints:
 
 @dataclass
 class ChannelStats:
-    """Counters a receiver keeps; ``rejected`` counts messages that failed to decode."""
+    """Counters a receiver keeps; ``rejected`` counts messages refused (undecodable or out of
+    bounds), ``rejected_trajectories`` the trajectories they held when they decoded."""
 
     received: int = 0
     sent: int = 0
     rejected: int = 0
+    rejected_trajectories: int = 0
     bytes_received: int = 0
     last_error: str | None = None
+    _logged_at: float = field(default=0.0, repr=False)
+    _unlogged: int = field(default=0, repr=False)
 
-    def reject(self, what: str, err: Exception) -> None:
-        """Count and log one undecodable message."""
+    def reject(self, what: str, err: Exception | str, trajectories: int = 0) -> None:
+        """Count one refused message and log it, at most one line a second (a flood of bad
+        messages must not flood the log); the line says how many went unlogged."""
         self.rejected += 1
+        self.rejected_trajectories += trajectories
         self.last_error = f"{what}: {err}"
-        log.warning("rejected %s message: %s", what, err)
+        now = time.monotonic()
+        if now - self._logged_at < 1.0:
+            self._unlogged += 1
+            return
+        more = f" (and {self._unlogged} more since the last line)" if self._unlogged else ""
+        self._logged_at, self._unlogged = now, 0
+        log.warning("rejected %s message: %s%s", what, err, more)
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,27 +145,64 @@ class ActorRegistry:
     every few seconds); one that died or left drops out by itself, and training goes on with
     the others. Thread-safe: hellos arrive on the channel thread, trajectories on the caller's.
 
+    At most ``max_actors`` names are kept: a new name takes the place of the one heard from
+    least recently among those no longer connected; when every kept name is connected, the new
+    one is refused (its hello is answered with a refusal, and its trajectories, accepted, are
+    counted in ``unnamed``).
+
     Each new actor name gets a launch number for its index (0, then 1 for the next process
     with that index, ...): relaunched actors use it to keep their ids apart from their
     predecessors'. The counts are part of a checkpoint (``launches``/``restore_launches``).
     """
 
-    def __init__(self, alive_s: float = 15.0):  # three missed hellos (every 5 s)
+    def __init__(self, alive_s: float = 15.0, max_actors: int = 1024):  # 3 missed hellos
         self.alive_s = alive_s
+        self.max_actors = max_actors
         self._lock = threading.Lock()
         self._actors: dict[str, ActorRecord] = {}
         self._launches: dict[int, int] = {}
         self.refused = 0
+        self.unnamed = 0
 
-    def launch_of(self, actor: str, index: int) -> int:
-        """The launch number of ``actor`` (a new name takes the next one for ``index``)."""
+    def greet(self, actor: str, index: int) -> int | None:
+        """Record a hello of ``actor`` with ``index``: its launch number, or None when it is
+        refused (every place is taken by a connected actor; see the class doc)."""
         with self._lock:
             now = time.time()
-            rec = self._actors.setdefault(actor, ActorRecord(now, now))
-            if rec.launch is None or rec.index != index:
-                rec.index, rec.launch = index, self._launches.get(index, 0)
-                self._launches[index] = rec.launch + 1
-            return rec.launch
+            rec = self._record(actor, now)
+            if rec is None:
+                return None
+            rec.last_seen = now
+            rec.hellos += 1
+            return self._launch(rec, index)
+
+    def _record(self, actor: str, now: float) -> ActorRecord | None:
+        rec = self._actors.get(actor)
+        if rec is not None:
+            return rec
+        if len(self._actors) >= self.max_actors:
+            gone = [(r.last_seen, n) for n, r in self._actors.items()
+                    if now - r.last_seen > self.alive_s]  # fmt: skip
+            if not gone:
+                return None
+            del self._actors[min(gone)[1]]
+        rec = self._actors[actor] = ActorRecord(now, now)
+        return rec
+
+    def launch_of(self, actor: str, index: int) -> int:
+        """The launch number of ``actor`` (a new name takes the next one for ``index``);
+        ``KeyError`` when a new name finds no place."""
+        with self._lock:
+            rec = self._record(actor, time.time())
+            if rec is None:
+                raise KeyError(actor)
+            return self._launch(rec, index)
+
+    def _launch(self, rec: ActorRecord, index: int) -> int:
+        if rec.launch is None or rec.index != index:
+            rec.index, rec.launch = index, self._launches.get(index, 0)
+            self._launches[index] = rec.launch + 1
+        return rec.launch
 
     def launches(self) -> dict[int, int]:
         """Per actor index, how many processes have said hello (what a checkpoint keeps)."""
@@ -161,16 +215,17 @@ class ActorRegistry:
             for index, n in launches.items():
                 self._launches[int(index)] = max(self._launches.get(int(index), 0), int(n))
 
-    def seen(self, actor: str, *, trajectories: int = 0, hello: bool = False) -> None:
-        """Record a message from ``actor`` (a batch of ``trajectories``, or a hello)."""
+    def seen(self, actor: str, *, trajectories: int = 0) -> None:
+        """Record a batch of ``trajectories`` from ``actor``."""
         now = time.time()
         with self._lock:
-            rec = self._actors.setdefault(actor, ActorRecord(now, now))
+            rec = self._record(actor, now)
+            if rec is None:
+                self.unnamed += trajectories
+                return
             rec.last_seen = now
-            rec.hellos += hello
-            if not hello:
-                rec.trajectories += trajectories
-                rec.messages += 1
+            rec.trajectories += trajectories
+            rec.messages += 1
 
     def snapshot(self) -> dict[str, dict]:
         """Per actor: trajectories, messages, first/last seen (unix time), seconds since last
@@ -191,6 +246,7 @@ class ActorRegistry:
             "connected": sum(a["connected"] for a in snap),
             "trajectories": sum(a["trajectories"] for a in snap),
             "refused": self.refused,
+            "unnamed_trajectories": self.unnamed,
         }
 
 
@@ -292,16 +348,25 @@ class LearnerChannels:
         republish_s: float = 0.1,
         chunk_bytes: int = 64 << 20,
         context: zmq.Context | None = None,
+        keys: TransportKeys | None = None,
+        limits: TrajectoryLimits | None = None,
+        max_message_bytes: int = 64 << 20,
+        max_actors: int = 1024,
     ):
-        self._ctx = context or zmq.Context.instance()
+        """``keys``: admit only peers holding them (``agentgym.transport.auth``; the sockets
+        then get a context of their own, whose ZAP handler checks every connection).
+        ``limits``: bounds on the trajectories accepted. ``max_message_bytes``: the largest
+        frame of a trajectory message (``ZMQ_MAXMSGSIZE``; a larger one closes its sender's
+        connection before it is buffered). ``max_actors``: actor names kept."""
+        self._own_ctx = keys is not None and context is None
+        self._ctx = zmq.Context() if self._own_ctx else (context or zmq.Context.instance())
+        self._keys = keys
+        self.limits = limits or TrajectoryLimits()
         self.stats = ChannelStats()
         self.weight_stats = ChannelStats()
         self.weights = WeightStore(chunk_bytes)
-        self.actors = ActorRegistry()
-        self._pull = self._ctx.socket(zmq.PULL)
-        self._pull.setsockopt(zmq.RCVHWM, rcvhwm)
-        self._pull.setsockopt(zmq.LINGER, 0)
-        self._pull.bind(endpoints.trajectories)
+        self.actors = ActorRegistry(max_actors=max_actors)
+        self._zap: ZapHandler | None = None
         self._republish_s = republish_s
         self._control: Control | None = None
         self._control_dirty = False
@@ -314,11 +379,26 @@ class LearnerChannels:
             target=self._serve, args=(endpoints, ready, bound), name="learner-channels", daemon=True
         )
         self._thread.start()
-        ready.wait()
-        if len(bound) != 2:
-            self._pull.close()
-            raise RuntimeError(f"could not bind learner sockets: {bound}")
+        ready.wait()  # the ZAP handler is up before any socket binds
+        self._pull = self._ctx.socket(zmq.PULL)
+        self._pull.setsockopt(zmq.RCVHWM, rcvhwm)
+        self._pull.setsockopt(zmq.LINGER, 0)
+        self._pull.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
+        if keys is not None:
+            keys.serve(self._pull)
+        try:
+            if len(bound) != 2:
+                raise RuntimeError(f"could not bind learner sockets: {bound}")
+            self._pull.bind(endpoints.trajectories)
+        except (RuntimeError, zmq.ZMQError):
+            self.close()
+            raise
         self.endpoints = Endpoints(_last_endpoint(self._pull), bound[0], bound[1])
+
+    @property
+    def refused_connections(self) -> int:
+        """Connections refused for want of the run's keys (0 without keys)."""
+        return self._zap.refused if self._zap is not None else 0
 
     # --- trajectories -----------------------------------------------------------------------
 
@@ -339,6 +419,12 @@ class LearnerChannels:
                 sender, batch = decode_trajectory_batch([f.buffer for f in frames])
             except WireError as e:
                 self.stats.reject("trajectories", e)
+                continue
+            problem = self.limits.problem(batch)
+            if problem is None and sender is not None:
+                problem = actor_name_problem(sender)
+            if problem is not None:
+                self.stats.reject("trajectories", problem, len(batch))
                 continue
             out.extend(batch)
             self.stats.received += 1
@@ -375,7 +461,10 @@ class LearnerChannels:
         """Stop the background thread and close every socket (never hangs: linger is 0)."""
         self._stop.set()
         self._thread.join()
-        self._pull.close()
+        if getattr(self, "_pull", None) is not None:
+            self._pull.close()
+        if self._own_ctx:
+            self._ctx.term()
 
     def __enter__(self) -> LearnerChannels:
         return self
@@ -384,10 +473,20 @@ class LearnerChannels:
         self.close()
 
     def _serve(self, endpoints: Endpoints, ready: threading.Event, bound: list[str]) -> None:
+        try:
+            if self._keys is not None:
+                self._zap = ZapHandler(self._ctx, self._keys)
+        except zmq.ZMQError as e:
+            bound.append(f"ZAP handler: {e}")
+            ready.set()
+            return
         pub = self._ctx.socket(zmq.PUB)
         router = self._ctx.socket(zmq.ROUTER)
         for s in (pub, router):
             s.setsockopt(zmq.LINGER, 0)
+            if self._keys is not None:
+                self._keys.serve(s)
+        router.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
         try:
             pub.bind(endpoints.control)
             router.setsockopt(zmq.ROUTER_MANDATORY, 0)
@@ -396,20 +495,31 @@ class LearnerChannels:
         except zmq.ZMQError as e:
             bound.append(str(e))
             ready.set()
-            pub.close()
-            router.close()
+            self._close_serving(pub, router)
             return
         ready.set()
         try:
             self._serve_loop(pub, router)
         finally:
-            pub.close()
-            router.close()
+            self._close_serving(pub, router)
+
+    def _close_serving(self, pub: zmq.Socket, router: zmq.Socket) -> None:
+        pub.close()
+        router.close()
+        if self._zap is not None:
+            self._zap.close()
 
     def _serve_loop(self, pub: zmq.Socket, router: zmq.Socket) -> None:
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        if self._zap is not None:
+            poller.register(self._zap.socket, zmq.POLLIN)
         last_pub = 0.0
         while not self._stop.is_set():
-            if router.poll(20):
+            ready = dict(poller.poll(20))
+            if self._zap is not None and self._zap.socket in ready:
+                self._zap.handle()
+            if router in ready:
                 self._answer_weights(router)
             with self._lock:
                 control, dirty, self._control_dirty = self._control, self._control_dirty, False
@@ -449,6 +559,9 @@ class LearnerChannels:
         except WireError as e:
             self.weight_stats.reject("hello", e)
             return
+        if (problem := actor_name_problem(hello.actor)) is not None:
+            self.weight_stats.reject("hello", problem)
+            return
         if hello.schema != SCHEMA_VERSION:
             self.actors.refused += 1
             reason = (
@@ -457,11 +570,21 @@ class LearnerChannels:
             )
             log.warning("refused %s", reason)
             welcome = Welcome(False, SCHEMA_VERSION, reason)
+        elif (launch := self.actors.greet(hello.actor, hello.index)) is None:
+            self.actors.refused += 1
+            reason = (
+                f"the learner already counts {self.actors.max_actors} connected actors "
+                "(transport.max_actors)"
+            )
+            self.weight_stats.reject("hello", reason)
+            welcome = Welcome(False, SCHEMA_VERSION, reason)
         else:
-            self.actors.seen(hello.actor, hello=True)
-            launch = self.actors.launch_of(hello.actor, hello.index)
             welcome = Welcome(True, SCHEMA_VERSION, launch=launch)
         router.send_multipart([identity, b"", encode_welcome(welcome)])
+
+
+MAX_REQUEST_BYTES = 64 << 10
+"""Largest message the learner's weight socket accepts (weight requests and hellos are tiny)."""
 
 
 def _last_endpoint(sock: zmq.Socket) -> str:
@@ -520,6 +643,38 @@ class _WeightFetch:
                 self.result, self._done = self._partial, True
 
 
+def _ms_left(deadline: float) -> int:
+    """Milliseconds until ``deadline`` (monotonic), for zmq's poll; at least 1."""
+    return max(int((deadline - time.monotonic()) * 1000), 0) + 1
+
+
+def _send_by(sock, frames, deadline: float, **kw) -> bool:
+    """Send ``frames`` on ``sock`` if it takes them by ``deadline``; False if not. A poll that
+    reports the socket writable can be overtaken by the connection failing (a peer without
+    the run's keys is dropped after its handshake), so the send itself must not block: it is
+    non-blocking and retried while time is left."""
+    while sock.poll(_ms_left(deadline), zmq.POLLOUT):
+        try:
+            sock.send_multipart(frames, zmq.NOBLOCK, **kw)
+            return True
+        except zmq.Again:
+            if time.monotonic() >= deadline:
+                break
+    return False
+
+
+async def _async_send_by(sock, frames, deadline: float, **kw) -> bool:
+    """``_send_by`` for zmq.asyncio sockets."""
+    while await sock.poll(_ms_left(deadline), zmq.POLLOUT):
+        try:
+            await sock.send_multipart(frames, zmq.NOBLOCK, **kw)
+            return True
+        except zmq.Again:
+            if time.monotonic() >= deadline:
+                break
+    return False
+
+
 def _decode_reply(frames: list[zmq.Frame], stats: ChannelStats) -> WeightReply | None:
     if len(frames) < 2 or frames[0].bytes != b"":
         stats.reject("weights", WireError("bad envelope"))
@@ -531,25 +686,32 @@ def _decode_reply(frames: list[zmq.Frame], stats: ChannelStats) -> WeightReply |
         return None
 
 
-def _configure_actor_sockets(ctx, endpoints: Endpoints, sndhwm: int, linger_ms: int):
+def _configure_actor_sockets(
+    ctx, endpoints: Endpoints, sndhwm: int, linger_ms: int, keys: TransportKeys | None
+):
     push = ctx.socket(zmq.PUSH)
     push.setsockopt(zmq.SNDHWM, sndhwm)
     push.setsockopt(zmq.LINGER, linger_ms)
     # queue only on live connections: with the learner gone, sends block (and time out)
     # instead of piling up in a pipe nobody reads
     push.setsockopt(zmq.IMMEDIATE, 1)
-    push.connect(endpoints.trajectories)
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.LINGER, 0)
     sub.setsockopt(zmq.CONFLATE, 1)  # only the newest control matters
     sub.setsockopt(zmq.SUBSCRIBE, b"")
+    if keys is not None:
+        keys.join(push)
+        keys.join(sub)
+    push.connect(endpoints.trajectories)
     sub.connect(endpoints.control)
     return push, sub
 
 
-def _new_dealer(ctx, endpoint: str):
+def _new_dealer(ctx, endpoint: str, keys: TransportKeys | None):
     dealer = ctx.socket(zmq.DEALER)
     dealer.setsockopt(zmq.LINGER, 0)
+    if keys is not None:
+        keys.join(dealer)
     dealer.connect(endpoint)
     return dealer
 
@@ -560,6 +722,7 @@ class ActorChannels:
     ``send_trajectories`` blocks while the learner's queue is full (back-pressure) unless a
     timeout is given. ``poll_control`` returns the newest control message, if any arrived.
     ``fetch_weights`` returns a full snapshot newer than ``have_version``, or None.
+    ``keys``: the run's transport keys, which a learner serving TCP asks of every peer.
     """
 
     def __init__(
@@ -569,11 +732,15 @@ class ActorChannels:
         sndhwm: int = 64,
         linger_ms: int = 1000,
         context: zmq.Context | None = None,
+        keys: TransportKeys | None = None,
     ):
         self._ctx = context or zmq.Context.instance()
         self._endpoints = endpoints
-        self._push, self._sub = _configure_actor_sockets(self._ctx, endpoints, sndhwm, linger_ms)
-        self._dealer = _new_dealer(self._ctx, endpoints.weights)
+        self._keys = keys
+        self._push, self._sub = _configure_actor_sockets(
+            self._ctx, endpoints, sndhwm, linger_ms, keys
+        )
+        self._dealer = _new_dealer(self._ctx, endpoints.weights, keys)
         self.stats = ChannelStats()
 
     def send_trajectories(
@@ -581,9 +748,10 @@ class ActorChannels:
     ) -> bool:
         """Send one batch; False if the learner's queue stayed full for ``timeout_s``."""
         payload = encode_trajectories(trajectories)
-        if timeout_s is not None and not self._push.poll(int(timeout_s * 1000), zmq.POLLOUT):
+        if timeout_s is None:
+            self._push.send_multipart(payload, copy=False)
+        elif not _send_by(self._push, payload, time.monotonic() + timeout_s, copy=False):
             return False
-        self._push.send_multipart(payload, copy=False)
         self.stats.sent += 1
         return True
 
@@ -615,7 +783,8 @@ class ActorChannels:
         return fetch.result
 
     def _request(self, req: WeightRequest, deadline: float) -> WeightReply:
-        self._dealer.send_multipart([b"", encode_weight_request(req)])
+        # a learner that refused this peer's keys leaves no connection: sending would block
+        _send_by(self._dealer, [b"", encode_weight_request(req)], deadline)
         while (left := deadline - time.monotonic()) > 0:
             if not self._dealer.poll(int(left * 1000) + 1):
                 break
@@ -625,7 +794,7 @@ class ActorChannels:
                 return reply
         # the learner may be gone: drop the socket so a late reply cannot be mistaken for ours
         self._dealer.close()
-        self._dealer = _new_dealer(self._ctx, self._endpoints.weights)
+        self._dealer = _new_dealer(self._ctx, self._endpoints.weights, self._keys)
         raise WeightFetchError(f"no weight reply from {self._endpoints.weights}")
 
     def close(self) -> None:
@@ -652,12 +821,16 @@ class AsyncActorChannels:
         context: zmq.asyncio.Context | None = None,
         actor: str | None = None,
         index: int = 0,
+        keys: TransportKeys | None = None,
     ):
         self._ctx = context or zmq.asyncio.Context.instance()
         self._endpoints = endpoints
-        self._push, self._sub = _configure_actor_sockets(self._ctx, endpoints, sndhwm, linger_ms)
-        self._dealer = _new_dealer(self._ctx, endpoints.weights)
-        self._greeter = _new_dealer(self._ctx, endpoints.weights)  # hellos, apart from fetches
+        self._keys = keys
+        self._push, self._sub = _configure_actor_sockets(
+            self._ctx, endpoints, sndhwm, linger_ms, keys
+        )
+        self._dealer = _new_dealer(self._ctx, endpoints.weights, keys)
+        self._greeter = _new_dealer(self._ctx, endpoints.weights, keys)  # hellos, apart
         self.actor = actor
         self.index = index
         self.stats = ChannelStats()
@@ -667,9 +840,12 @@ class AsyncActorChannels:
     ) -> bool:
         """Send one batch; False if the learner's queue stayed full for ``timeout_s``."""
         payload = encode_trajectories(trajectories, self.actor)
-        if timeout_s is not None and not await self._push.poll(int(timeout_s * 1000), zmq.POLLOUT):
+        if timeout_s is None:
+            await self._push.send_multipart(payload, copy=False)
+        elif not await _async_send_by(
+            self._push, payload, time.monotonic() + timeout_s, copy=False
+        ):
             return False
-        await self._push.send_multipart(payload, copy=False)
         self.stats.sent += 1
         return True
 
@@ -705,8 +881,8 @@ class AsyncActorChannels:
         if self.actor is None:
             raise ValueError("an actor without a name cannot say hello")
         hello = Hello(self.actor, index=self.index)
-        await self._greeter.send_multipart([b"", encode_hello(hello)])
         deadline = time.monotonic() + timeout_s
+        await _async_send_by(self._greeter, [b"", encode_hello(hello)], deadline)
         while (left := deadline - time.monotonic()) > 0:
             if not await self._greeter.poll(int(left * 1000) + 1):
                 break
@@ -718,7 +894,7 @@ class AsyncActorChannels:
                     self.stats.reject("welcome", e)
         # unanswered: a new socket, so a late welcome cannot answer the next hello
         self._greeter.close()
-        self._greeter = _new_dealer(self._ctx, self._endpoints.weights)
+        self._greeter = _new_dealer(self._ctx, self._endpoints.weights, self._keys)
         return None
 
     async def weight_chunks(
@@ -732,8 +908,9 @@ class AsyncActorChannels:
         snapshot mid-stream (the caller starts a new stream).
         """
         first = WeightRequest(next(_request_ids), have_version)
-        await self._send(first)
-        reply = await self._receive(first, time.monotonic() + timeout_s)
+        deadline = time.monotonic() + timeout_s
+        await self._send(first, deadline)
+        reply = await self._receive(first, deadline)
         if reply.status in ("none", "up_to_date"):
             return
         version, count = reply.version, reply.num_chunks
@@ -743,7 +920,8 @@ class AsyncActorChannels:
                 following = WeightRequest(
                     next(_request_ids), have_version, reply.chunk + 1, version
                 )
-                await self._send(following)
+                deadline = time.monotonic() + timeout_s
+                await self._send(following, deadline)
             yield reply
             if following is None:
                 return
@@ -752,11 +930,13 @@ class AsyncActorChannels:
                 raise WeightFetchError(f"weights replaced by version {reply.version} mid-fetch")
 
     async def _request(self, req: WeightRequest, deadline: float) -> WeightReply:
-        await self._send(req)
+        await self._send(req, deadline)
         return await self._receive(req, deadline)
 
-    async def _send(self, req: WeightRequest) -> None:
-        await self._dealer.send_multipart([b"", encode_weight_request(req)])
+    async def _send(self, req: WeightRequest, deadline: float) -> None:
+        """Send ``req`` unless no connection takes it by ``deadline`` (then ``_receive``
+        times out: see ``ActorChannels._request``)."""
+        await _async_send_by(self._dealer, [b"", encode_weight_request(req)], deadline)
 
     async def _receive(self, req: WeightRequest, deadline: float) -> WeightReply:
         """The reply to ``req`` (replies to older requests are skipped)."""
@@ -768,7 +948,7 @@ class AsyncActorChannels:
             if reply is not None and reply.request_id == req.request_id:
                 return reply
         self._dealer.close()
-        self._dealer = _new_dealer(self._ctx, self._endpoints.weights)
+        self._dealer = _new_dealer(self._ctx, self._endpoints.weights, self._keys)
         raise WeightFetchError(f"no weight reply from {self._endpoints.weights}")
 
     def close(self) -> None:

@@ -5,11 +5,13 @@
 //! Everything here is plain Rust and tested with `cargo test`; the PyO3 bindings live in
 //! `python.rs` behind the `python` feature.
 
+pub mod client;
 pub mod env;
 pub mod envs;
 pub mod fasthash;
 pub mod np_rng;
 pub mod pool;
+pub mod pytext;
 pub mod remote;
 pub mod rng;
 pub mod server;

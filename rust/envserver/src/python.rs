@@ -279,8 +279,9 @@ struct PyServer {
 impl PyServer {
     #[new]
     #[pyo3(signature = (env, *, host="127.0.0.1", port=36001, options=None, max_sessions=65536, max_body_bytes=8388608,
-        max_action_bytes=None, idle_timeout=Some(3600.0), token=None, workers=None, env_threads=None, blocking_threads=1, step_latency=0.0,
-        header_read_timeout=10.0, keep_alive_timeout=5.0, max_connections=1024))]
+        max_action_bytes=None, idle_timeout=Some(3600.0), token=None, workers=None, env_threads=None, blocking_threads=2, step_latency=0.0,
+        header_read_timeout=10.0, keep_alive_timeout=5.0, max_connections=1024, body_read_timeout=30.0, allowed_hosts=None,
+        max_custom_bytes=crate::server::DEFAULT_MAX_CUSTOM_BYTES))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -300,6 +301,9 @@ impl PyServer {
         header_read_timeout: f64,
         keep_alive_timeout: f64,
         max_connections: usize,
+        body_read_timeout: f64,
+        allowed_hosts: Option<Vec<String>>,
+        max_custom_bytes: usize,
     ) -> PyResult<Self> {
         if blocking_threads == 0 {
             return Err(PyValueError::new_err("blocking_threads must be at least 1"));
@@ -307,8 +311,10 @@ impl PyServer {
         if max_connections == 0 {
             return Err(PyValueError::new_err("max_connections must be at least 1"));
         }
-        if !(header_read_timeout > 0.0 && keep_alive_timeout > 0.0) {
-            return Err(PyValueError::new_err("header_read_timeout and keep_alive_timeout must be positive"));
+        if !(header_read_timeout > 0.0 && keep_alive_timeout > 0.0 && body_read_timeout > 0.0) {
+            return Err(PyValueError::new_err(
+                "header_read_timeout, body_read_timeout and keep_alive_timeout must be positive",
+            ));
         }
         let config = ServerConfig {
             env: env.to_string(),
@@ -326,7 +332,10 @@ impl PyServer {
             step_latency: seconds("step_latency", step_latency)?,
             header_read_timeout: seconds("header_read_timeout", header_read_timeout)?,
             keep_alive_timeout: seconds("keep_alive_timeout", keep_alive_timeout)?,
+            body_read_timeout: seconds("body_read_timeout", body_read_timeout)?,
             max_connections,
+            allowed_hosts: allowed_hosts.unwrap_or_default(),
+            max_custom_bytes,
         };
         let inner = py.detach(|| Server::start(config)).map_err(server_to_py)?;
         Ok(Self { inner })
@@ -379,7 +388,7 @@ struct PyRemotePool {
 pool_pymethods! { PyRemotePool, remote_to_py, step,
     #[new]
     #[pyo3(signature = (urls, env, *, dialect="id", batch=None, max_in_flight=64, connect_timeout=5.0, timeout=60.0,
-        token=None, max_action_bytes=None, num_tasks=None, task_field=None, score_field=None))]
+        token=None, max_action_bytes=None, num_tasks=None, task_field=None, score_field=None, max_reply_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -395,6 +404,7 @@ pool_pymethods! { PyRemotePool, remote_to_py, step,
         num_tasks: Option<u64>,
         task_field: Option<String>,
         score_field: Option<String>,
+        max_reply_bytes: Option<usize>,
     ) -> PyResult<Self> {
         let mut config = RemoteConfig::new(urls, env);
         config.dialect = WireDialect::parse(dialect).map_err(PyValueError::new_err)?;
@@ -403,6 +413,7 @@ pool_pymethods! { PyRemotePool, remote_to_py, step,
         config.client.connect_timeout = seconds("connect_timeout", connect_timeout)?;
         config.client.timeout = seconds("timeout", timeout)?;
         config.client.token = token;
+        config.client.max_reply_bytes = max_reply_bytes.unwrap_or(config.client.max_reply_bytes);
         config.max_action_bytes = max_action_bytes.unwrap_or(config.max_action_bytes);
         config.num_tasks = num_tasks;
         config.task_field = task_field;

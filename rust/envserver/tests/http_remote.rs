@@ -72,3 +72,18 @@ fn a_stopped_server_fails_only_its_own_sessions() {
         assert_eq!(info["server"], url(&alive).as_str());
     }
 }
+
+#[test]
+fn a_reply_past_the_cap_fails_its_sessions_instead_of_being_buffered() {
+    let server = babyai_server();
+    let mut config = RemoteConfig::new(vec![url(&server)], "babyai");
+    config.batch = Some(true);
+    config.client.max_reply_bytes = 200; // a reset reply holds ~300-byte observations
+    let pool = RemotePool::new(config).expect("remote pool");
+    let ids = pool.create(2).unwrap();
+    let results = pool.reset(&ids, &[0, 1]).unwrap();
+    for r in &results {
+        let error = r.as_ref().expect_err("the reply is over the cap");
+        assert!(error.contains("200-byte cap"), "{error}");
+    }
+}

@@ -485,7 +485,10 @@ class BabyAIText:
 
 
 def make_session(task_id: int, primitive: bool = False) -> tuple[BabyAIText, str]:
-    """A session on AgentGym task `task_id` (level `task_id % 40`, seed `task_id // 40`) and its
-    first observation."""
+    """A session on AgentGym task `task_id` (level `task_id % 40`, seed `task_id // 40`, reset
+    as AgentGym's server resets it) and its first observation."""
+    from agentgym.envs.reference.minigrid_layout import reset_like_agentgym
+
     session = BabyAIText.for_level(LEVELS[task_id % len(LEVELS)], primitive)
-    return session, session.reset(task_id // len(LEVELS))
+    reset_like_agentgym(session.env, task_id // len(LEVELS))
+    return session, session.start()

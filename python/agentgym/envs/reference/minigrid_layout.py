@@ -47,6 +47,37 @@ def reset_quietly(env: Any, seed: int) -> None:
         env.reset(seed=seed)
 
 
+def reset_like_agentgym(env: Any, seed: int) -> None:
+    """Reset ``env`` (fresh from ``gymnasium.make``) as AgentGym's BabyAI server does: twice with
+    ``seed``, under minigrid 2.3.1, the version it pins. There ``LevelGen.locked_room`` outlives
+    every attempt and reset, and ``rand_obj`` (without implicit unlocking) keeps instructions
+    off the room an earlier attempt locked; minigrid 3.x clears it at each mission, so on 3.x
+    the last locked room is put back for ``rand_obj`` whenever the attempt has none."""
+    level = env.unwrapped
+    if hasattr(level, "add_locked_room") and not hasattr(level, "_agentgym_kept_room"):
+        _keep_locked_room(level)
+    reset_quietly(env, seed)
+    reset_quietly(env, seed)
+
+
+def _keep_locked_room(level: Any) -> None:
+    add_locked_room, rand_obj = level.add_locked_room, level.rand_obj
+    level._agentgym_kept_room = None
+
+    def add(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return add_locked_room(*args, **kwargs)
+        finally:  # the last room drawn, also when the attempt is then rejected
+            level._agentgym_kept_room = level.locked_room
+
+    def rand(*args: Any, **kwargs: Any) -> Any:
+        if level.locked_room is None:
+            level.locked_room = level._agentgym_kept_room
+        return rand_obj(*args, **kwargs)
+
+    level.add_locked_room, level.rand_obj = add, rand
+
+
 class _Ids:
     """Stable small ids for minigrid objects, by Python identity."""
 

@@ -1,6 +1,10 @@
 """Answer scoring as Search-R1 publishes it (``verl/utils/reward_score/qa_em.py``, after SQuAD's
-evaluation script), written from that definition as the oracle for the native search env's
-rewards (``tests/envs/test_search_rewards.py``).
+evaluation script), and how its rollout reads a reply (``search_r1/llm_agent/generation.py``),
+written from those definitions as the oracle for the native search env
+(``tests/envs/test_search_rewards.py``).
+
+- a reply: cut after its first ``</search>``, else its first ``</answer>``; the action is the
+  first ``<(search|answer)>(.*?)</\1>`` of what is left (across lines), its content stripped;
 
 - normalise: lower-case, drop ``string.punctuation``, replace ``\\b(a|an|the)\\b`` by a space,
   collapse whitespace with ``str.split``;
@@ -17,6 +21,17 @@ from collections import Counter
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = frozenset(string.punctuation)
+_TAG = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
+
+
+def reply_action(reply: str) -> tuple[str, str] | None:
+    """The (tag, stripped content) Search-R1 reads from ``reply``, or None for an invalid one."""
+    for close in ("</search>", "</answer>"):
+        if close in reply:
+            reply = reply.split(close)[0] + close
+            break
+    match = _TAG.search(reply)
+    return None if match is None else (match.group(1), match.group(2).strip())
 
 
 def normalize_answer(text: str) -> str:

@@ -92,7 +92,10 @@ async function loadRuns() {
     td.appendChild(tick);
     tr.appendChild(td);
     cell(tr, run.id);
-    cell(tr, run.status, `status-${run.status}`);
+    const problems = run.problems || [];
+    const status = cell(tr, problems.length ? `${run.status} (${problems.length} bad file(s))`
+      : run.status, `status-${run.status}`);
+    if (problems.length) status.title = problems.join("\n");
     cell(tr, run.env);
     cell(tr, run.algorithm);
     cell(tr, run.max_steps ? `${run.steps} / ${run.max_steps}` : run.steps);
@@ -108,8 +111,8 @@ async function showRun(id) {
   $("run-detail").hidden = false;
   $("run-detail-title").textContent = `${id} (${detail.overview.status})`;
   $("run-config").textContent = toYaml(detail.config);
-  $("run-summary").textContent = JSON.stringify({summary: detail.summary,
-    actors: detail.actors}, null, 1);
+  $("run-summary").textContent = JSON.stringify({problems: detail.overview.problems,
+    summary: detail.summary, actors: detail.actors}, null, 1);
 }
 
 // The run's config as YAML, as config.yaml holds it (the API sends it parsed, as JSON).
@@ -159,7 +162,8 @@ async function pullMetrics(id, wanted) {
   const fresh = keys.some((k) => !(k in have.columns));
   const page = await api("metrics", {run: id, start: fresh ? 0 : have.next, keys: keys.join(",")});
   for (const k of keys) {
-    const got = page.columns[k] || [];
+    // a metric this run does not have (yet) comes back in page.unknown: null on each line
+    const got = page.columns[k] || new Array(page.next - page.start).fill(null);
     have.columns[k] = fresh ? got : have.columns[k].concat(got);
   }
   have.keys = page.keys;

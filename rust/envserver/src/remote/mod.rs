@@ -21,8 +21,6 @@
 //!   reward (0 at reset, so an episode's rewards add up to its last score). A step reply's
 //!   optional `truncated` flag ends the episode as truncated, not done.
 
-mod client;
-mod runtime;
 mod wire;
 
 use std::collections::{BTreeMap, HashMap};
@@ -35,8 +33,7 @@ use futures_util::future::join_all;
 use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
-pub use client::{CallError, ClientOptions, ServerClient};
-pub use runtime::{Io, ProcessClients};
+pub use crate::client::{CallError, ClientOptions, Io, ProcessClients, ServerClient};
 pub use wire::WireDialect;
 
 use crate::pool::{check_ids, check_lengths, HorizonCap, Phase, PoolError, StepResult, DEFAULT_MAX_ACTION_BYTES};
@@ -73,6 +70,7 @@ impl RemoteConfig {
                 connect_timeout: Duration::from_secs(5),
                 timeout: Duration::from_secs(60),
                 token: None,
+                max_reply_bytes: crate::client::DEFAULT_MAX_REPLY_BYTES,
             },
             max_action_bytes: DEFAULT_MAX_ACTION_BYTES,
             num_tasks: None,

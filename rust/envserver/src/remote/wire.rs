@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::client::{CallError, ServerClient};
+use crate::client::{CallError, ServerClient};
 
 /// How a server names sessions on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

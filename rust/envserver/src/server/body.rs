@@ -5,6 +5,7 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
 
+use super::conn::BodyTimeout;
 use super::error::ApiError;
 
 /// Reads at most `limit` bytes of `body` and parses it as a JSON object of type `T`.
@@ -40,10 +41,24 @@ async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<a
     axum::body::to_bytes(body, limit).await.map_err(|e| {
         if is_length_limit(&e) {
             too_large()
+        } else if let Some(timeout) = find_source::<BodyTimeout>(&e) {
+            ApiError::new(StatusCode::REQUEST_TIMEOUT, timeout.to_string())
         } else {
             ApiError::malformed(format!("could not read the request body: {e}"))
         }
     })
+}
+
+/// The first error of type `E` in `err`'s source chain.
+fn find_source<'a, E: std::error::Error + 'static>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a E> {
+    let mut source = Some(err);
+    while let Some(e) = source {
+        if let Some(found) = e.downcast_ref::<E>() {
+            return Some(found);
+        }
+        source = e.source();
+    }
+    None
 }
 
 fn is_length_limit(err: &axum::Error) -> bool {

@@ -163,11 +163,13 @@ pub async fn method_not_allowed(req: Request<Body>) -> ApiError {
     ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("{} is not allowed on {}", req.method(), req.uri().path()))
 }
 
-/// Wraps every request: the bearer-token check, then metrics (route, status, latency).
+/// Wraps every request: the cross-site rules, the bearer-token check, then metrics (route,
+/// status, latency).
 pub async fn guard(State(s): AppRef, req: Request, next: Next) -> Response {
     let start = std::time::Instant::now();
     let route = Metrics::route_index(req.uri().path());
-    let response = match authorize(&s, &req) {
+    let allowed = s.limits.cross_site.check(req.method(), req.headers()).and_then(|()| authorize(&s, &req));
+    let response = match allowed {
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     };

@@ -14,10 +14,12 @@
 //! in `errors[i]` and answer 200. Env work runs on tokio's blocking threads (and the pool's
 //! helper threads for large batches), never on the event loop.
 //!
-//! Connections are capped and time out when they hold a slot without using it ([`conn`]).
+//! Connections are capped and time out when they hold a slot without using it ([`conn`]);
+//! requests a browser makes for a page of another site are refused ([`cross_site`]).
 
 mod body;
 mod conn;
+mod cross_site;
 mod dialect;
 mod error;
 mod handlers;
@@ -37,6 +39,7 @@ use tokio::sync::oneshot;
 use crate::env::Options;
 use crate::pool::{EnvPool, PoolError, DEFAULT_MAX_ACTION_BYTES};
 
+pub use cross_site::CrossSite;
 pub use dialect::Dialect;
 pub use sessions::{AppState, Limits};
 
@@ -63,20 +66,29 @@ pub struct ServerConfig {
     /// Threads for batched env work (the caller plus helpers); `None`: one per core.
     pub env_threads: Option<usize>,
     /// Threads that run the requests' env work (each batch still spreads over `env_threads`).
-    /// One by default: a session's memory is then allocated and freed by the same thread.
-    /// With tokio's default of up to 512, requests rotated over several threads, and the
-    /// allocator's cross-thread frees cost ~30% of a `/batch/step` (bench/RESULTS.md).
+    /// Two by default: with one, every request waits behind the batch in progress (a client
+    /// stepping one session saw p90 0.8-1.0 s during 50,000-session batches; 15-24 ms with
+    /// two), and with tokio's default of up to 512 requests rotate over many threads, whose
+    /// cross-thread frees cost ~30% of a `/batch/step` (bench/RESULTS.md).
     pub blocking_threads: usize,
     /// Extra latency added to every step request, to stand in for a slow env or network in
     /// benchmarks; zero in normal use.
     pub step_latency: Duration,
     /// A request's head must arrive within this of the server starting to wait for it.
     pub header_read_timeout: Duration,
+    /// A request's body must arrive within this of its head (408 otherwise).
+    pub body_read_timeout: Duration,
     /// A kept-alive connection with no request in progress for this long is closed.
     pub keep_alive_timeout: Duration,
-    /// Open connections at most (lowered to what `ulimit -n` allows, see [`conn`]); more wait
-    /// in the listen backlog.
+    /// Open connections at most (lowered to what `ulimit -n` allows); a new one at the cap
+    /// takes the place of one that waits without a request in progress (see [`conn`]).
     pub max_connections: usize,
+    /// Host names served besides the bound address and localhost (`*`: any), on a server
+    /// without a token (see [`cross_site`]); also the sites whose pages may call it.
+    pub allowed_hosts: Vec<String>,
+    /// Bytes of custom TextCraft episodes (`/create` with `goal` and `commands`) all open
+    /// sessions may hold together; a `/create` past it is refused (503).
+    pub max_custom_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -93,16 +105,23 @@ impl Default for ServerConfig {
             token: None,
             workers: None,
             env_threads: None,
-            blocking_threads: 1,
+            blocking_threads: 2,
             step_latency: Duration::ZERO,
             header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
             // Shorter than the header timeout (which also bounds an idle connection), longer
             // than EnvPool.remote's pooled connections idle (4 s), so that client closes first.
             keep_alive_timeout: Duration::from_secs(5),
             max_connections: 1024,
+            allowed_hosts: Vec::new(),
+            max_custom_bytes: DEFAULT_MAX_CUSTOM_BYTES,
         }
     }
 }
+
+/// Custom episodes' bytes all sessions may hold by default: 512 episodes of the largest size
+/// a `/create` accepts, or tens of thousands of ordinary ones.
+pub const DEFAULT_MAX_CUSTOM_BYTES: usize = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -144,19 +163,25 @@ impl Server {
         let mut pool = EnvPool::new(&config.env, &config.options, config.env_threads)?;
         pool.set_max_action_bytes(config.max_action_bytes);
         pool.set_max_sessions(config.max_sessions);
-        let limits = Limits {
-            max_sessions: config.max_sessions,
-            max_body_bytes: config.max_body_bytes,
-            max_action_bytes: config.max_action_bytes,
-            token: config.token.clone(),
-            idle_timeout: config.idle_timeout,
-            step_latency: config.step_latency,
-        };
-        let state = Arc::new(AppState::new(pool, limits));
         let bind_err = |source| ServerError::Bind { host: config.host.clone(), port: config.port, source };
         let listener = std::net::TcpListener::bind((config.host.as_str(), config.port)).map_err(bind_err)?;
         listener.set_nonblocking(true).map_err(bind_err)?;
         let addr = listener.local_addr().map_err(bind_err)?;
+        let limits = Limits {
+            max_sessions: config.max_sessions,
+            max_body_bytes: config.max_body_bytes,
+            max_action_bytes: config.max_action_bytes,
+            max_custom_bytes: config.max_custom_bytes,
+            token: config.token.clone(),
+            idle_timeout: config.idle_timeout,
+            step_latency: config.step_latency,
+            cross_site: CrossSite {
+                bound: addr.ip(),
+                allowed_hosts: config.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+                has_token: config.token.is_some(),
+            },
+        };
+        let state = Arc::new(AppState::new(pool, limits));
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         if let Some(n) = config.workers {
             builder.worker_threads(n.max(1));
@@ -167,6 +192,7 @@ impl Server {
         let done = Arc::new(Done::default());
         let limits = conn::ConnLimits {
             header_read_timeout: config.header_read_timeout,
+            body_read_timeout: config.body_read_timeout,
             keep_alive_timeout: config.keep_alive_timeout,
             max_connections: conn::connection_cap(config.max_connections),
         };

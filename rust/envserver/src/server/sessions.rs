@@ -3,12 +3,14 @@
 //! blocking threads. Every method here may block on env work; none is called on an async thread.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
+use super::cross_site::CrossSite;
 use super::dialect::{reward_json, Dialect};
 use super::error::ApiError;
 use super::metrics::Metrics;
@@ -23,11 +25,13 @@ pub struct Meta {
     pub score: f64,
     pub last_reward: f32,
     pub done: bool,
+    /// Bytes of the custom episode this session was created with (counted until it closes).
+    pub custom_bytes: usize,
 }
 
 impl Meta {
     pub fn new() -> Self {
-        Self { last_used: Instant::now(), score: 0.0, last_reward: 0.0, done: false }
+        Self { last_used: Instant::now(), score: 0.0, last_reward: 0.0, done: false, custom_bytes: 0 }
     }
 }
 
@@ -43,9 +47,11 @@ pub struct Limits {
     pub max_sessions: usize,
     pub max_body_bytes: usize,
     pub max_action_bytes: usize,
+    pub max_custom_bytes: usize,
     pub token: Option<String>,
     pub idle_timeout: Option<Duration>,
     pub step_latency: Duration,
+    pub cross_site: CrossSite,
 }
 
 pub struct AppState {
@@ -54,6 +60,8 @@ pub struct AppState {
     pub limits: Limits,
     pub metrics: Metrics,
     sessions: Mutex<HashMap<u64, Meta>>,
+    /// Bytes of custom episodes the open sessions hold (see `Limits::max_custom_bytes`).
+    custom_bytes: AtomicUsize,
 }
 
 /// One slot of a batch reply: what the pool said, or why the item was not sent to it.
@@ -62,13 +70,25 @@ type Slot<T> = Result<T, String>;
 impl AppState {
     pub fn new(pool: EnvPool, limits: Limits) -> Self {
         let dialect = Dialect::for_env(pool.env_name());
-        Self { pool, dialect, limits, metrics: Metrics::default(), sessions: Mutex::new(HashMap::new()) }
+        let sessions = Mutex::new(HashMap::new());
+        Self { pool, dialect, limits, metrics: Metrics::default(), sessions, custom_bytes: AtomicUsize::new(0) }
     }
 
     // --- AgentGym's single-session endpoints -------------------------------------------------
 
     pub fn create_one(&self, custom: Option<CustomTask>) -> Result<Value, ApiError> {
-        let id = self.create(1)?[0];
+        let size = custom.as_ref().map_or(0, |t| t.goal.len() + t.commands.as_ref().map_or(0, String::len));
+        self.reserve_custom(size)?;
+        let id = match self.create(1) {
+            Ok(ids) => ids[0],
+            Err(e) => {
+                self.custom_bytes.fetch_sub(size, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
+        if let Some(meta) = self.sessions.lock().get_mut(&id) {
+            meta.custom_bytes = size; // given back when the session closes
+        }
         let observation = if let Some(task) = custom {
             match self.pool.reset_custom(id, &task) {
                 Ok(observation) => {
@@ -122,6 +142,31 @@ impl AppState {
         let info = self.pool.info(&[id])?.remove(0);
         let goal = (info["phase"] != "fresh").then(|| info["goal"].as_str().unwrap_or_default());
         Ok(self.dialect.observation_reply(observation, goal, &meta))
+    }
+
+    /// Counts `size` more bytes of custom episodes, or refuses (503) past `max_custom_bytes`.
+    fn reserve_custom(&self, size: usize) -> Result<(), ApiError> {
+        if size == 0 {
+            return Ok(());
+        }
+        let max = self.limits.max_custom_bytes;
+        self.custom_bytes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| held.checked_add(size).filter(|&n| n <= max))
+            .map(|_| ())
+            .map_err(|held| {
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "open sessions hold {held} bytes of custom episodes; {size} more would pass the \
+                         {max}-byte limit (--max-custom-bytes): close some first"
+                    ),
+                )
+            })
+    }
+
+    /// Bytes of custom episodes the open sessions hold.
+    pub fn custom_bytes(&self) -> usize {
+        self.custom_bytes.load(Ordering::SeqCst)
     }
 
     /// `true` if the session was open and is now closed; `false` if it was not open (as AgentGym).
@@ -216,7 +261,7 @@ impl AppState {
     pub fn close_ids(&self, ids: &[u64]) -> Vec<bool> {
         let removed: Vec<bool> = {
             let mut table = self.sessions.lock();
-            ids.iter().map(|id| table.remove(id).is_some()).collect()
+            ids.iter().map(|id| table.remove(id).map(|meta| self.release(&meta)).is_some()).collect()
         };
         let mut seen = HashSet::new();
         let to_close: Vec<u64> =
@@ -237,7 +282,9 @@ impl AppState {
             let idle: Vec<u64> =
                 table.iter().filter(|(_, m)| now.duration_since(m.last_used) > timeout).map(|(id, _)| *id).collect();
             for id in &idle {
-                table.remove(id);
+                if let Some(meta) = table.remove(id) {
+                    self.release(&meta);
+                }
             }
             idle
         };
@@ -282,9 +329,13 @@ impl AppState {
         }
     }
 
+    fn release(&self, meta: &Meta) {
+        self.custom_bytes.fetch_sub(meta.custom_bytes, Ordering::SeqCst);
+    }
+
     fn record_reset(&self, id: u64) {
         if let Some(meta) = self.sessions.lock().get_mut(&id) {
-            *meta = Meta::new();
+            *meta = Meta { custom_bytes: meta.custom_bytes, ..Meta::new() };
         }
     }
 
@@ -373,15 +424,41 @@ mod tests {
 
     fn state() -> AppState {
         let pool = EnvPool::new("babyai", &Options::new(), Some(1)).unwrap();
-        let limits = Limits {
+        AppState::new(pool, limits())
+    }
+
+    fn limits() -> Limits {
+        Limits {
             max_sessions: 8,
             max_body_bytes: 1 << 20,
             max_action_bytes: 64,
+            max_custom_bytes: 1000,
             token: None,
             idle_timeout: None,
             step_latency: Duration::ZERO,
-        };
-        AppState::new(pool, limits)
+            cross_site: CrossSite { bound: [127, 0, 0, 1].into(), allowed_hosts: vec![], has_token: false },
+        }
+    }
+
+    #[test]
+    fn custom_episodes_share_one_memory_budget() {
+        let dir = format!("{}/tests/data/textcraft", env!("CARGO_MANIFEST_DIR"));
+        let options: Options = [("recipes_dir".to_string(), dir)].into_iter().collect();
+        let pool = EnvPool::new("textcraft", &options, Some(1)).unwrap();
+        let s = AppState::new(pool, Limits { max_custom_bytes: 30, ..limits() });
+        let custom = || Some(CustomTask { goal: "minecraft:bookshelf".into(), commands: None }); // 19 bytes
+        let first = s.create_one(custom()).unwrap()["id"].as_u64().unwrap();
+        assert_eq!(s.custom_bytes(), 19);
+        let refused = s.create_one(custom()).unwrap_err();
+        assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(refused.message.contains("--max-custom-bytes"), "{}", refused.message);
+        assert_eq!(s.pool.len(), 1, "a refused create opens nothing");
+        s.create_one(None).unwrap(); // ordinary episodes are not counted
+        s.reset_one(first, 3).unwrap();
+        assert_eq!(s.custom_bytes(), 19, "counted until the session closes");
+        assert!(s.close_one(first));
+        assert_eq!(s.custom_bytes(), 0);
+        s.create_one(custom()).unwrap();
     }
 
     #[test]

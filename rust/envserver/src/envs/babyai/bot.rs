@@ -472,11 +472,27 @@ fn open_the_way(ctx: &Ctx, relaxed: &Found, depth: u32) -> Result<Segment, Strin
         return Err("objects shut the target in, and picking up any other object fails this strict instruction".into());
     }
     if w.carrying.is_some() {
-        return free_hands(ctx, &[(x, y)]);
+        // Not back on the way being cleared (the object held may be the last obstacle).
+        return free_hands_off(ctx, &[(x, y)], &relaxed_ways(ctx, &[relaxed.target]));
     }
     let (tx, ty) = relaxed.target;
     let goal = w.grid.get(tx, ty).map_or("target".to_string(), name);
     reach(ctx, vec![(x, y)], Some(Action::Pickup), Purpose::Clear { goal }, depth + 1)
+}
+
+/// The cells of the relaxed ways to face one of `cells` from the agent's cell, whatever its
+/// heading (so that turning on the spot does not change them).
+fn relaxed_ways(ctx: &Ctx, cells: &[(i32, i32)]) -> Vec<(i32, i32)> {
+    let opts = Search { relaxed: true, avoid: &ctx.avoid };
+    let mut w = ctx.w.clone();
+    let mut out = Vec::new();
+    for dir in 0..4 {
+        w.agent_dir = dir;
+        out.extend(search(&w, &opts, cells).map_or_else(Vec::new, |way| way.cells));
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// The key for the locked door at `door`; first clear the way to the door itself, while the
@@ -521,17 +537,24 @@ fn fetch_key(ctx: &Ctx, door: (i32, i32), depth: u32) -> Result<Segment, String>
 /// a free cell beside one of `keep` (what the hands are freed for). Whether a cell qualifies
 /// does not depend on where the agent stands, so the choice stays put while the agent walks.
 fn free_hands(ctx: &Ctx, keep: &[(i32, i32)]) -> Result<Segment, String> {
+    free_hands_off(ctx, keep, &[])
+}
+
+/// [`free_hands`] on a cell other than `off` (when one qualifies).
+fn free_hands_off(ctx: &Ctx, keep: &[(i32, i32)], off: &[(i32, i32)]) -> Result<Segment, String> {
     let w = ctx.w;
     let search_opts = Search { relaxed: false, avoid: &ctx.avoid };
     let parts = components(w, None);
-    // First choice: away from doors and splitting no area; else anywhere that keeps the access.
+    // First choice: away from doors and `off`, splitting no area; else anywhere that keeps the
+    // access.
     for strict in [true, false] {
         let mut cells: Vec<(i32, i32)> = Vec::new();
         for y in 0..w.grid.height {
             for x in 0..w.grid.width {
                 // The agent's own cell counts: it can step off it and put the object down behind.
                 let free = w.grid.get(x, y).is_none() && !ctx.reserved.contains(&(x, y));
-                if free && !(strict && near_door(w, x, y)) && keeps_access(w, (x, y), keep) {
+                let avoided = strict && (near_door(w, x, y) || off.contains(&(x, y)));
+                if free && !avoided && keeps_access(w, (x, y), keep) {
                     cells.push((x, y));
                 }
             }
@@ -629,6 +652,8 @@ struct Found {
     /// What lies on the way, in order: locked doors the carried key opens, and obstacles
     /// (locked doors without their key, objects; relaxed search only).
     events: Vec<(Event, (i32, i32))>,
+    /// The cells the way enters, in order.
+    cells: Vec<(i32, i32)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -723,10 +748,15 @@ fn search(w: &World, opts: &Search, goals: &[(i32, i32)]) -> Option<Found> {
 fn trace(parent: &[(usize, Edge)], mut state: usize, target: (i32, i32), width: i32) -> Found {
     let mut moves = Vec::new();
     let mut events = Vec::new();
+    let mut cells = Vec::new();
     loop {
         let (prev, edge) = parent[state];
         if edge == Edge::Start || prev == usize::MAX {
             break;
+        }
+        if !matches!(edge, Edge::Left | Edge::Right) {
+            let cell = state / 4;
+            cells.push(((cell as i32) % width, (cell as i32) / width));
         }
         match edge {
             Edge::Left => moves.push(Action::Left),
@@ -749,7 +779,8 @@ fn trace(parent: &[(usize, Edge)], mut state: usize, target: (i32, i32), width: 
     }
     moves.reverse();
     events.reverse();
-    Found { moves, target, events }
+    cells.reverse();
+    Found { moves, target, events, cells }
 }
 
 // ---------------------------------------------------------------------------------------------

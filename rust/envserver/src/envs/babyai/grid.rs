@@ -402,6 +402,10 @@ pub struct World {
     pub truncated: bool,
     /// Sum of rewards so far.
     pub total_reward: f32,
+    /// minigrid would never finish generating this world: one of its attempts drew a room
+    /// whose free cells all face an object, where minigrid's agent placement loops forever
+    /// (`roomgrid.rs`, `RoomGrid::place_agent`); agentgym rejected that attempt instead.
+    pub minigrid_hangs: bool,
 }
 
 impl World {
@@ -421,6 +425,7 @@ impl World {
             terminated: false,
             truncated: false,
             total_reward: 0.0,
+            minigrid_hangs: false,
         }
     }
 

@@ -8,9 +8,16 @@
 //!   including where it does not do what it says: `Unlock` and `GoToImpUnlock` compare room
 //!   indices with `is` on numpy integers, which is never true, so the key may land in the
 //!   locked room (about 3% of `Unlock` episodes cannot be solved) and the locked room gets
-//!   distractors too.
+//!   distractors too; and `LevelGen` never clears its `locked_room`, so an attempt without a
+//!   locked room still keeps its instruction away from the room an earlier attempt (or
+//!   AgentGym's first reset of the same env) locked ([`generate`]).
 //! - `Own`: agentgym's own stream ([`crate::rng::Rng`]), with the key and those distractors
-//!   in other rooms, as minigrid's code intends.
+//!   in other rooms and a locked room per attempt, as minigrid's code intends.
+//!
+//! One departure in both: where minigrid's agent placement would loop forever (a room whose
+//! free cells all face objects; task 69674, `SynthS5R2` seed 1741, is the first such
+//! AgentGym task), the attempt is rejected and the next one drawn from the stream as it stands,
+//! and the world says so (`World::minigrid_hangs`; AgentGym's server never answers that reset).
 //!
 //! In both, `GoToObjS6` is `GoToObj` with 4-cell rooms (16 steps), as minigrid 2.3.1, the
 //! version AgentGym pins, registers `BabyAI-GoToObjS6-v0` despite its name (minigrid 3.x's
@@ -277,22 +284,59 @@ pub fn level_index(name: &str) -> Option<usize> {
 
 /// Builds level `level_index` (into [`LEVELS`]) for `seed`: the same arguments give the
 /// same world on every machine. The verifier is reset and ready to step.
+///
+/// AgentGym's server resets a new env twice with the task's seed. The only state of minigrid
+/// 2.3.1 that outlives a reset is `LevelGen.locked_room`, which it never clears; it is read
+/// where instructions must avoid the locked room (`rand_obj` without implicit unlocking), so
+/// for those levels the first reset is played too, for the locked room it leaves behind.
 pub fn generate(level_index: usize, seed: u64, worlds: Worlds) -> Result<World, EnvError> {
     let spec = SPECS
         .get(level_index)
         .ok_or_else(|| EnvError::Data(format!("babyai level index {level_index} out of range 0..{}", LEVELS.len())))?;
+    let mut kept_locked_room = None;
+    let exact = worlds == Worlds::AgentGym;
+    if exact && reads_kept_locked_room(spec.kind) {
+        attempts(level_index, seed, worlds, &mut kept_locked_room)?;
+    }
+    attempts(level_index, seed, worlds, &mut kept_locked_room)
+}
+
+/// Whether the level reads `LevelGen.locked_room` when its attempt added none (module docs).
+fn reads_kept_locked_room(kind: Kind) -> bool {
+    matches!(kind, Kind::Gen(p) if !p.implicit_unlock && p.locked_room_prob > 0.0)
+}
+
+/// One reset: attempts on the seed's stream until one is valid. `kept_locked_room` is
+/// minigrid 2.3.1's `LevelGen.locked_room` (a room index), kept across attempts and resets in
+/// the `AgentGym` worlds; the `Own` worlds clear it at every attempt, as minigrid 3.x does.
+fn attempts(
+    level_index: usize,
+    seed: u64,
+    worlds: Worlds,
+    kept_locked_room: &mut Option<usize>,
+) -> Result<World, EnvError> {
+    let spec = &SPECS[level_index];
     let name = LEVELS[level_index];
     let mut rng = worlds.draws(level_index, seed);
     let exact = worlds == Worlds::AgentGym;
+    let mut minigrid_hangs = false;
     for _ in 0..MAX_ATTEMPTS {
         // A rejected sample starts over on the same stream, as minigrid's `_gen_grid` does.
         let mut rg = RoomGrid::new(spec.room_size, spec.num_rows, spec.num_cols, rng);
-        let made = gen_mission(&mut rg, spec.kind, exact).and_then(|m| {
+        if !exact {
+            *kept_locked_room = None;
+        }
+        let made = gen_mission(&mut rg, spec.kind, exact, kept_locked_room).and_then(|m| {
             validate(&rg, &m.instr, spec.kind)?;
             Ok(m)
         });
+        minigrid_hangs |= rg.endless_placement;
         match made {
-            Ok(m) => return Ok(finish(rg, m, spec, name)),
+            Ok(m) => {
+                let mut world = finish(rg, m, spec, name);
+                world.minigrid_hangs = minigrid_hangs;
+                return Ok(world);
+            }
             Err(_) => rng = rg.rng,
         }
     }
@@ -346,7 +390,8 @@ fn kind_only(kind: ObjKind) -> ObjDesc {
 /// Builds the level's world and instruction in minigrid's order of draws; `exact` follows
 /// minigrid's code to the letter: where it does not do what it says (module docs) and in the
 /// order it lists doors for `Open` (the `Own` worlds keep their own order).
-fn gen_mission(rg: &mut RoomGrid, kind: Kind, exact: bool) -> Gen<Mission> {
+/// `kept_locked_room`: see [`attempts`].
+fn gen_mission(rg: &mut RoomGrid, kind: Kind, exact: bool, kept_locked_room: &mut Option<usize>) -> Gen<Mission> {
     Ok(match kind {
         Kind::GoToRedBallGrey => {
             rg.place_agent(None, None)?;
@@ -655,7 +700,7 @@ fn gen_mission(rg: &mut RoomGrid, kind: Kind, exact: bool) -> Gen<Mission> {
             )
             .into()
         }
-        Kind::Gen(params) => level_gen(rg, &params)?.into(),
+        Kind::Gen(params) => level_gen(rg, &params, kept_locked_room)?.into(),
     })
 }
 
@@ -701,11 +746,12 @@ fn place_agent_outside(rg: &mut RoomGrid, locked: (i32, i32)) -> Gen<()> {
 }
 
 /// minigrid's `LevelGen.gen_mission`: maybe a locked room, connected rooms, distractors,
-/// the agent outside the locked room, then a random instruction.
-fn level_gen(rg: &mut RoomGrid, p: &LevelGen) -> Gen<Instr> {
+/// the agent outside this attempt's locked room, then a random instruction whose objects
+/// avoid the room in `kept_locked_room` (this attempt's, or one an earlier attempt left).
+fn level_gen(rg: &mut RoomGrid, p: &LevelGen, kept_locked_room: &mut Option<usize>) -> Gen<Instr> {
     let mut locked_room = None;
     if rg.rand_float() < p.locked_room_prob {
-        locked_room = Some(add_locked_room(rg)?);
+        locked_room = Some(add_locked_room(rg, kept_locked_room)?);
     }
     rg.connect_all_default()?;
     rg.add_distractors(None, None, p.num_dists, false)?;
@@ -718,14 +764,17 @@ fn level_gen(rg: &mut RoomGrid, p: &LevelGen) -> Gen<Instr> {
     if !p.unblocking {
         rg.check_objs_reachable()?;
     }
-    rand_instr(rg, p, locked_room, p.instr_kinds)
+    rand_instr(rg, p, *kept_locked_room, p.instr_kinds)
 }
 
-fn add_locked_room(rg: &mut RoomGrid) -> Gen<usize> {
+/// A locked door on an inner wall of a random room and its key in another room. Like
+/// minigrid, it records each room it draws in `kept_locked_room`, before checking the wall.
+fn add_locked_room(rg: &mut RoomGrid, kept_locked_room: &mut Option<usize>) -> Gen<usize> {
     let (locked, door) = loop {
         let i = rg.rand_int(0, rg.num_cols());
         let j = rg.rand_int(0, rg.num_rows());
         let door_idx = rg.rand_int(0, 4) as usize;
+        *kept_locked_room = Some(rg.room_index(i, j));
         if rg.room(i, j).neighbors[door_idx].is_none() {
             continue;
         }

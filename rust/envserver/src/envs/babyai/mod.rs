@@ -286,6 +286,7 @@ impl TextEnv for BabyAiEnv {
         let mut info = ep.world.state_json();
         info["task_id"] = json!(ep.task_id);
         info["goal"] = json!(goal_text(&ep.world.mission));
+        info["minigrid_hangs"] = json!(ep.world.minigrid_hangs);
         info
     }
 }

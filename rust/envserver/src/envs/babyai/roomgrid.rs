@@ -88,6 +88,14 @@ impl Room {
     }
 }
 
+/// How minigrid's agent placement fares in a room ([`RoomGrid::place_agent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    NoFreeCell,
+    Ends,
+    Endless,
+}
+
 /// A placed object, as the generators keep track of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Placed {
@@ -103,6 +111,8 @@ pub struct RoomGrid {
     /// Rooms in row-major order: room `(i, j)` (column `i`, row `j`) is `j * num_cols + i`.
     pub rooms: Vec<Room>,
     pub rng: Draws,
+    /// Set when [`RoomGrid::place_agent`] met a room where minigrid's placement never ends.
+    pub endless_placement: bool,
 }
 
 impl RoomGrid {
@@ -131,7 +141,8 @@ impl RoomGrid {
         }
         let geom = RoomGeom { room_size, num_rows, num_cols };
         let center = ((num_cols / 2) * step + room_size / 2, (num_rows / 2) * step + room_size / 2);
-        let mut rg = RoomGrid { world: World::new(grid, center, geom), rooms, rng: rng.into() };
+        let mut rg =
+            RoomGrid { world: World::new(grid, center, geom), rooms, rng: rng.into(), endless_placement: false };
         rg.draw_door_positions();
         rg
     }
@@ -357,9 +368,11 @@ impl RoomGrid {
     /// Places the agent in room `(i, j)` (random where not given), with a random direction,
     /// not facing an object other than a wall (`RoomGrid.place_agent`).
     ///
-    /// minigrid draws cell and direction until the agent faces nothing or a wall, which never
-    /// ends in a room so crowded that every free cell faces an object in all four directions.
-    /// Such a room is rejected before any draw; where one spot exists the draws are minigrid's.
+    /// minigrid draws a free cell (giving up after 1,001 draws, which rejects the sample) and
+    /// a direction until the agent faces nothing or a wall. In a room with free cells that all
+    /// face an object on every side, that never ends: such a room is rejected before any draw
+    /// and [`RoomGrid::endless_placement`] is set. A room without a free cell makes minigrid's
+    /// 1,001 draws before it is rejected, as there, so the draws that follow stay minigrid's.
     pub fn place_agent(&mut self, i: Option<i32>, j: Option<i32>) -> Gen<(i32, i32)> {
         let i = match i {
             Some(i) => i,
@@ -371,8 +384,9 @@ impl RoomGrid {
         };
         let idx = self.room_index(i, j);
         let (top, size) = (self.rooms[idx].top, self.rooms[idx].size);
-        if !self.agent_spot_exists(top, size) {
-            return Err(Reject("no cell of the room lets the agent face nothing or a wall".into()));
+        if self.placement(top, size) == Placement::Endless {
+            self.endless_placement = true;
+            return Err(Reject("every free cell of the room faces an object on all sides".into()));
         }
         loop {
             self.world.agent_pos = (-1, -1);
@@ -387,19 +401,23 @@ impl RoomGrid {
         }
     }
 
-    /// Whether some empty cell of the rectangle has a side whose neighbour is empty or a wall,
-    /// i.e. whether [`RoomGrid::place_agent`]'s draws can succeed there.
-    fn agent_spot_exists(&self, top: (i32, i32), size: (i32, i32)) -> bool {
+    /// How minigrid's agent placement ends in the rectangle: no free cell (its cell draws give
+    /// up), a free cell with a side whose neighbour is empty or a wall (it succeeds), or free
+    /// cells that all face objects (it never ends).
+    fn placement(&self, top: (i32, i32), size: (i32, i32)) -> Placement {
         let grid = &self.world.grid;
         let (x0, y0) = (top.0.max(0), top.1.max(0));
         let (x1, y1) = ((top.0 + size.0).min(grid.width), (top.1 + size.1).min(grid.height));
         let open = |x: i32, y: i32| grid.get(x, y).is_none_or(|o| o.kind == ObjKind::Wall);
-        (x0..x1).any(|x| {
-            (y0..y1).any(|y| {
-                grid.get(x, y).is_none()
-                    && [(1, 0), (0, 1), (-1, 0), (0, -1)].iter().any(|(dx, dy)| open(x + dx, y + dy))
-            })
-        })
+        let free: Vec<(i32, i32)> =
+            (x0..x1).flat_map(|x| (y0..y1).map(move |y| (x, y))).filter(|&(x, y)| grid.get(x, y).is_none()).collect();
+        let spot =
+            |&(x, y): &(i32, i32)| [(1, 0), (0, 1), (-1, 0), (0, -1)].iter().any(|(dx, dy)| open(x + dx, y + dy));
+        match (free.is_empty(), free.iter().any(spot)) {
+            (true, _) => Placement::NoFreeCell,
+            (false, true) => Placement::Ends,
+            (false, false) => Placement::Endless,
+        }
     }
 
     /// Rooms reachable from the agent's room through doors and openings.
@@ -554,20 +572,46 @@ mod tests {
         assert_eq!(rg.room_index_from_pos(21, 21), 8);
     }
 
-    #[test]
-    fn a_room_without_a_spot_for_the_agent_is_rejected_not_drawn_forever() {
-        // A 3x3 interior whose only free cell, the centre, faces a ball on every side.
-        let mut rg = RoomGrid::new(5, 1, 1, Rng::new(3));
-        for (x, y) in [(1, 1), (2, 1), (3, 1), (1, 2), (3, 2), (1, 3), (2, 3), (3, 3)] {
-            let ball = rg.world.grid.make(ObjKind::Ball, Color::Red);
-            rg.world.grid.set(x, y, Some(ball));
+    /// A 5x5 room whose 3x3 interior holds balls everywhere but at `free`.
+    fn crowded(free: &[(i32, i32)]) -> RoomGrid {
+        let mut rg = RoomGrid::new(5, 1, 1, NpRandom::new(7));
+        for x in 1..4 {
+            for y in (1..4).filter(|&y| !free.contains(&(x, y))) {
+                let ball = rg.world.grid.make(ObjKind::Ball, Color::Red);
+                rg.world.grid.set(x, y, Some(ball));
+            }
         }
-        assert!(rg.place_agent(None, None).is_err());
+        rg
+    }
+
+    #[test]
+    fn a_room_whose_free_cells_all_face_objects_is_rejected_before_any_draw() {
+        // The only free cell, the centre, faces a ball on every side: minigrid loops forever.
+        let mut rg = crowded(&[(2, 2)]);
+        let before = rg.rng.clone();
+        assert!(rg.place_agent(Some(0), Some(0)).is_err());
+        assert!(rg.endless_placement);
+        let (Draws::Numpy(mut a), Draws::Numpy(mut b)) = (before, rg.rng.clone()) else { unreachable!() };
+        assert_eq!(a.integers(0, 1 << 30), b.integers(0, 1 << 30), "no draw was made");
         // With a corner freed the agent has a spot (facing the wall) and is placed.
         rg.world.grid.set(1, 1, None);
-        let pos = rg.place_agent(None, None).unwrap();
+        let pos = rg.place_agent(Some(0), Some(0)).unwrap();
         let front = rg.world.front_obj();
         assert!(front.is_none() || front.unwrap().kind == ObjKind::Wall, "agent at {pos:?} faces {front:?}");
+    }
+
+    #[test]
+    fn a_room_without_a_free_cell_gives_up_after_minigrids_1001_draws() {
+        let mut rg = crowded(&[]);
+        let Draws::Numpy(mut expected) = rg.rng.clone() else { unreachable!() };
+        assert!(rg.place_agent(Some(0), Some(0)).is_err());
+        assert!(!rg.endless_placement);
+        for _ in 0..1001 {
+            expected.integers(0, 5);
+            expected.integers(0, 5);
+        }
+        let Draws::Numpy(mut after) = rg.rng.clone() else { unreachable!() };
+        assert_eq!(after.integers(0, 1 << 30), expected.integers(0, 1 << 30));
     }
 
     #[test]

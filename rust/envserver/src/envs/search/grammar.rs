@@ -1,7 +1,9 @@
-//! The Search-R1 / AgentGym-RL action grammar: the first complete `<search>query</search>` or
-//! `<answer>text</answer>` of a reply is its action (Search-R1 matches
-//! `<(search|answer)>(.*?)</\1>` across lines, case-sensitively, and strips the content).
-//! A reply with neither is invalid and gets [`INVALID_ACTION`] back.
+//! The Search-R1 / AgentGym-RL action grammar. Search-R1 first cuts a reply after its first
+//! `</search>`, or, when it has none, after its first `</answer>` ([`cut_reply`]; the rest of
+//! the reply is dropped, from the trajectory too), then takes the first complete
+//! `<search>query</search>` or `<answer>text</answer>` of what is left as the action (it
+//! matches `<(search|answer)>(.*?)</\1>` across lines, case-sensitively, and strips the
+//! content). A reply with neither is invalid and gets [`INVALID_ACTION`] back.
 
 /// AgentGym-RL's and Search-R1's observation for a reply with no complete tag, verbatim but for
 /// the surrounding newlines.
@@ -17,8 +19,21 @@ pub enum Action<'a> {
     Invalid,
 }
 
-/// The action of `reply`: the complete tag that starts first (see the module docstring).
+/// `reply` up to and including its first `</search>`, else its first `</answer>`, else all
+/// of it: what Search-R1 keeps of a reply.
+pub fn cut_reply(reply: &str) -> &str {
+    for close in ["</search>", "</answer>"] {
+        if let Some(at) = reply.find(close) {
+            return &reply[..at + close.len()];
+        }
+    }
+    reply
+}
+
+/// The action of `reply`: the complete tag that starts first in [`cut_reply`]'s part of it
+/// (see the module docstring).
 pub fn parse_action(reply: &str) -> Action<'_> {
+    let reply = cut_reply(reply);
     let search = complete_tag(reply, "search");
     let answer = complete_tag(reply, "answer");
     match (search, answer) {
@@ -56,6 +71,26 @@ mod tests {
         assert_eq!(parse_action("<search>oops <answer> Paris\n</answer>"), Action::Answer("Paris"));
         assert_eq!(parse_action("<search>a\nb</search>"), Action::Search("a\nb"));
         assert_eq!(parse_action("<search></search>"), Action::Search(""));
+    }
+
+    #[test]
+    fn the_reply_is_cut_after_the_first_search_close_else_the_first_answer_close() {
+        assert_eq!(cut_reply("a<search>q</search> b</search>"), "a<search>q</search>");
+        assert_eq!(
+            cut_reply("<answer>x</answer> more</answer><search>q</search>"),
+            "<answer>x</answer> more</answer><search>q</search>"
+        );
+        assert_eq!(cut_reply("<answer>x</answer> more</answer>"), "<answer>x</answer>");
+        assert_eq!(cut_reply("no tags"), "no tags");
+        // Search-R1 reads nothing after the cut: a stray `</search>` hides a later answer.
+        assert_eq!(parse_action("</search><answer>Paris</answer>"), Action::Invalid);
+        assert_eq!(parse_action("<think>hm</search></think><answer>Paris</answer>"), Action::Invalid);
+        // A complete answer before the first `</search>` is still the action.
+        assert_eq!(parse_action("<answer>Paris</answer> then </search>"), Action::Answer("Paris"));
+        // With no `</search>`, a search left open before the first `</answer>` stays open.
+        assert_eq!(parse_action("<search>q <answer>x</answer> y</answer>"), Action::Answer("x"));
+        // The search closed after an inner answer is Search-R1's action, answer and all.
+        assert_eq!(parse_action("<search>q <answer>x</answer></search>"), Action::Search("q <answer>x</answer>"));
     }
 
     #[test]

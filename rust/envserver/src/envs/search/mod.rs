@@ -1,13 +1,16 @@
 //! Deep Search: multi-hop question answering over an embedded BM25 index, as in Search-R1 and
 //! AgentGym-RL's SearchQA.
 //!
-//! An episode is one question of the QA set (task id = row). Each step is one reply of the model:
-//! its first complete `<search>query</search>` gets the top-k passages back inside
+//! An episode is one question of the QA set (task id = row). Each step is one reply of the model,
+//! cut as Search-R1 cuts it (after the first `</search>`, else the first `</answer>`;
+//! `grammar.rs`): its first complete `<search>query</search>` gets the top-k passages back inside
 //! `<information>...</information>` as `Doc i(Title: ...) text` lines (Search-R1's format); its
 //! first complete `<answer>...</answer>` ends the episode with the answer's score against the gold
 //! answers (exact match after normalisation by default). A reply with neither, an empty query or
-//! an over-long one gets a corrective observation and costs a turn. After `max_turns` turns
-//! without an answer the episode ends with reward 0.
+//! an over-long one gets a corrective observation and costs a turn. After `max_turns` replies
+//! without an answer the episode ends with reward 0. Search-R1's `max_turns = N` allows N + 1
+//! replies (N that may search, then a last one whose answer is scored and whose search retrieves
+//! nothing), so `max_turns = N + 1` here gives its number of replies.
 //!
 //! Options (`EnvPool("search", ...)`): `qa` (QA JSONL, required) and the passages' source, one
 //! of `index` (a directory built by `agentgym index build`) or `retriever` (the URL of a

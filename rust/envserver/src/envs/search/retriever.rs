@@ -8,7 +8,7 @@
 //!
 //! All searches of one batched step go out as one request ([`RemoteRetriever::retrieve`], called
 //! from the factory's `prepare_step`). The HTTP client is the one remote env servers use
-//! ([`crate::remote::ProcessClients`]: keep-alive, fork-safe, one deadline per call covering the
+//! ([`crate::client::ProcessClients`]: keep-alive, fork-safe, one deadline per call covering the
 //! connection, the request and the whole reply). A request that fails (no connection, timeout,
 //! an HTTP error status, a reply that is not the API's shape or has the wrong number of lists)
 //! fails the searches it carried; a malformed list fails only its own query.
@@ -19,8 +19,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::index::Hit;
+use crate::client::{ClientOptions, ProcessClients, DEFAULT_MAX_REPLY_BYTES};
 use crate::env::EnvError;
-use crate::remote::{ClientOptions, ProcessClients};
 
 /// Requests one process may have in flight to the retriever (concurrent batched steps).
 const MAX_IN_FLIGHT: usize = 16;
@@ -50,6 +50,7 @@ impl RemoteRetriever {
             connect_timeout: CONNECT_TIMEOUT.min(timeout),
             timeout,
             token: None,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
         };
         let clients = ProcessClients::new(vec![url.to_string()], options);
         clients.get().map_err(invalid)?;

@@ -4,8 +4,9 @@
 //!
 //! Normalisation, in Search-R1's order: lower-case (Unicode), drop ASCII punctuation (Python's
 //! `string.punctuation`; Unicode punctuation such as `’` or `–` stays), replace the words `a`, `an`,
-//! `the` by a space (`\b(a|an|the)\b`, where a word character is a Unicode letter, digit or `_`),
-//! and collapse whitespace (Python's `str.split()`, which also splits on `\x1c`-`\x1f`).
+//! `the` by a space (`\b(a|an|the)\b`, where a word character is Python's `\w`: a Unicode
+//! letter or number or `_`, not a combining mark; [`crate::pytext::is_word`]), and collapse
+//! whitespace (Python's `str.split()`, which also splits on `\x1c`-`\x1f`).
 
 /// How an answer is scored against the gold answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +62,7 @@ pub fn normalize_answer(text: &str) -> String {
     let lowered = text.to_lowercase();
     let no_punct: String = lowered.chars().filter(|c| !c.is_ascii_punctuation()).collect();
     let no_articles = remove_articles(&no_punct);
-    no_articles.split(is_python_space).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
+    no_articles.split(crate::pytext::is_space).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 /// Token F1 of two normalised strings (SQuAD's `f1_score`, with HotpotQA's and FlashRAG's rule
@@ -89,14 +90,9 @@ pub fn token_f1(prediction: &str, gold: &str) -> f32 {
     2.0 * precision * recall / (precision + recall)
 }
 
-/// Python's `str.isspace` for the characters `str.split()` splits on.
-fn is_python_space(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
-/// Python `re`'s `\w` on `str` patterns: alphanumeric or underscore.
+/// Python `re`'s `\w` on `str` patterns (letters, numbers and `_`; not combining marks).
 fn is_word_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
+    crate::pytext::is_word(c)
 }
 
 /// `re.sub(r"\b(a|an|the)\b", " ", text)`.
@@ -163,6 +159,12 @@ mod tests {
         ("(the) [a] {an}", ""),
         ("ΣΊΣΥΦΟΣ", "σίσυφος"),
         ("", ""),
+        // Combining marks and circled letters are not word characters in Python's `re`, so
+        // an article before one still stands alone.
+        ("a\u{901} b", "\u{901} b"),
+        ("the\u{93e}", "\u{93e}"),
+        ("Theⓐ", "ⓐ"),
+        ("an\u{301}", "\u{301}"),
     ];
 
     #[test]

@@ -9,6 +9,9 @@ use super::{Effect, Site};
 
 /// Characters `type` may enter at once.
 pub const MAX_TYPED_CHARS: usize = 2000;
+/// Tabs open at most in one session: each is named in every observation's tab bar, so
+/// without a cap a session could grow its observations without end.
+pub const MAX_TABS: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tab {
@@ -124,6 +127,9 @@ impl Browser {
             Action::Press(keys) => self.press(site, keys),
             Action::Scroll { down } => self.scroll(down),
             Action::NewTab => {
+                if self.tabs.len() >= MAX_TABS {
+                    return Err(format!("{MAX_TABS} tabs are open, the most a session may have; close one first."));
+                }
                 self.tabs.push(Tab::new(Page::Blank));
                 self.active = self.tabs.len() - 1;
             }

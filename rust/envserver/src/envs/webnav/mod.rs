@@ -13,7 +13,8 @@
 //! An observation is laid out as WebArena's prompt shows one: `OBSERVATION:` with the tab
 //! line(s) and the accessibility tree (`[id] role 'name' props`, indented by depth, only the
 //! lines in the viewport, with a note where content continues), then `URL:`, `OBJECTIVE:`,
-//! `PREVIOUS ACTION:`, and `FEEDBACK:` when the action could not be done. Actions are
+//! `PREVIOUS ACTION:` (WebArena's description of the last action, `previous.rs`), and
+//! `FEEDBACK:` when the action could not be done (agentgym's addition). Actions are
 //! WebArena's grammar (`grammar.rs`); ids are positions in the page render, so only ids shown
 //! can be acted on. `type` replaces a field's content (a combobox takes one of its options).
 //! The episode ends at `stop [answer]` with reward 1 when the task's check accepts, else 0;
@@ -32,6 +33,7 @@ pub mod expert;
 pub mod forum;
 pub mod grammar;
 pub mod pages;
+pub mod previous;
 pub mod shop;
 pub mod tasks;
 pub mod tree;
@@ -319,9 +321,10 @@ impl Episode {
     /// Applies one action; returns the reward.
     fn step(&mut self, action: &str, settings: &Settings) -> f32 {
         self.steps += 1;
-        self.previous = grammar::clip(action.trim(), 300).replace(['\n', '\r'], " ");
         self.feedback = None;
-        match grammar::parse(action) {
+        let parsed = grammar::parse(action);
+        self.previous = previous::describe(action, &parsed, &self.browser, &self.site, settings.show_urls);
+        match parsed {
             Err(feedback) => self.feedback = Some(feedback),
             Ok(parsed) => match self.browser.apply(&mut self.site, &parsed) {
                 Err(feedback) => self.feedback = Some(feedback),

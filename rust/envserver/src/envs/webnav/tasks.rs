@@ -48,12 +48,15 @@ impl Kind {
     }
 }
 
-/// How a `stop [answer]` is judged (both sides normalised by [`normalize`]).
+/// How a `stop [answer]` is judged: WebArena's `exact_match` and `must_include`, both sides
+/// read by [`clean_answer`] ([`answer_accepted`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AnswerRule {
-    /// Equal to one of these.
+    /// Equal to one of these. WebArena has one reference per `exact_match`; where a question
+    /// has several fair forms (`4`, `4 stars`), they stand in for its LLM-judged `fuzzy_match`.
     Exact(Vec<String>),
-    /// Contains every one of these.
+    /// Contains every one of these (WebArena's word-level match for a one-character reference
+    /// does not arise: every reference here is a name).
     MustInclude(Vec<String>),
 }
 
@@ -740,7 +743,8 @@ fn add_member(site: &Site, rng: &mut Rng) -> (String, Goal) {
 
 // ---- checking ----
 
-/// Lower case, single spaces, no surrounding quotes or final period, no `$`.
+/// Lower case, single spaces, no surrounding quotes or final period, no `$`: how the state
+/// checks compare text the agent typed (comments, titles, the phone number).
 pub fn normalize(text: &str) -> String {
     let lowered = text.to_lowercase().replace('$', "");
     let words: Vec<&str> = lowered.split_whitespace().collect();
@@ -749,11 +753,24 @@ pub fn normalize(text: &str) -> String {
     trimmed.strip_suffix('.').unwrap_or(trimmed).trim().to_string()
 }
 
+/// WebArena's `StringEvaluator.clean_answer`: surrounding whitespace off, then one pair of
+/// matching surrounding quotes (`'...'` or `"..."`), then lower case. `$`, inner spaces and a
+/// final full stop stay: `200.95` is not `$200.95`.
+pub fn clean_answer(text: &str) -> String {
+    let text = text.trim_matches(crate::pytext::is_space);
+    let unquoted =
+        ['\'', '"'].iter().find_map(|&q| text.strip_prefix(q).and_then(|t| t.strip_suffix(q))).unwrap_or(text);
+    unquoted.to_lowercase()
+}
+
+/// Whether `answer` passes `rule` as WebArena's evaluator judges a `stop` answer: it cleans
+/// the answer once when it reads it and once more in the comparison ([`clean_answer`]), the
+/// references once.
 pub fn answer_accepted(rule: &AnswerRule, answer: &str) -> bool {
-    let answer = normalize(answer);
+    let answer = clean_answer(&clean_answer(answer));
     match rule {
-        AnswerRule::Exact(golds) => golds.iter().any(|g| normalize(g) == answer),
-        AnswerRule::MustInclude(parts) => parts.iter().all(|p| answer.contains(&normalize(p))),
+        AnswerRule::Exact(golds) => golds.iter().any(|g| clean_answer(g) == answer),
+        AnswerRule::MustInclude(parts) => parts.iter().all(|p| answer.contains(&clean_answer(p))),
     }
 }
 

@@ -155,8 +155,9 @@ fn near_miss_answers_are_rejected() {
         let Goal::Answer { rule, .. } = &episode(&env).task.goal else { panic!() };
         let tasks::AnswerRule::Exact(golds) = rule else { panic!() };
         let gold = &golds[0];
-        assert!(answer_accepted(rule, gold) && answer_accepted(rule, &gold.replace('$', "")));
-        assert!(answer_accepted(rule, &format!("  {}. ", gold.to_uppercase())));
+        assert!(answer_accepted(rule, gold) && answer_accepted(rule, &format!("  '{}' ", gold.to_uppercase())));
+        // As strict as WebArena's exact_match: no `$` dropped, no final full stop.
+        assert!(!answer_accepted(rule, &gold.replace('$', "")) && !answer_accepted(rule, &format!("{gold}.")));
         let cents: u32 = gold.replace(['$', '.'], "").parse().unwrap();
         for wrong in [cents + 1, cents - 1, cents + 100] {
             assert!(!answer_accepted(rule, &data::money(wrong)), "{gold} vs {wrong}");
@@ -190,7 +191,7 @@ fn code_near_miss_answers(seed: u64) {
         let rule = episode(&env).task.goal_rule();
         let tasks::AnswerRule::Exact(golds) = &rule else { panic!() };
         let n: i64 = golds[0].parse().unwrap();
-        assert!(answer_accepted(&rule, &format!("{n}.")), "{name}");
+        assert!(answer_accepted(&rule, &format!("\"{n}\"")), "{name}");
         for wrong in [n + 1, n - 1, n * 10] {
             assert!(!answer_accepted(&rule, &wrong.to_string()), "{name}: {n} vs {wrong}");
         }
@@ -690,6 +691,21 @@ fn tabs_open_focus_and_close() {
 }
 
 #[test]
+fn tabs_are_capped() {
+    let mut env = session(0);
+    for _ in 1..super::browser::MAX_TABS {
+        env.step("new_tab");
+    }
+    let out = env.step("new_tab");
+    assert!(out.observation.contains("close one first"), "{}", out.observation);
+    let last = super::browser::MAX_TABS - 1;
+    assert!(out.observation.contains(&format!("Tab {last} (current)")), "{}", out.observation);
+    assert!(!out.observation.contains(&format!("Tab {} ", last + 1)));
+    env.step("close_tab");
+    assert!(!env.step("new_tab").observation.contains("close one first"));
+}
+
+#[test]
 fn options_are_checked() {
     let bad = |pairs: &[(&str, &str)]| {
         let options: Options = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -818,4 +834,61 @@ fn the_site_cache_hands_out_copies() {
     let mut b = f.session();
     b.reset(task_of("shop_add_to_cart", 4)).unwrap();
     assert_eq!(episode(&b).site, Site::Shop(fresh), "one session's changes stay in that session");
+}
+
+fn previous_action(env: &WebNav) -> String {
+    let obs = env.observation();
+    let line = obs.lines().find(|l| l.starts_with("PREVIOUS ACTION: ")).expect("a PREVIOUS ACTION line");
+    line["PREVIOUS ACTION: ".len()..].to_string()
+}
+
+#[test]
+fn previous_action_is_webarenas_description() {
+    let mut env = session(0);
+    assert_eq!(previous_action(&env), "None");
+    let search = episode(&env).browser.tree.find(&Target::Field(pages::Field::Search)).unwrap() + 1;
+    let searchbox = "searchbox 'Search entire store here...' required: False";
+    env.step(&format!("type [{search}] [kid's  toy] [0]"));
+    assert_eq!(previous_action(&env), format!("type [{search}] [kid's  toy] where [{search}] is {searchbox}"));
+    // The typed text is a name with a `'`, quoted as Python's repr() quotes it.
+    assert!(env.observation().contains("StaticText \"kid's  toy\""), "{}", env.observation());
+    // The field is focused now; with Enter, WebArena's description ends the text with a space.
+    env.step(&format!("type [{search}] [lamp]"));
+    let focused = "searchbox 'Search entire store here...' focused: True required: False";
+    assert_eq!(previous_action(&env), format!("type [{search}] [lamp ] where [{search}] is {focused}"));
+    env.step("go_back");
+    let cases = [
+        ("click [9999]", "Attempt to perfom \"click\" on element \"[9999]\" but no matching element found. Please check the observation more carefully.".to_string()),
+        ("hover [1] now", "hover [1] where [1] is RootWebArea 'Cornerstone Market' focused: True".to_string()),
+        ("scroll down", "scroll [down]".to_string()),
+        ("press [enter]", "press [Enter]".to_string()),
+        ("press [Ctrl+v]", "press [Ctrl+v]".to_string()),
+        ("new_tab [1]", "new_tab".to_string()),
+        ("tab_focus [0]", "tab_focus [0]".to_string()),
+        ("goto [http://shop.test/]", "goto [http://shop.test/]".to_string()),
+        (
+            "fly [1]\nnow",
+            "The previous prediction you issued was \"fly [1] now\". However, the format was incorrect. Ensure that \
+             the action is wrapped inside a pair of ``` and enclose arguments within [] as follows: ```action [arg] ...```."
+                .to_string(),
+        ),
+    ];
+    for (action, want) in cases {
+        env.step(action);
+        assert_eq!(previous_action(&env), want, "{action:?}");
+    }
+}
+
+#[test]
+fn answers_are_judged_as_strictly_as_webarenas_exact_match() {
+    let rule = tasks::AnswerRule::Exact(vec!["$200.95".into()]);
+    for ok in ["$200.95", " $200.95\n", "'$200.95'", "\"$200.95\"", "\"'$200.95'\""] {
+        assert!(answer_accepted(&rule, ok), "{ok:?}");
+    }
+    for bad in ["200.95", "$200.95.", "$ 200.95", "`$200.95`", "'$200.95\"", "$200.950"] {
+        assert!(!answer_accepted(&rule, bad), "{bad:?}");
+    }
+    let names = tasks::AnswerRule::MustInclude(vec!["Blue Lamp".into(), "Red Chair".into()]);
+    assert!(answer_accepted(&names, "the red chair and the BLUE LAMP"));
+    assert!(!answer_accepted(&names, "the red chair and the blue  lamp"));
 }

@@ -1,5 +1,6 @@
 //! The accessibility tree of one page render and its text form, in WebArena's layout:
-//! `[id] role 'name' prop: value`, one node a line, indented by depth with tabs.
+//! `[id] role 'name' prop: value`, one node a line, indented by depth with tabs, the name
+//! quoted as Python's `repr()` quotes it (`"Kid's Toy"`), as WebArena's tree does.
 //!
 //! A node's id is its position in the render plus one (the root is `[1]`), so ids are stable
 //! while the page does not change and scrolling does not renumber anything. Only the lines in
@@ -177,11 +178,24 @@ pub fn render(out: &mut String, tree: &Tree, view: &View, urls: Option<&dyn Fn(&
 }
 
 fn write_node(out: &mut String, tree: &Tree, i: usize, view: &View, urls: Option<&dyn Fn(&Page) -> String>) {
-    let node = &tree.nodes[i];
-    for _ in 0..node.depth {
+    for _ in 0..tree.nodes[i].depth {
         out.push('\t');
     }
-    let _ = write!(out, "[{}] {} '{}'", i + 1, node.role.text(), tree.name(i));
+    write_line(out, tree, i, view, urls);
+    out.push('\n');
+}
+
+/// Node `i`'s line as the observation shows it, without its indentation:
+/// `[id] role 'name' props`, the name quoted as Python's `repr()` quotes it (WebArena's tree).
+pub fn node_line(tree: &Tree, i: usize, view: &View, urls: Option<&dyn Fn(&Page) -> String>) -> String {
+    let mut out = String::new();
+    write_line(&mut out, tree, i, view, urls);
+    out
+}
+
+fn write_line(out: &mut String, tree: &Tree, i: usize, view: &View, urls: Option<&dyn Fn(&Page) -> String>) {
+    let node = &tree.nodes[i];
+    let _ = write!(out, "[{}] {} {}", i + 1, node.role.text(), crate::pytext::repr(tree.name(i)));
     let focused = view.focused.map_or(i == 0, |f| f == i);
     if focused {
         out.push_str(" focused: True");
@@ -199,5 +213,4 @@ fn write_node(out: &mut String, tree: &Tree, i: usize, view: &View, urls: Option
     if node.pressed {
         out.push_str(" pressed: True");
     }
-    out.push('\n');
 }

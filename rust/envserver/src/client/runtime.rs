@@ -2,14 +2,14 @@
 //! first use and rebuilt after a fork (a child must not touch its parent's runtime threads or
 //! connections; the parent's copies are leaked in the child, not dropped).
 //!
-//! Shared by [`super::RemotePool`] (sessions on env servers) and the search env's remote
-//! retriever, so both speak HTTP through the same client, pool and timeout rules.
+//! Shared by [`crate::remote::RemotePool`] (sessions on env servers) and the search env's
+//! remote retriever, so both speak HTTP through the same client, pool and timeout rules.
 
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::client::{ClientOptions, ServerClient};
+use super::server::{ClientOptions, ServerClient};
 
 /// This process's runtime and clients (see the module docstring).
 pub struct Io {

@@ -3,7 +3,8 @@
 //!
 //! The timeout of a call counts from when it is issued, the wait for an in-flight slot
 //! included: a batch issues all its calls at once, so it ends within one timeout however many
-//! of them queue behind a server that stopped answering.
+//! of them queue behind a server that stopped answering. A reply is read up to
+//! `max_reply_bytes` and no further: a larger one fails its call (the server may have acted).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::Response;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
@@ -65,7 +67,13 @@ pub struct ClientOptions {
     /// A call's whole budget: waiting for an in-flight slot, connecting, sending, the reply.
     pub timeout: Duration,
     pub token: Option<String>,
+    /// The largest reply body read; a larger one fails the call instead of being buffered.
+    pub max_reply_bytes: usize,
 }
+
+/// Replies past this many bytes fail their call unless told otherwise (a batch reply of
+/// 50,000 observations of a few KB each fits).
+pub const DEFAULT_MAX_REPLY_BYTES: usize = 256 << 20;
 
 pub struct ServerClient {
     pub base: String,
@@ -73,6 +81,7 @@ pub struct ServerClient {
     slots: Arc<Semaphore>,
     max_in_flight: usize,
     timeout: Duration,
+    max_reply_bytes: usize,
 }
 
 impl ServerClient {
@@ -98,7 +107,8 @@ impl ServerClient {
         let max_in_flight = options.max_in_flight.max(1);
         let slots = Arc::new(Semaphore::new(max_in_flight));
         let base = base.trim_end_matches('/').to_string();
-        Ok(Self { base, http, slots, max_in_flight, timeout: options.timeout })
+        let (timeout, max_reply_bytes) = (options.timeout, options.max_reply_bytes);
+        Ok(Self { base, http, slots, max_in_flight, timeout, max_reply_bytes })
     }
 
     /// `POST path` with a JSON body; the reply parsed as JSON.
@@ -123,7 +133,7 @@ impl ServerClient {
         let left = deadline.saturating_duration_since(Instant::now());
         let response = request.timeout(left).send().await.map_err(classify)?;
         let status = response.status();
-        let body = response.bytes().await.map_err(classify)?;
+        let body = read_capped(response, self.max_reply_bytes).await?;
         let parsed: Result<Value, _> = serde_json::from_slice(&body);
         if !status.is_success() {
             let message = match &parsed {
@@ -141,6 +151,22 @@ impl ServerClient {
             Err(e) => Err(CallError::Garbage(format!("not JSON ({e}): {}", snippet(&body)))),
         }
     }
+}
+
+/// The reply body, chunk by chunk, refused once it passes `cap` bytes (declared or read).
+async fn read_capped(mut response: Response, cap: usize) -> Result<Vec<u8>, CallError> {
+    let too_large = |n: u64| CallError::Garbage(format!("the reply is over the {cap}-byte cap ({n} bytes or more)"));
+    if let Some(n) = response.content_length().filter(|&n| n > cap as u64) {
+        return Err(too_large(n));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(classify)? {
+        if body.len() + chunk.len() > cap {
+            return Err(too_large((body.len() + chunk.len()) as u64));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 fn classify(e: reqwest::Error) -> CallError {
