@@ -4,10 +4,8 @@ listens beyond loopback without a token (over fake simulators, no Java)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 import requests
@@ -19,6 +17,7 @@ from fake_sciworld import ServerThread  # noqa: E402
 
 from agentgym.asgiguard import GuardSettings  # noqa: E402
 from agentgym.httpguard import CrossSite  # noqa: E402
+from net_helpers import closed_after  # noqa: E402
 
 JSON = {"Content-Type": "application/json"}
 
@@ -46,22 +45,6 @@ def test_bodies_over_the_cap_are_refused(guarded):
     chunked = requests.post(s.url + "/step", data=iter([big]), headers=JSON, timeout=10)
     assert chunked.status_code == 413  # no Content-Length: counted as it arrives
     assert requests.post(s.url + "/create", json={}, timeout=10).status_code == 200
-
-
-def closed_after(port: int, pieces: list[bytes], pause: float) -> tuple[float, bytes]:
-    start = time.monotonic()
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.settimeout(10)
-        for piece in pieces:
-            try:
-                sock.sendall(piece)
-            except OSError:
-                break
-            time.sleep(pause)
-        reply = b""
-        while chunk := sock.recv(4096):
-            reply += chunk
-    return time.monotonic() - start, reply
 
 
 def test_silent_slow_and_half_sent_requests_are_cut(guarded):

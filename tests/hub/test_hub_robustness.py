@@ -5,9 +5,7 @@ reason shown), every request is answered, and no connection holds a thread for l
 from __future__ import annotations
 
 import json
-import socket
 import threading
-import time
 
 import pytest
 import requests
@@ -18,6 +16,7 @@ from hub_helpers import make_run  # noqa: E402
 
 import agentgym.hub.runs as hub_runs  # noqa: E402
 import agentgym.hub.server as hub_server  # noqa: E402
+import net_helpers  # noqa: E402
 from agentgym.hub.server import Hub, make_server  # noqa: E402
 
 ROUTES = [
@@ -166,19 +165,7 @@ def test_silent_and_slow_connections_are_closed(runs, monkeypatch):
     port = int(url.rsplit(":", 1)[1])
 
     def closed_after(sends, pause):
-        start = time.monotonic()
-        with socket.create_connection(("127.0.0.1", port)) as sock:
-            sock.settimeout(5)
-            for piece in sends:
-                try:
-                    sock.sendall(piece)
-                except OSError:
-                    break
-                time.sleep(pause)
-            reply = b""
-            while chunk := sock.recv(4096):
-                reply += chunk
-        return time.monotonic() - start, reply
+        return net_helpers.closed_after(port, sends, pause, timeout_s=5)
 
     waited, reply = closed_after([b""], 0)  # silent
     assert waited < 2 and reply == b""

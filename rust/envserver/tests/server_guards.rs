@@ -49,11 +49,12 @@ fn hold(addr: SocketAddr, count: usize, prefix: &str) -> Vec<TcpStream> {
         .collect()
 }
 
-#[test]
-fn a_flood_of_silent_sockets_four_times_the_cap_does_not_keep_a_new_client_waiting() {
+/// 32 sockets (four times the server's cap of 8) each send what `head` makes of the server's
+/// address and then nothing more; a new client's `/health` is still answered in time.
+fn a_flood_does_not_keep_a_new_client_waiting(head: impl Fn(SocketAddr) -> String) {
     let timeout = Duration::from_secs(3);
     let s = server(8, timeout);
-    let _flood = hold(s.addr(), 32, "");
+    let _flood = hold(s.addr(), 32, &head(s.addr()));
     std::thread::sleep(Duration::from_millis(200));
     let start = Instant::now();
     let (status, text) = exchange(s.addr(), &get_health(s.addr()), timeout);
@@ -62,19 +63,17 @@ fn a_flood_of_silent_sockets_four_times_the_cap_does_not_keep_a_new_client_waiti
 }
 
 #[test]
+fn a_flood_of_silent_sockets_four_times_the_cap_does_not_keep_a_new_client_waiting() {
+    a_flood_does_not_keep_a_new_client_waiting(|_| String::new());
+}
+
+#[test]
 fn a_flood_of_slow_bodies_four_times_the_cap_does_not_keep_a_new_client_waiting() {
-    let timeout = Duration::from_secs(3);
-    let s = server(8, timeout);
-    let head = format!(
-        "POST /step HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{",
-        s.addr()
-    );
-    let _flood = hold(s.addr(), 32, &head);
-    std::thread::sleep(Duration::from_millis(200));
-    let start = Instant::now();
-    let (status, text) = exchange(s.addr(), &get_health(s.addr()), timeout);
-    assert_eq!(status, Some(200), "{text}");
-    assert!(start.elapsed() < timeout, "served after {:?}", start.elapsed());
+    a_flood_does_not_keep_a_new_client_waiting(|addr| {
+        format!(
+            "POST /step HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+        )
+    });
 }
 
 #[test]

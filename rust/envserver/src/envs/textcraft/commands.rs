@@ -92,71 +92,7 @@ pub fn py_strip(text: &str) -> &str {
 }
 
 /// Python's `repr` of a `str`, as shown in messages that print the reference's dataclasses.
-pub fn py_repr(text: &str) -> String {
-    let quote = if text.contains('\'') && !text.contains('"') { '"' } else { '\'' };
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(quote);
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if is_py_printable(c) => out.push(c),
-            c if (c as u32) <= 0xff => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if (c as u32) <= 0xffff => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push_str(&format!("\\U{:08x}", c as u32)),
-        }
-    }
-    out.push(quote);
-    out
-}
-
-/// Python's `str.isprintable` for one character: false for control, format, private-use,
-/// separator (other than the space) and noncharacter code points. Unassigned code points, which
-/// Python also escapes, are not tracked here (this crate carries no Unicode database).
-fn is_py_printable(c: char) -> bool {
-    let u = c as u32;
-    if u < 0x80 {
-        return (0x20..0x7f).contains(&u);
-    }
-    let non_printable: &[(u32, u32)] = &[
-        (0x80, 0xa0),
-        (0xad, 0xad),
-        (0x600, 0x605),
-        (0x61c, 0x61c),
-        (0x6dd, 0x6dd),
-        (0x70f, 0x70f),
-        (0x890, 0x891),
-        (0x8e2, 0x8e2),
-        (0x1680, 0x1680),
-        (0x180e, 0x180e),
-        (0x2000, 0x200f),
-        (0x2028, 0x202f),
-        (0x205f, 0x2064),
-        (0x2066, 0x206f),
-        (0x3000, 0x3000),
-        (0xd800, 0xf8ff),
-        (0xfdd0, 0xfdef),
-        (0xfeff, 0xfeff),
-        (0xfff0, 0xfffb),
-        (0x110bd, 0x110bd),
-        (0x110cd, 0x110cd),
-        (0x13430, 0x1343f),
-        (0x1bca0, 0x1bca3),
-        (0x1d173, 0x1d17a),
-        (0xe0000, 0xe00ff),
-        (0xf0000, 0x10ffff),
-    ];
-    if u & 0xfffe == 0xfffe {
-        return false;
-    }
-    !non_printable.iter().any(|&(lo, hi)| (lo..=hi).contains(&u))
-}
+pub use crate::pytext::repr as py_repr;
 
 #[cfg(test)]
 mod tests {
