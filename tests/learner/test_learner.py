@@ -402,3 +402,17 @@ def test_only_cut_offs_by_the_cap_drive_the_adaptive_horizon():
         others = {"cap", "context", "env"} - {cause}
         assert all(metrics[f"truncated_{c}/babyai"] == 0.0 for c in others)
     assert caps == {"context": 2, "env": 2, "cap": 3}
+
+
+def test_each_update_gives_the_freed_heap_back(monkeypatch):
+    """A CPU update frees gigabytes of activations; the learner trims the heap after each one
+    (on every rank: ``_execute`` runs the commands of torchrun's followers too)."""
+    import agentgym.learner.learner as learner_module
+
+    calls = []
+    monkeypatch.setattr(learner_module, "trim_heap", lambda: calls.append(1) or True)
+    model = tiny_model()
+    learner = Learner(model, config(groups_per_step=1))
+    learner.ingest(make_groups(model, num_groups=1, seed=1))
+    assert learner.train_ready() is not None
+    assert calls == [1]

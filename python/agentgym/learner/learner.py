@@ -62,6 +62,7 @@ from agentgym.learner.metrics import MetricsWriter
 from agentgym.learner.weights import state_dict_to_blobs, write_safetensors
 from agentgym.models import keeps_logits
 from agentgym.transport.channels import ActorRegistry, LearnerChannels
+from agentgym.transport.malloc import trim_heap
 from agentgym.transport.wire import TRUNCATIONS, Control, Trajectory
 
 log = logging.getLogger(__name__)
@@ -681,7 +682,9 @@ class Learner:
 
     def _execute(self, command: str, arg: Any) -> Any:
         if command == "step":
-            return self.step(arg)
+            metrics = self.step(arg)
+            trim_heap()  # the update's activations, freed, back to the OS (transport/malloc.py)
+            return metrics
         if command == "weights":  # every rank takes part in each tensor's gather
             items = self._state_items()
             if not self.dist.is_main:
