@@ -50,6 +50,12 @@ CASES = [
         ["fastapi", "uvicorn", "requests", "minigrid"],
     ),
     (
+        "bench_learner_memory.py",
+        ["--model", "tiny", "--tokens", "128", "--updates", "1"],
+        "| on |",
+        ["torch", "transformers"],
+    ),
+    (
         "bench_transport.py",
         ["--tokens", "16", "--trajectories", "200", "--batches", "1", "4"],
         "|",

@@ -416,3 +416,22 @@ def test_each_update_gives_the_freed_heap_back(monkeypatch):
     learner.ingest(make_groups(model, num_groups=1, seed=1))
     assert learner.train_ready() is not None
     assert calls == [1]
+
+
+def test_activation_checkpointing_takes_the_same_update():
+    """Recomputing activations in the backward pass changes memory, not the update."""
+    trained = []
+    for checkpointing in (False, True):
+        model = tiny_model()
+        learner = Learner(model, config(activation_checkpointing=checkpointing))
+        flag = getattr(type(model), "is_activation_checkpointing", None)  # transformers >= 5
+        on = model.is_activation_checkpointing if flag else model.is_gradient_checkpointing
+        assert on == checkpointing
+        learner.step(make_groups(model, num_groups=2, seed=3))
+        trained.append(params(learner.model))
+    plain, recomputed = trained
+    start = params(tiny_model())
+    assert any(not torch.equal(plain[name], start[name]) for name in start)
+    assert plain.keys() == recomputed.keys()
+    for name in plain:
+        torch.testing.assert_close(recomputed[name], plain[name], rtol=0, atol=1e-6)

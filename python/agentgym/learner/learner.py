@@ -831,9 +831,14 @@ class Learner:
 def _enable_activation_checkpointing(model: nn.Module) -> None:
     """Recompute activations block by block in the backward pass (Hugging Face models)."""
     inner = getattr(model, "lm", model)  # MenuPolicy wraps the language model
-    if not hasattr(inner, "gradient_checkpointing_enable"):
+    if hasattr(inner, "activation_checkpointing_enable"):  # transformers >= 5's name
+        inner.activation_checkpointing_enable(
+            activation_checkpointing_kwargs={"use_reentrant": False}
+        )
+    elif hasattr(inner, "gradient_checkpointing_enable"):
+        inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    else:
         raise ValueError(f"{type(inner).__name__} has no activation checkpointing switch")
-    inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def _mean_dicts(parts: list[dict[str, float]]) -> dict[str, float]:
