@@ -418,17 +418,27 @@ def test_each_update_gives_the_freed_heap_back(monkeypatch):
     assert calls == [1]
 
 
-def test_activation_checkpointing_takes_the_same_update():
-    """Recomputing activations in the backward pass changes memory, not the update."""
-    trained = []
+def test_activation_checkpointing_saves_less_and_takes_the_same_update():
+    """Recomputing activations in the backward pass changes memory, not the update. The
+    learner's model is in eval mode, where Hugging Face would not checkpoint at all: the
+    checkpointed layers must really hold fewer tensors for the backward pass, and their dropout
+    stays off."""
+    trained, saved_numel = [], []
     for checkpointing in (False, True):
         model = tiny_model()
         learner = Learner(model, config(activation_checkpointing=checkpointing))
-        flag = getattr(type(model), "is_activation_checkpointing", None)  # transformers >= 5
-        on = model.is_activation_checkpointing if flag else model.is_gradient_checkpointing
-        assert on == checkpointing
-        learner.step(make_groups(model, num_groups=2, seed=3))
+        assert not model.model.layers[0].self_attn.training
+        saved = []
+
+        def pack(t, saved=saved):
+            saved.append(t.numel())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            learner.step(make_groups(model, num_groups=2, seed=3))
         trained.append(params(learner.model))
+        saved_numel.append(sum(saved))
+    assert saved_numel[1] < 0.7 * saved_numel[0]
     plain, recomputed = trained
     start = params(tiny_model())
     assert any(not torch.equal(plain[name], start[name]) for name in start)

@@ -184,9 +184,9 @@ class Learner:
         """Per env of a multi-env run: its schedule and weights (empty: one env)."""
         self.dist = dist or Dist(device=config.device)
         self.device = torch.device(self.dist.device if self.dist.sharded else config.device)
-        if config.activation_checkpointing:
-            _enable_activation_checkpointing(model)
         self.model = model.to(self.device).eval()
+        if config.activation_checkpointing:
+            _enable_activation_checkpointing(self.model)
         self.version = 0
         self.horizon = HorizonController(config.horizon)
         self.horizons = {env: HorizonController(e.horizon) for env, e in self.envs.items()}
@@ -839,6 +839,12 @@ def _enable_activation_checkpointing(model: nn.Module) -> None:
         inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     else:
         raise ValueError(f"{type(inner).__name__} has no activation checkpointing switch")
+    # Hugging Face recomputes a module only while that module is in training mode, and the
+    # learner keeps the model in eval mode (no dropout): so only the checkpointed modules' own
+    # flag is set, their submodules (attention and its dropout) stay in eval mode.
+    for module in inner.modules():
+        if getattr(module, "gradient_checkpointing", False) is True:
+            module.training = True
 
 
 def _mean_dicts(parts: list[dict[str, float]]) -> dict[str, float]:
