@@ -24,6 +24,7 @@ actor on the same machine cannot use.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import platform
@@ -39,7 +40,9 @@ TRIM_THRESHOLD = 64 << 20
 """Freed heap at the top beyond this size goes back to the OS (glibc's default: 128 KiB)."""
 
 
+@functools.cache
 def _glibc() -> ctypes.CDLL | None:
+    """This process's C library if it is glibc (found once: ``libc_ver`` reads the executable)."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None
     try:
