@@ -616,8 +616,8 @@ class RunConfig:
              f"must equal learner.bf16 ({self.learner.bf16}): the behaviour log-probs and the "
              "learner's must come from the same arithmetic"),
             ("actor.worked_example", not self.actor.worked_example or (
-                self.actor.system_prompt and not no_example),
-             f"needs actor.system_prompt and env families with an example (none for "
+                self.actor.system_prompt and len(no_example) < len(self.entries)),
+             f"needs actor.system_prompt and an env family with an example (none for "
              f"{no_example})"),
             ("engine.max_new_tokens",
              not action_line or self.engine.max_new_tokens >= ACTION_LINE_MIN_TOKENS,

@@ -155,8 +155,14 @@ def test_eval_results_of_several_envs_get_a_macro_row():
 
 
 # the tiny run's sizes (its horizon settings are the learner's, which each env here replaces
-# with its own), one layer, and room for a short "Action:" reply
-TINY_MULTI = [*tiny_run.TINY, "model.tiny.num_hidden_layers=1", "engine.max_new_tokens=8"]
+# with its own), one layer, and room for a short "Action:" reply (a prompt plus the reply must
+# fit the model's 1,024 positions)
+TINY_MULTI = [
+    *tiny_run.TINY,
+    "model.tiny.num_hidden_layers=1",
+    "engine.max_new_tokens=8",
+    "actor.max_context_tokens=1016",
+]
 
 
 @pytest.mark.slow
@@ -242,3 +248,22 @@ def test_the_multi_yaml_recipe_sft_then_grpo_on_both_envs(tmp_path, monkeypatch)
         diff, se = paired[env]["diff"], paired[env]["se"]
         assert diff >= -2 * max(se, 0.01), (env, paired[env])
         assert rl["rows"][env]["invalid"] < 0.3, rl["rows"]
+
+
+def test_worked_example_opens_only_the_families_that_have_one():
+    from agentgym.envs.families import opens_with_example
+
+    config = load_config(MULTI, ["actor.worked_example=true"])
+    assert config.actor.worked_example
+    assert opens_with_example("babyai", True) and opens_with_example("textcraft", True)
+    assert not opens_with_example("search", True) and not opens_with_example("webnav", True)
+    assert not opens_with_example("babyai", False)
+    search_only = _problems(
+        "envs=[{env: {name: search}, tasks: {train: {start: 0, stop: 10}, eval: {start: 10, "
+        "stop: 20}}}]",
+        "actor.worked_example=true",
+    )
+    assert any(
+        p.startswith("actor.worked_example: needs actor.system_prompt and an env family with an "
+                     "example (none for ['search'])") for p in search_only
+    )  # fmt: skip

@@ -63,6 +63,7 @@ from agentgym.agent.turns import ChatCodec
 from agentgym.curriculum import CurriculumConfig, open_task_ids
 from agentgym.engines.base import Engine, SamplingParams
 from agentgym.envs import EnvPool
+from agentgym.envs.families import opens_with_example
 from agentgym.transport.auth import TransportKeys
 from agentgym.transport.channels import AsyncActorChannels, Endpoints, WeightFetchError
 from agentgym.transport.wire import Control, Trajectory, id_position
@@ -371,7 +372,7 @@ class Actor:
             system_prompt=self.s.system_prompt,
             max_context_tokens=self.s.max_context_tokens,
             invalid_reply_penalty=self.s.invalid_reply_penalty,
-            worked_example=self.s.worked_example,
+            worked_example=opens_with_example(draw.name, self.s.worked_example),
             seed=derive_seed(self.s.seed, id_position(group_id)),
         )
         self.stats.groups_started += 1

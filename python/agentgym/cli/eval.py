@@ -31,7 +31,7 @@ from agentgym.cli.progress import Progress, duration
 from agentgym.cli.rundir import eval_out, step_of
 from agentgym.cli.servers import ServerFailed, served
 from agentgym.config import EnvEntry, RunConfig, load_config
-from agentgym.envs.families import family
+from agentgym.envs.families import family, opens_with_example
 from agentgym.horizon import HorizonConfig
 
 
@@ -370,7 +370,7 @@ async def _episodes(
             a.reply_format,
             a.system_prompt,
             a.max_context_tokens,
-            worked_example=a.worked_example,
+            worked_example=opens_with_example(env, a.worked_example),
             seed=derive_seed(config.eval.seed, task_id),
         )
         async with semaphore:

@@ -407,3 +407,10 @@ GENERIC = EnvFamily("generic", GENERIC_INSTRUCTION)
 def family(env: str) -> EnvFamily:
     """The entry of ``env`` (case-insensitive); ``GENERIC`` for an env without one."""
     return FAMILIES.get(env.lower(), GENERIC)
+
+
+def opens_with_example(env: str, worked_example: bool) -> bool:
+    """Whether an episode of ``env`` opens with its family's worked example when the run asks
+    for them (``actor.worked_example``): only families that have one do, so a multi-env run can
+    show the format to its BabyAI and TextCraft episodes and open the others plainly."""
+    return worked_example and family(env).example is not None
