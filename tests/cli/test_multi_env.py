@@ -255,15 +255,15 @@ def test_worked_example_opens_only_the_families_that_have_one():
 
     config = load_config(MULTI, ["actor.worked_example=true"])
     assert config.actor.worked_example
-    assert opens_with_example("babyai", True) and opens_with_example("textcraft", True)
-    assert not opens_with_example("search", True) and not opens_with_example("webnav", True)
+    assert opens_with_example("babyai", True) and opens_with_example("search", True)
+    assert not opens_with_example("webnav", True) and not opens_with_example("sciworld", True)
     assert not opens_with_example("babyai", False)
-    search_only = _problems(
-        "envs=[{env: {name: search}, tasks: {train: {start: 0, stop: 10}, eval: {start: 10, "
+    webnav_only = _problems(
+        "envs=[{env: {name: webnav}, tasks: {train: {start: 0, stop: 10}, eval: {start: 10, "
         "stop: 20}}}]",
         "actor.worked_example=true",
     )
     assert any(
         p.startswith("actor.worked_example: needs actor.system_prompt and an env family with an "
-                     "example (none for ['search'])") for p in search_only
+                     "example (none for ['webnav'])") for p in webnav_only
     )  # fmt: skip

@@ -174,6 +174,9 @@ def test_goal_in_thought_is_refused_without_a_goal_line(tmp_path):
     out = tmp_path / "demos.jsonl"
     with pytest.raises(SystemExit, match="search states no goal line"):
         main(["demos", "search", "--goal-in-thought", "--out", str(out)])
+    with pytest.raises(SystemExit, match="webnav's family has no worked example"):
+        main(["demos", "webnav", "--worked-example", "--out", str(out)])
+    assert not out.exists()
     with pytest.raises(ValueError, match="search: the env family states no goal line"):
         demo_episode(EnvPool("textcraft"), "search", 0, [], goal_in_thought=True)
     with pytest.raises(ValueError, match="babyai task 0: no goal line in the first observation"):

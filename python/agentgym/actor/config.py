@@ -34,8 +34,8 @@ class ActorConfig:
     task and the reply to it in the family's format) after the instruction: the format shown
     once, for models that do not follow it from the instruction alone (SmolLM2-135M writes
     prose without it). Needs a system prompt and at least one env whose family has an example
-    (BabyAI, TextCraft); in a multi-env run the envs of families without one (Deep Search,
-    webnav) open without it."""
+    (BabyAI, TextCraft, Deep Search); in a multi-env run the envs of families without one
+    (webnav, ScienceWorld) open without it."""
     invalid_reply_penalty: float = 0.0
     """Subtracted from an episode's training reward for each reply without a usable action (a
     format reward, as R1-style recipes use): GRPO then ranks, within a group, an episode that

@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--worked-example",
         action="store_true",
         help="open every episode with the family's worked example, as actor.worked_example "
-        "does (babyai, textcraft); its reply carries no loss",
+        "does (babyai, textcraft, search); its reply carries no loss",
     )
     parser.add_argument("--out", required=True, help="JSONL file to write")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
@@ -103,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     rules, solved, failed = family(args.env), defaultdict(int), defaultdict(list)
     if args.goal_in_thought and rules.goal is None:
         raise SystemExit(f"--goal-in-thought: {args.env} states no goal line to restate")
+    if args.worked_example and rules.example is None:
+        raise SystemExit(f"--worked-example: {args.env}'s family has no worked example")
     try:
         pool = EnvPool(args.env, **parse_options(args.option))
     except ValueError as e:

@@ -255,6 +255,10 @@ _BABYAI_EXAMPLE_OBSERVATION = (
 _TEXTCRAFT_EXAMPLE_OBSERVATION = (
     "Crafting commands:\ncraft 4 birch planks using 1 birch logs\n\nGoal: craft birch planks."
 )
+# Deep Search: the first question of the generated world that the configs build
+# (`agentgym index generate DIR --questions 720`, seed 0), a training task; the reply searches
+# the question's first hop, so copying it answers no other question.
+_SEARCH_EXAMPLE_OBSERVATION = "Question: In which city was the founder of Brindsoun Mills born?"
 
 
 def _agentgym_reply(thought: str, action: str) -> str:
@@ -372,6 +376,13 @@ FAMILIES: dict[str, EnvFamily] = {
             parse_reply=parse_search_reply,
             format_reply=_think_then_tag,
             stop=SEARCH_STOP,
+            example=(
+                _SEARCH_EXAMPLE_OBSERVATION,
+                _think_then_tag(
+                    "I need to know who founded Brindsoun Mills first, so I search for it.",
+                    "<search> Brindsoun Mills </search>",
+                ),
+            ),
         ),
         EnvFamily(
             "webnav",
