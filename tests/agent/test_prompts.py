@@ -41,7 +41,11 @@ def test_worked_example_sits_between_instruction_and_observation(env) -> None:
     parsed = parse_action(example_reply, env)
     assert parsed.ok
     # a listed action; an input; the question's first hop
-    acted_on = {"babyai": parsed.action, "textcraft": "birch logs", "search": "Brindsoun Mills"}[env]
+    acted_on = {
+        "babyai": parsed.action,
+        "textcraft": "birch logs",
+        "search": "Brindsoun Mills",
+    }[env]
     assert acted_on in parsed.action
     assert acted_on in example_obs  # the reply acts on what it was shown
     assert initial_messages(env, "OBSERVATION") == [messages[0], messages[3]]
