@@ -206,6 +206,15 @@ def test_invalid_reply_penalty_must_not_be_negative():
         load_config(THOUGHT_ACTION, ["actor.invalid_reply_penalty=-0.1"])
 
 
+def test_the_format_reward_alone_needs_a_format_term():
+    sets = ["actor.invalid_reply_penalty=0.1", "actor.task_reward=0"]
+    assert load_config(THOUGHT_ACTION, sets).actor.task_reward == 0.0
+    with pytest.raises(ConfigError, match=r"actor\.task_reward: 0 needs actor\.invalid_reply_pen"):
+        load_config(THOUGHT_ACTION, ["actor.invalid_reply_penalty=0", "actor.task_reward=0"])
+    with pytest.raises(ConfigError, match=r"actor\.task_reward: must be >= 0"):
+        load_config(THOUGHT_ACTION, ["actor.task_reward=-1"])
+
+
 def test_a_reply_must_fit_the_models_context(tmp_path):
     model = tmp_path / "model"
     model.mkdir()

@@ -134,10 +134,10 @@ def test_actor_episode_shows_the_task_and_reads_success_and_truncation(sciworld_
     engine = ScriptedEngine(tokenizer, plans, idle_action="look at sky")
     pool = EnvPool.remote(sciworld_url, "sciworld", num_tasks=4)
 
-    async def play(task_id, penalty=0.0):
+    async def play(task_id, penalty=0.0, task_reward=1.0):
         spec = EpisodeSpec(
             "sciworld", task_id, task_id, 2, None, max_context_tokens=100_000,
-            invalid_reply_penalty=penalty,
+            invalid_reply_penalty=penalty, task_reward=task_reward,
         )  # fmt: skip
         params = SamplingParams(max_new_tokens=64)
         return await run_group(spec, engine, pool, ChatCodec(tokenizer), params, next_ids(0))
@@ -160,3 +160,7 @@ def test_actor_episode_shows_the_task_and_reads_success_and_truncation(sciworld_
     penalised = asyncio.run(play(0, penalty=2.5))
     assert [(t.success, t.reward) for t in penalised.trajectories] == [(True, 97.5)] * 2
     assert asyncio.run(play(2, penalty=2.5)).trajectories[0].reward == 50.0
+    # actor.task_reward 0: the format term alone (R1-Zero style), success still the env's
+    format_only = asyncio.run(play(0, penalty=2.5, task_reward=0.0))
+    assert [(t.success, t.reward) for t in format_only.trajectories] == [(True, -2.5)] * 2
+    assert asyncio.run(play(2, penalty=2.5, task_reward=0.0)).trajectories[0].reward == 0.0

@@ -274,8 +274,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "invalid-reply penalty added instead of subtracted", "actor/episodes.py",
-        "reward=e.reward - spec.invalid_reply_penalty * e.invalid_replies,",
-        "reward=e.reward + spec.invalid_reply_penalty * e.invalid_replies,",
+        "reward=spec.task_reward * e.reward - spec.invalid_reply_penalty * e.invalid_replies,",
+        "reward=spec.task_reward * e.reward + spec.invalid_reply_penalty * e.invalid_replies,",
         "actor",
     ),
     Mutant(

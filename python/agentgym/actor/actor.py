@@ -114,6 +114,7 @@ class ActorSettings:
     system_prompt: bool = True
     max_context_tokens: int = 4096
     invalid_reply_penalty: float = 0.0
+    task_reward: float = 1.0
     worked_example: bool = False
     seed: int = 0
     push_timeout_s: float = 2.0
@@ -372,6 +373,7 @@ class Actor:
             system_prompt=self.s.system_prompt,
             max_context_tokens=self.s.max_context_tokens,
             invalid_reply_penalty=self.s.invalid_reply_penalty,
+            task_reward=self.s.task_reward,
             worked_example=opens_with_example(draw.name, self.s.worked_example),
             seed=derive_seed(self.s.seed, id_position(group_id)),
         )

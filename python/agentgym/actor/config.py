@@ -41,6 +41,11 @@ class ActorConfig:
     format reward, as R1-style recipes use): GRPO then ranks, within a group, an episode that
     wasted turns on unparsable replies below one that reached the same end without. Success
     and eval are unchanged; 0: off."""
+    task_reward: float = 1.0
+    """Weight of the env's own reward in an episode's training reward. 0 trains on the format
+    reward alone (R1-Zero style: only ``invalid_reply_penalty`` ranks the episodes of a group),
+    to see how many steps the format takes and what task success does meanwhile; success,
+    the step lines' success and eval are unchanged."""
     seed: int = 0
     """Seeds task sampling, the sampling of each group (mixed with its group id) and the engine's
     own stream; actor i uses seed + i."""
@@ -60,4 +65,7 @@ class ActorConfig:
             ("sample_every", self.sample_every >= 0, "must be >= 0 (0: no sample)"),
             ("push_timeout_s", self.push_timeout_s > 0, "must be > 0"),
             ("invalid_reply_penalty", self.invalid_reply_penalty >= 0, "must be >= 0 (0: off)"),
-        )
+            ("task_reward", self.task_reward >= 0, "must be >= 0 (0: the format reward alone)"),
+            ("task_reward", self.task_reward > 0 or self.invalid_reply_penalty > 0,
+             "0 needs actor.invalid_reply_penalty > 0 (else every reward is 0: nothing to learn)"),
+        )  # fmt: skip

@@ -48,6 +48,8 @@ class EpisodeSpec:
     invalid_reply_penalty: float = 0.0
     """Subtracted from a trajectory's reward per reply without a usable action (success is
     unchanged)."""
+    task_reward: float = 1.0
+    """Weight of the env's reward in the trajectory's reward (0: the format term alone)."""
     worked_example: bool = False
     """Open with the env family's worked example before the first observation."""
     seed: int | None = None
@@ -249,7 +251,7 @@ def _result(spec, episodes: list[_Episode], episode_ids, generated: int) -> Grou
             env=spec.env,
             task_id=spec.task_id,
             horizon_cap=spec.horizon_cap,
-            reward=e.reward - spec.invalid_reply_penalty * e.invalid_replies,
+            reward=spec.task_reward * e.reward - spec.invalid_reply_penalty * e.invalid_replies,
             success=e.success,
             truncation=e.truncation,
             timings={"generate": e.gen_s, "env": e.env_s},

@@ -181,6 +181,7 @@ def run_actor(
         system_prompt=a.system_prompt,
         max_context_tokens=a.max_context_tokens,
         invalid_reply_penalty=a.invalid_reply_penalty,
+        task_reward=a.task_reward,
         worked_example=a.worked_example,
         seed=a.seed + index,
         push_timeout_s=a.push_timeout_s,
