@@ -423,5 +423,5 @@ def family(env: str) -> EnvFamily:
 def opens_with_example(env: str, worked_example: bool) -> bool:
     """Whether an episode of ``env`` opens with its family's worked example when the run asks
     for them (``actor.worked_example``): only families that have one do, so a multi-env run can
-    show the format to its BabyAI and TextCraft episodes and open the others plainly."""
+    show the format where an example exists and open the other envs' episodes plainly."""
     return worked_example and family(env).example is not None
