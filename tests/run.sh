@@ -30,9 +30,13 @@ if ! command -v chromium >/dev/null; then
     fi
 fi
 
-echo "== cargo test"
-cargo test --quiet -p agentgym-envserver
+# The release profile, with the features the wheel was built with where dependencies see them:
+# cargo reuses every dependency pip's build just compiled (target/ in this checkout) and builds
+# only this crate's tests.
+echo "== cargo test --release ($SECONDS s so far)"
+cargo test --release --quiet -p agentgym-envserver
 
-echo "== pytest"
+echo "== pytest ($SECONDS s so far)"
 # python/ is not on sys.path: the tests import the installed package with its native module.
 python3 -m pytest -c pyproject.toml --rootdir . -m "not slow" tests "$@"
+echo "== done in $SECONDS s"
