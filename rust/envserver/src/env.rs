@@ -118,6 +118,13 @@ pub trait EnvFactory: Send + Sync {
     fn takes_ids_past_end(&self) -> bool {
         false
     }
+    /// Whether one session's step is bounded CPU work of microseconds, with no I/O (no index
+    /// pages to read, no page to render, no remote call). The HTTP server runs such a step of a
+    /// single-session request on its async thread instead of handing it to a blocking thread:
+    /// for BabyAI the hand-off cost more than the step (bench/RESULTS.md, "HTTP env server").
+    fn steps_are_cheap(&self) -> bool {
+        false
+    }
     /// A fresh session, not yet reset.
     fn make(&self) -> Box<dyn TextEnv>;
     /// Work done once for a batched step before its sessions step, given the actions of the

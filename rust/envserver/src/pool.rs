@@ -261,6 +261,11 @@ impl EnvPool {
         self.max_sessions = n;
     }
 
+    /// [`crate::env::EnvFactory::steps_are_cheap`] of this pool's env.
+    pub fn steps_are_cheap(&self) -> bool {
+        self.factory.steps_are_cheap()
+    }
+
     pub fn env_name(&self) -> &str {
         self.factory.name()
     }

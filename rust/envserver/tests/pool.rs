@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use agentgym_envserver::env::{EnvError, EnvFactory, Prepared, StepOutcome, TextEnv};
-use agentgym_envserver::{EnvPool, PoolError};
+use agentgym_envserver::{EnvPool, Options, PoolError};
 
 /// Counts steps; "win" finishes with reward 1; "panic" panics; the observation echoes.
 struct Script {
@@ -117,6 +117,13 @@ impl EnvFactory for WrappingFactory {
     fn make(&self) -> Box<dyn TextEnv> {
         ScriptFactory.make()
     }
+}
+
+#[test]
+fn only_cpu_bound_envs_call_their_steps_cheap() {
+    // TextCraft's (it needs a recipes folder) is checked beside its fixture, search's in its tests.
+    assert!(EnvPool::new("babyai", &Options::new(), Some(1)).unwrap().steps_are_cheap());
+    assert!(!EnvPool::with_factory(Arc::new(WrappingFactory), Some(1)).steps_are_cheap(), "the default");
 }
 
 #[test]

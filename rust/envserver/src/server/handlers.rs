@@ -1,6 +1,9 @@
 //! The HTTP endpoints: AgentGym's single-session routes, the batch routes, health and metrics.
 //! Each handler parses its request on the async thread and runs the env work on a blocking
-//! thread ([`blocking`]), so slow envs never stall the event loop.
+//! thread ([`blocking`]), so slow envs never stall the event loop. One exception: a
+//! single-session `/step` or `/observation` of an env whose steps are microseconds of CPU
+//! ([`crate::env::EnvFactory::steps_are_cheap`]: BabyAI, TextCraft) runs where it was parsed
+//! ([`single_session`]); handing it to a blocking thread and back cost more than the step.
 
 use std::sync::Arc;
 
@@ -81,6 +84,17 @@ async fn blocking_ok(f: impl FnOnce() -> Result<Value, ApiError> + Send + 'stati
     Ok(json_body_response(StatusCode::OK, body))
 }
 
+/// Env work of one session: on the async thread when the env's steps are cheap, otherwise on a
+/// blocking thread ([`blocking_ok`]). Either way a panic becomes a 500.
+async fn single_session(cheap: bool, f: impl FnOnce() -> Result<Value, ApiError> + Send + 'static) -> ApiResult {
+    if !cheap {
+        return blocking_ok(f).await;
+    }
+    let body = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f().map(|value| to_body(&value))))
+        .map_err(|_| ApiError::internal("request handler failed: it panicked"))??;
+    Ok(json_body_response(StatusCode::OK, body))
+}
+
 async fn body<T: serde::de::DeserializeOwned>(state: &AppState, req: Request) -> Result<T, ApiError> {
     let (parts, body) = req.into_parts();
     read_json(&parts.headers, body, state.limits.max_body_bytes).await
@@ -108,12 +122,12 @@ pub async fn reset(State(s): AppRef, req: Request) -> ApiResult {
 pub async fn step(State(s): AppRef, req: Request) -> ApiResult {
     let b: StepBody = body(&s, req).await?;
     simulated_latency(&s).await;
-    blocking_ok(move || s.step_one(b.id, &b.action)).await
+    single_session(s.pool.steps_are_cheap(), move || s.step_one(b.id, &b.action)).await
 }
 
 pub async fn observation(State(s): AppRef, req: Request) -> ApiResult {
     let id = query_id(req.uri().query())?;
-    blocking_ok(move || s.observation_one(id)).await
+    single_session(s.pool.steps_are_cheap(), move || s.observation_one(id)).await
 }
 
 pub async fn close(State(s): AppRef, req: Request) -> ApiResult {

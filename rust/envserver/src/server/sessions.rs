@@ -1,6 +1,7 @@
 //! The server's state: the EnvPool, what the wire needs per session beyond it (last use for the
 //! idle reaper, BabyAI's running score), and the synchronous operations the handlers run on
-//! blocking threads. Every method here may block on env work; none is called on an async thread.
+//! blocking threads. Every method here may block on env work; only `step_one` and `observation_one`
+//! of an env whose steps are cheap run on an async thread (`handlers::single_session`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};

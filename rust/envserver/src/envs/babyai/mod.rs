@@ -115,6 +115,10 @@ impl EnvFactory for BabyAiFactory {
         "babyai"
     }
 
+    fn steps_are_cheap(&self) -> bool {
+        true
+    }
+
     fn num_tasks(&self) -> u64 {
         NUM_LEVELS * self.num_seeds
     }

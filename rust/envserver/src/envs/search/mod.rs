@@ -498,6 +498,7 @@ mod tests {
     #[test]
     fn an_episode_searches_then_answers() {
         let (_tmp, pool) = pool("episode", &[]);
+        assert!(!pool.steps_are_cheap(), "a search may read index pages from disk");
         assert_eq!(pool.num_tasks(), 2);
         let ids = pool.create(1).unwrap();
         let obs = pool.reset(&ids, &[0]).unwrap().remove(0).unwrap();
