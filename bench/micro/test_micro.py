@@ -65,6 +65,35 @@ def test_envpool_step_babyai(benchmark, sessions):
     pool.close(ids)
 
 
+@pytest.mark.parametrize("sessions", [1, 64])
+def test_http_step_babyai(benchmark, sessions):
+    """One round of single-session ``/step`` requests to an in-process agentgym-envserver, one
+    per session, all in flight at once over kept-alive connections (``EnvPool.remote`` in
+    per-session mode, as bench_http.py's requests/s row)."""
+    from agentgym import _envserver
+
+    server = _envserver.Server("babyai", host="127.0.0.1", port=0)
+    try:
+        pool = EnvPool.remote(
+            f"http://127.0.0.1:{server.port}", "babyai", batch=False, max_in_flight=sessions
+        )
+        ids = pool.create(sessions)
+        tasks = list(range(sessions))
+        pool.reset(ids, tasks)
+        actions = ["turn left"] * sessions
+
+        def step() -> None:
+            batch = pool.step(ids, actions)
+            ended = np.flatnonzero(batch.dones | batch.truncated)
+            if len(ended):
+                pool.reset([ids[i] for i in ended], [tasks[i] for i in ended])
+
+        benchmark(step)
+        pool.close(ids)
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize("sessions", [1, 1024])
 def test_envpool_step_textcraft(benchmark, sessions):
     """One batched step of `sessions` TextCraft sessions on bench_textcraft's command mix (get,
