@@ -46,10 +46,9 @@ def test_wire_decode(benchmark, batch):
     assert len(out) == batch
 
 
-@pytest.mark.parametrize("sessions", [1, 256])
-def test_envpool_step_babyai(benchmark, sessions):
-    """One batched step of `sessions` BabyAI sessions; ended episodes restart on their task."""
-    pool = EnvPool("babyai", seed=0)
+def _bench_babyai_turns(benchmark, pool, sessions: int) -> None:
+    """Benchmarks one `turn left` step of `sessions` new BabyAI sessions of `pool`; ended
+    episodes restart on their task. Closes the sessions."""
     ids = pool.create(sessions)
     tasks = list(range(sessions))
     pool.reset(ids, tasks)
@@ -65,6 +64,12 @@ def test_envpool_step_babyai(benchmark, sessions):
     pool.close(ids)
 
 
+@pytest.mark.parametrize("sessions", [1, 256])
+def test_envpool_step_babyai(benchmark, sessions):
+    """One batched step of `sessions` BabyAI sessions; ended episodes restart on their task."""
+    _bench_babyai_turns(benchmark, EnvPool("babyai", seed=0), sessions)
+
+
 @pytest.mark.parametrize("sessions", [1, 64])
 def test_http_step_babyai(benchmark, sessions):
     """One round of single-session ``/step`` requests to an in-process agentgym-envserver, one
@@ -77,19 +82,7 @@ def test_http_step_babyai(benchmark, sessions):
         pool = EnvPool.remote(
             f"http://127.0.0.1:{server.port}", "babyai", batch=False, max_in_flight=sessions
         )
-        ids = pool.create(sessions)
-        tasks = list(range(sessions))
-        pool.reset(ids, tasks)
-        actions = ["turn left"] * sessions
-
-        def step() -> None:
-            batch = pool.step(ids, actions)
-            ended = np.flatnonzero(batch.dones | batch.truncated)
-            if len(ended):
-                pool.reset([ids[i] for i in ended], [tasks[i] for i in ended])
-
-        benchmark(step)
-        pool.close(ids)
+        _bench_babyai_turns(benchmark, pool, sessions)
     finally:
         server.stop()
 
