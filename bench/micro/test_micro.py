@@ -70,6 +70,21 @@ def test_envpool_step_babyai(benchmark, sessions):
     _bench_babyai_turns(benchmark, EnvPool("babyai", seed=0), sessions)
 
 
+@pytest.mark.parametrize("sessions", [1, 256])
+def test_envpool_close_babyai(benchmark, sessions):
+    """Closing `sessions` reset BabyAI sessions; a close of 256 also hands the freed memory
+    back to the OS on every pool thread."""
+    pool = EnvPool("babyai", seed=0)
+
+    def open_sessions():
+        ids = pool.create(sessions)
+        pool.reset(ids, list(range(sessions)))
+        return (ids,), {}
+
+    benchmark.pedantic(pool.close, setup=open_sessions, rounds=50)
+    assert len(pool) == 0
+
+
 @pytest.mark.parametrize("sessions", [1, 64])
 def test_http_step_babyai(benchmark, sessions):
     """One round of single-session ``/step`` requests to an in-process agentgym-envserver, one

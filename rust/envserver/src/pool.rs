@@ -11,7 +11,7 @@
 //!   returns `truncated = true`; it must be reset before stepping again.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -139,6 +139,8 @@ pub struct EnvPool {
     tuners: [Tuner; 4],
     max_action_bytes: usize,
     max_sessions: usize,
+    /// Sessions closed since freed memory was last handed back ([`RELEASE_AFTER_CLOSING`]).
+    closed_since_release: AtomicUsize,
     pub stats: PoolStats,
 }
 
@@ -148,6 +150,10 @@ pub struct EnvPool {
 const MIN_PARALLEL_STEPS: usize = 16;
 const MIN_PARALLEL_RESETS: usize = 2;
 const MIN_PARALLEL_CREATES: usize = 1024;
+
+/// Closing this many sessions (in one call or over several) hands freed memory back to the
+/// OS at once on every pool thread (~60 us with a sleeping helper, so not on every close).
+const RELEASE_AFTER_CLOSING: usize = 256;
 
 /// Which batched operation a [`Tuner`] times.
 #[derive(Clone, Copy)]
@@ -247,6 +253,7 @@ impl EnvPool {
             tuners: Default::default(),
             max_action_bytes: DEFAULT_MAX_ACTION_BYTES,
             max_sessions: usize::MAX,
+            closed_since_release: AtomicUsize::new(0),
             stats: PoolStats::default(),
         }
     }
@@ -422,8 +429,26 @@ impl EnvPool {
         check_ids(ids, |id| table.contains_key(&id))?;
         let dropped: Vec<SessionRef> = ids.iter().filter_map(|id| table.remove(id)).collect();
         drop(table);
+        let n = dropped.len();
         // Envs are dropped here, outside the table lock.
-        Ok(dropped.len())
+        drop(dropped);
+        let closed = self.closed_since_release.fetch_add(n, Ordering::Relaxed) + n;
+        if closed >= RELEASE_AFTER_CLOSING {
+            self.closed_since_release.store(0, Ordering::Relaxed);
+            self.release_freed_memory();
+        }
+        Ok(n)
+    }
+
+    /// Hands freed memory back to the OS on every pool thread. The allocator purges freed
+    /// pages only after a delay, at a thread's next allocation, and a session's memory lives
+    /// in the pages of the threads that built it: without this, the memory of sessions closed
+    /// by a process that then goes quiet would stay resident.
+    fn release_freed_memory(&self) {
+        let everywhere = self.helpers.as_ref().is_some_and(|h| h.run(&|_| crate::release_freed_memory()));
+        if !everywhere {
+            crate::release_freed_memory();
+        }
     }
 
     /// Current observations (the last returned by reset/step; empty before the first reset).
