@@ -102,6 +102,19 @@ def test_http_step_babyai(benchmark, sessions):
         server.stop()
 
 
+def test_http_batch_step_babyai(benchmark):
+    """One ``/batch/step`` of 1,024 BabyAI sessions to an in-process agentgym-envserver
+    (``EnvPool.remote`` in batch mode, as bench_http.py's /batch/step rows)."""
+    from agentgym import _envserver
+
+    server = _envserver.Server("babyai", host="127.0.0.1", port=0)
+    try:
+        pool = EnvPool.remote(f"http://127.0.0.1:{server.port}", "babyai")
+        _bench_babyai_turns(benchmark, pool, 1024)
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize("sessions", [1, 1024])
 def test_envpool_step_textcraft(benchmark, sessions):
     """One batched step of `sessions` TextCraft sessions on bench_textcraft's command mix (get,

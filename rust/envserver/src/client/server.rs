@@ -156,10 +156,12 @@ impl ServerClient {
 /// The reply body, chunk by chunk, refused once it passes `cap` bytes (declared or read).
 async fn read_capped(mut response: Response, cap: usize) -> Result<Vec<u8>, CallError> {
     let too_large = |n: u64| CallError::Garbage(format!("the reply is over the {cap}-byte cap ({n} bytes or more)"));
-    if let Some(n) = response.content_length().filter(|&n| n > cap as u64) {
+    let declared = response.content_length();
+    if let Some(n) = declared.filter(|&n| n > cap as u64) {
         return Err(too_large(n));
     }
-    let mut body = Vec::new();
+    // Sized once from the declared length (at most `cap`), not grown copy by copy.
+    let mut body = Vec::with_capacity(declared.map_or(0, |n| n as usize));
     while let Some(chunk) = response.chunk().await.map_err(classify)? {
         if body.len() + chunk.len() > cap {
             return Err(too_large((body.len() + chunk.len()) as u64));

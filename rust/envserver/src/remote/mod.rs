@@ -23,7 +23,7 @@
 
 mod wire;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -36,6 +36,7 @@ use serde_json::{Map, Value};
 pub use crate::client::{CallError, ClientOptions, Io, ProcessClients, ServerClient};
 pub use wire::WireDialect;
 
+use crate::fasthash::IdMap;
 use crate::pool::{check_ids, check_lengths, HorizonCap, Phase, PoolError, StepResult, DEFAULT_MAX_ACTION_BYTES};
 
 /// How a RemotePool reaches its servers.
@@ -106,6 +107,13 @@ struct Session {
     score: f64,
 }
 
+/// A session's server and phase: what a reset or step needs to know before sending.
+struct Target {
+    server: usize,
+    remote_id: u64,
+    phase: Phase,
+}
+
 /// Counters since the pool was built.
 #[derive(Debug, Default)]
 pub struct RemoteStats {
@@ -129,7 +137,7 @@ pub struct RemotePool {
     config: RemoteConfig,
     io: ProcessClients,
     probes: Mutex<Vec<Option<Probe>>>,
-    sessions: Mutex<HashMap<u64, Session>>,
+    sessions: Mutex<IdMap<Session>>,
     next_id: AtomicU64,
     horizon: HorizonCap,
     pub stats: RemoteStats,
@@ -157,7 +165,7 @@ impl RemotePool {
             config,
             io,
             probes,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(IdMap::default()),
             next_id: AtomicU64::new(1),
             horizon: HorizonCap::default(),
             stats: RemoteStats::default(),
@@ -277,7 +285,7 @@ impl RemotePool {
                 return Err(PoolError::TaskOutOfRange { env: self.config.env.clone(), task_id: t, num_tasks }.into());
             }
         }
-        let sessions = self.lookup(ids)?;
+        let sessions = self.targets(ids)?;
         let io = self.io()?;
         let groups = group_by_server(&sessions, (0..ids.len()).collect());
         let jobs = groups.iter().map(|(server, items)| {
@@ -343,7 +351,7 @@ impl RemotePool {
         actions: &[Result<S, String>],
     ) -> Result<Vec<StepResult>, RemoteError> {
         check_lengths(ids.len(), actions.len(), "actions")?;
-        let sessions = self.lookup(ids)?;
+        let sessions = self.targets(ids)?;
         let cap = self.horizon();
         let mut out: Vec<Option<StepResult>> = vec![None; ids.len()];
         let mut ready = Vec::with_capacity(ids.len());
@@ -591,8 +599,22 @@ impl RemotePool {
         Ok(ids.iter().map(|id| table[id].clone()).collect())
     }
 
+    /// Where each session lives and its phase, copied out of the table without the rest of
+    /// the session (its last observation and the reset's extra fields).
+    fn targets(&self, ids: &[u64]) -> Result<Vec<Target>, RemoteError> {
+        let table = self.sessions.lock();
+        check_ids(ids, |id| table.contains_key(&id))?;
+        Ok(ids
+            .iter()
+            .map(|id| {
+                let s = &table[id];
+                Target { server: s.server, remote_id: s.remote_id, phase: s.phase.clone() }
+            })
+            .collect())
+    }
+
     /// Why session `id` cannot step now, if it cannot; checked before anything is sent.
-    fn refuse_step<S: AsRef<str>>(&self, id: u64, s: &Session, action: &Result<S, String>) -> Option<String> {
+    fn refuse_step<S: AsRef<str>>(&self, id: u64, s: &Target, action: &Result<S, String>) -> Option<String> {
         if let Some(refusal) = s.phase.step_refusal(id) {
             return Some(refusal);
         }
@@ -655,7 +677,7 @@ fn failed(message: String) -> StepResult {
 }
 
 /// Positions `items` grouped by server, servers in ascending order.
-fn group_by_server(sessions: &[Session], items: Vec<usize>) -> Vec<(usize, Vec<usize>)> {
+fn group_by_server(sessions: &[Target], items: Vec<usize>) -> Vec<(usize, Vec<usize>)> {
     let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for i in items {
         groups.entry(sessions[i].server).or_default().push(i);

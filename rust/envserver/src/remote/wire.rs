@@ -170,16 +170,24 @@ pub async fn batch_reset(
     tasks: &[u64],
 ) -> Result<Vec<Result<String, String>>, CallError> {
     let reply = c.post("/batch/reset", &json!({"ids": ids, "data_idxs": tasks})).await?;
-    let expected = "{\"observations\": [...], \"errors\": [...]} of the batch's length";
-    let (obs, errors) = (column(&reply, "observations", ids.len()), column(&reply, "errors", ids.len()));
-    let (Some(obs), Some(errors)) = (obs, errors) else { return Err(garbage("/batch/reset", expected, &reply)) };
+    parse_batch_reset(reply, ids.len())
+}
+
+/// A `/batch/reset` reply of `n` slots: each an observation or an error. The observations are
+/// moved out of the parsed reply, not copied.
+fn parse_batch_reset(mut reply: Value, n: usize) -> Result<Vec<Result<String, String>>, CallError> {
+    if column(&reply, "observations", n).is_none() || column(&reply, "errors", n).is_none() {
+        let expected = "{\"observations\": [...], \"errors\": [...]} of the batch's length";
+        return Err(garbage("/batch/reset", expected, &reply));
+    }
+    let (obs, errors) = (take_column(&mut reply, "observations"), take_column(&mut reply, "errors"));
     Ok(obs
-        .iter()
+        .into_iter()
         .zip(errors)
-        .map(|(o, e)| match (o.as_str(), e.as_str()) {
-            (_, Some(e)) => Err(e.to_string()),
-            (Some(o), None) => Ok(o.to_string()),
-            (None, None) => Err("reply slot has neither an observation nor an error".to_string()),
+        .map(|(o, e)| match (o, e) {
+            (_, Value::String(e)) => Err(e),
+            (Value::String(o), _) => Ok(o),
+            _ => Err("reply slot has neither an observation nor an error".to_string()),
         })
         .collect())
 }
@@ -190,19 +198,30 @@ pub async fn batch_step(
     actions: &[&str],
 ) -> Result<Vec<Result<StepReply, String>>, CallError> {
     let reply = c.post("/batch/step", &json!({"ids": ids, "actions": actions})).await?;
-    let n = ids.len();
-    let cols = ["observations", "rewards", "dones", "errors"].map(|k| column(&reply, k, n));
-    let [Some(obs), Some(rewards), Some(dones), Some(errors)] = cols else {
-        return Err(garbage("/batch/step", "{observations, rewards, dones, errors} of the batch's length", &reply));
+    parse_batch_step(reply, ids.len())
+}
+
+/// A `/batch/step` reply of `n` slots (columns `observations`, `rewards`, `dones`, `errors`,
+/// and `truncated` where the server sends it). The observations are moved out of the parsed
+/// reply, not copied.
+fn parse_batch_step(mut reply: Value, n: usize) -> Result<Vec<Result<StepReply, String>>, CallError> {
+    let expected = "{observations, rewards, dones, errors} of the batch's length";
+    if ["observations", "rewards", "dones", "errors"].iter().any(|k| column(&reply, k, n).is_none()) {
+        return Err(garbage("/batch/step", expected, &reply));
+    }
+    let obs = take_column(&mut reply, "observations");
+    let cols = ["rewards", "dones", "errors"].map(|k| column(&reply, k, n));
+    let [Some(rewards), Some(dones), Some(errors)] = cols else {
+        return Err(garbage("/batch/step", expected, &reply));
     };
     let truncated = column(&reply, "truncated", n);
     let mut out = Vec::with_capacity(n);
-    for i in 0..n {
+    for (i, o) in obs.into_iter().enumerate() {
         let t = truncated.map_or(Some(false), |t| flag(&t[i]));
-        out.push(match (errors[i].as_str(), obs[i].as_str(), rewards[i].as_f64(), flag(&dones[i]), t) {
+        out.push(match (errors[i].as_str(), o, rewards[i].as_f64(), flag(&dones[i]), t) {
             (Some(e), ..) => Err(e.to_string()),
-            (None, Some(o), Some(r), Some(d), Some(t)) => {
-                Ok(StepReply { observation: o.to_string(), reward: r as f32, done: d, truncated: t, score: None })
+            (None, Value::String(o), Some(r), Some(d), Some(t)) => {
+                Ok(StepReply { observation: o, reward: r as f32, done: d, truncated: t, score: None })
             }
             _ => Err(format!("reply slot {i} of /batch/step is malformed")),
         });
@@ -240,6 +259,14 @@ fn parse_step(reply: &Value) -> Option<StepReply> {
 
 fn column<'a>(reply: &'a Value, key: &str, n: usize) -> Option<&'a Vec<Value>> {
     reply.get(key)?.as_array().filter(|a| a.len() == n)
+}
+
+/// Moves `reply[key]`'s array out of the reply (an empty one where it is not an array).
+fn take_column(reply: &mut Value, key: &str) -> Vec<Value> {
+    match reply.get_mut(key).map(Value::take) {
+        Some(Value::Array(items)) => items,
+        _ => Vec::new(),
+    }
 }
 
 fn uint(v: &Value) -> Option<u64> {
@@ -292,6 +319,45 @@ mod tests {
         let parsed = parse_step(&webarena).unwrap();
         assert!(parsed.done && !parsed.truncated && parsed.reward == 1.0);
         assert_eq!(parse_step(&json!({"observation": "p", "reward": 0})), None);
+    }
+
+    #[test]
+    fn batch_step_replies_slot_by_slot() {
+        let reply = json!({
+            "observations": ["a", "", "c", 7],
+            "rewards": [0.5, 0, 1, 0],
+            "dones": [false, false, 1, false],
+            "truncated": [false, false, false, false],
+            "errors": [null, "session 9 is done", null, null],
+        });
+        let slots = parse_batch_step(reply, 4).unwrap();
+        let first = slots[0].as_ref().unwrap();
+        assert_eq!((first.observation.as_str(), first.reward, first.done, first.truncated), ("a", 0.5, false, false));
+        assert_eq!(slots[1], Err("session 9 is done".to_string()));
+        assert!(slots[2].as_ref().unwrap().done);
+        assert_eq!(slots[3], Err("reply slot 3 of /batch/step is malformed".to_string()));
+        // `truncated` is optional; a short column or a missing one fails the whole reply.
+        let no_truncated = json!({"observations": ["x"], "rewards": [0], "dones": [false], "errors": [null]});
+        assert!(!parse_batch_step(no_truncated, 1).unwrap()[0].as_ref().unwrap().truncated);
+        let short = json!({"observations": ["x"], "rewards": [], "dones": [false], "errors": [null]});
+        let Err(CallError::Garbage(why)) = parse_batch_step(short, 1) else { panic!("a short column passed") };
+        assert!(why.contains("/batch/step should answer") && why.contains("\"rewards\":[]"), "{why}");
+        assert!(matches!(parse_batch_step(json!("ok"), 1), Err(CallError::Garbage(_))));
+    }
+
+    #[test]
+    fn batch_reset_replies_slot_by_slot() {
+        let reply = json!({"observations": ["first", "", 3], "errors": [null, "no such task", null]});
+        assert_eq!(
+            parse_batch_reset(reply, 3).unwrap(),
+            vec![
+                Ok("first".to_string()),
+                Err("no such task".to_string()),
+                Err("reply slot has neither an observation nor an error".to_string())
+            ]
+        );
+        let short = json!({"observations": ["x"], "errors": [null]});
+        assert!(matches!(parse_batch_reset(short, 2), Err(CallError::Garbage(_))));
     }
 
     #[test]
