@@ -9,12 +9,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
-use reqwest::Response;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use hyper::{Method, Request, Response, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::Value;
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
 /// Why a call failed. Only [`CallError::NotSent`] guarantees the server never saw the request.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,7 +82,10 @@ pub const DEFAULT_MAX_REPLY_BYTES: usize = 256 << 20;
 
 pub struct ServerClient {
     pub base: String,
-    http: reqwest::Client,
+    /// hyper's pooled client (no proxy, no redirects: env servers answer in place).
+    http: Client<HttpConnector, Full<Bytes>>,
+    /// `Bearer <token>` where the pool has a token.
+    authorization: Option<HeaderValue>,
     slots: Arc<Semaphore>,
     max_in_flight: usize,
     timeout: Duration,
@@ -86,54 +94,65 @@ pub struct ServerClient {
 
 impl ServerClient {
     pub fn new(base: &str, options: &ClientOptions) -> Result<Self, String> {
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Some(token) = &options.token {
-            let value = HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|_| "the token is not a valid header value".to_string())?;
-            headers.insert(AUTHORIZATION, value);
-        }
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
-            .connect_timeout(options.connect_timeout)
+        let authorization = match &options.token {
+            Some(token) => Some(
+                HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| "the token is not a valid header value".to_string())?,
+            ),
+            None => None,
+        };
+        let base = base.trim_end_matches('/').to_string();
+        base.parse::<Uri>().map_err(|e| format!("cannot build an HTTP client for {base}: {e}"))?;
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(options.connect_timeout));
+        connector.set_nodelay(true);
+        let http = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(options.max_in_flight)
             // Below the keep-alive timeout of agentgym-envserver and uvicorn (5 s): the client
             // drops an idle connection before the server can close it under a new request.
             .pool_idle_timeout(Duration::from_secs(4))
-            .tcp_nodelay(true)
-            .no_proxy()
-            .build()
-            .map_err(|e| format!("cannot build an HTTP client for {base}: {e}"))?;
+            .pool_timer(TokioTimer::new())
+            .build(connector);
         let max_in_flight = options.max_in_flight.max(1);
         let slots = Arc::new(Semaphore::new(max_in_flight));
-        let base = base.trim_end_matches('/').to_string();
         let (timeout, max_reply_bytes) = (options.timeout, options.max_reply_bytes);
-        Ok(Self { base, http, slots, max_in_flight, timeout, max_reply_bytes })
+        Ok(Self { base, http, authorization, slots, max_in_flight, timeout, max_reply_bytes })
     }
 
     /// `POST path` with a JSON body; the reply parsed as JSON.
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value, CallError> {
         let bytes = serde_json::to_vec(body).map_err(|e| CallError::NotSent(e.to_string()))?;
-        self.send(self.http.post(format!("{}{path}", self.base)).body(bytes)).await
+        self.send(Method::POST, path, Bytes::from(bytes)).await
     }
 
     /// `GET path`; the reply parsed as JSON.
     pub async fn get(&self, path: &str) -> Result<Value, CallError> {
-        self.send(self.http.get(format!("{}{path}", self.base))).await
+        self.send(Method::GET, path, Bytes::new()).await
     }
 
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, CallError> {
+    async fn send(&self, method: Method, path: &str, body: Bytes) -> Result<Value, CallError> {
         let deadline = Instant::now() + self.timeout;
+        let url = format!("{}{path}", self.base);
+        let uri: Uri = url.parse().map_err(|e| CallError::NotSent(format!("{url} is not a usable URL: {e}")))?;
+        let mut request = Request::builder().method(method).uri(uri).header(CONTENT_TYPE, "application/json");
+        if let Some(value) = &self.authorization {
+            request = request.header(AUTHORIZATION, value.clone());
+        }
+        let request = request.body(Full::new(body)).map_err(|e| CallError::NotSent(full_message(&e)))?;
         let no_slot = CallError::NoSlot { max_in_flight: self.max_in_flight, timeout: self.timeout };
         let _slot = tokio::time::timeout_at(deadline, self.slots.acquire())
             .await
             .map_err(|_| no_slot)?
             .map_err(|e| CallError::NotSent(e.to_string()))?;
-        // reqwest's timeout covers connecting, sending and reading the whole body.
-        let left = deadline.saturating_duration_since(Instant::now());
-        let response = request.timeout(left).send().await.map_err(classify)?;
-        let status = response.status();
-        let body = read_capped(response, self.max_reply_bytes).await?;
+        // One deadline covers connecting, sending and reading the whole body.
+        let exchange = async {
+            let response = self.http.request(request).await.map_err(classify)?;
+            let status = response.status();
+            read_capped(response, self.max_reply_bytes).await.map(|body| (status, body))
+        };
+        let (status, body) = tokio::time::timeout_at(deadline, exchange)
+            .await
+            .map_err(|_| CallError::Timeout(format!("{url}: no complete reply within {:?}", self.timeout)))??;
         let parsed: Result<Value, _> = serde_json::from_slice(&body);
         if !status.is_success() {
             let message = match &parsed {
@@ -153,16 +172,19 @@ impl ServerClient {
     }
 }
 
-/// The reply body, chunk by chunk, refused once it passes `cap` bytes (declared or read).
-async fn read_capped(mut response: Response, cap: usize) -> Result<Vec<u8>, CallError> {
+/// The reply body, frame by frame, refused once it passes `cap` bytes (declared or read).
+async fn read_capped(response: Response<Incoming>, cap: usize) -> Result<Vec<u8>, CallError> {
     let too_large = |n: u64| CallError::Garbage(format!("the reply is over the {cap}-byte cap ({n} bytes or more)"));
-    let declared = response.content_length();
+    let mut incoming = response.into_body();
+    let declared = incoming.size_hint().exact();
     if let Some(n) = declared.filter(|&n| n > cap as u64) {
         return Err(too_large(n));
     }
     // Sized once from the declared length (at most `cap`), not grown copy by copy.
     let mut body = Vec::with_capacity(declared.map_or(0, |n| n as usize));
-    while let Some(chunk) = response.chunk().await.map_err(classify)? {
+    while let Some(frame) = incoming.frame().await {
+        let frame = frame.map_err(|e| CallError::Broken(full_message(&e)))?;
+        let Ok(chunk) = frame.into_data() else { continue };
         if body.len() + chunk.len() > cap {
             return Err(too_large((body.len() + chunk.len()) as u64));
         }
@@ -171,16 +193,13 @@ async fn read_capped(mut response: Response, cap: usize) -> Result<Vec<u8>, Call
     Ok(body)
 }
 
-fn classify(e: reqwest::Error) -> CallError {
-    let text = full_message(&e);
+/// A request that failed before a reply: one that never connected cannot have reached the
+/// server; any other (reset, closed mid-reply) may have.
+fn classify(e: hyper_util::client::legacy::Error) -> CallError {
     if e.is_connect() {
-        CallError::NotSent(text)
-    } else if e.is_timeout() {
-        CallError::Timeout(text)
-    } else if e.is_builder() {
-        CallError::NotSent(text)
+        CallError::NotSent(full_message(&e))
     } else {
-        CallError::Broken(text)
+        CallError::Broken(full_message(&e))
     }
 }
 
