@@ -9,6 +9,8 @@ import pytest
 import requests
 from httphelpers import native_server, raw_post, url_of
 
+from agentgym.envs import EnvPool
+
 
 @pytest.fixture
 def server():
@@ -128,6 +130,25 @@ def test_token_required():
         assert requests.get(url + "/health").status_code == 401
         ok = requests.post(url + "/create", headers={"Authorization": "Bearer s3cret"})
         assert ok.status_code == 200 and "id" in ok.json()
+    finally:
+        s.stop()
+
+
+def test_remote_pools_carry_the_token():
+    """EnvPool.remote sends its token on every route (probe, batch and per-session); without
+    it the server's 401 reaches the caller as an error naming the status."""
+    s = native_server("babyai", token="s3cret")
+    url = url_of(s)
+    try:
+        for batch in (True, False):
+            pool = EnvPool.remote(url, "babyai", token="s3cret", batch=batch)
+            ids = pool.create(2)
+            assert all(pool.reset(ids, [0, 1]))
+            assert pool.step(ids, ["turn left"] * 2).ok
+            pool.close(ids)
+        assert s.sessions() == 0
+        with pytest.raises(ConnectionError, match="HTTP 401"):
+            EnvPool.remote(url, "babyai").create(1)
     finally:
         s.stop()
 
