@@ -41,6 +41,7 @@ from agentgym.config import RunConfig, absolute_paths, dump_config, load_config,
 MODEL_WAIT_S = START_TIMEOUT_S  # actors wait this long for the learner's tiny-model build
 LEARNER_GRACE_S = 60.0  # the learner checkpoints before it exits
 ACTOR_GRACE_S = 10.0
+WATCH_POLL_S = 0.25  # how often the launcher looks at its children and the metrics
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -361,7 +362,9 @@ class Launcher:
                 )
                 return 130
             self._show()
-            time.sleep(1.0)
+            # The run's end (the learner's exit) is seen within a poll; a pass (child polls,
+            # new metrics lines) costs well under a millisecond.
+            time.sleep(WATCH_POLL_S)
 
     def _check(self, child: Child) -> None:
         code = child.poll()
