@@ -328,12 +328,12 @@ mod tests {
             "rewards": [0.5, 0, 1, 0],
             "dones": [false, false, 1, false],
             "truncated": [false, false, false, false],
-            "errors": [null, "session 9 is done", null, null],
+            "errors": [null, "the episode is over", null, null],
         });
         let slots = parse_batch_step(reply, 4).unwrap();
         let first = slots[0].as_ref().unwrap();
         assert_eq!((first.observation.as_str(), first.reward, first.done, first.truncated), ("a", 0.5, false, false));
-        assert_eq!(slots[1], Err("session 9 is done".to_string()));
+        assert_eq!(slots[1], Err("the episode is over".to_string()));
         assert!(slots[2].as_ref().unwrap().done);
         assert_eq!(slots[3], Err("reply slot 3 of /batch/step is malformed".to_string()));
         // `truncated` is optional; a short column or a missing one fails the whole reply.
