@@ -140,6 +140,32 @@ def test_envpool_step_textcraft(benchmark, sessions):
     pool.close(ids)
 
 
+@pytest.fixture(scope="module")
+def search_index(tmp_path_factory):
+    """An index of 20,000 of bench_search's generated passages, and 16,000 distinct queries."""
+    from agentgym.envs.search import SearchIndex, build_index
+    from bench_search import make_corpus, make_queries
+
+    work = tmp_path_factory.mktemp("search")
+    texts = make_corpus(work / "corpus.jsonl", 20_000, 50_000, 0)
+    build_index(work / "corpus.jsonl", work / "index", threads=2)
+    return SearchIndex(str(work / "index")), make_queries(texts, 16_000, 0).batch
+
+
+@pytest.mark.parametrize("k", [3, 10])
+def test_search_index_batch(benchmark, search_index, k):
+    """Top-k of 64 queries on one thread, each new to the index's result cache (4,096 entries;
+    the queries come round again only after 16,000): tantivy's scoring and the hits' text."""
+    index, queries = search_index
+    rounds = iter(range(1 << 62))
+
+    def search() -> None:
+        start = next(rounds) * 64 % len(queries)
+        index.search(queries[start : start + 64], k, 1)
+
+    benchmark(search)
+
+
 @pytest.mark.parametrize(
     ("env", "reply"),
     [
