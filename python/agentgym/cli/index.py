@@ -94,9 +94,10 @@ class _ProgressLine:
         frac = read / total if total else 1.0
         bar = "#" * int(30 * frac)
         seconds = max(time.monotonic() - self.progress.started, 1e-9)
+        done = "; writing the index and merging it into one segment" if read >= total else ""
         return (
             f"[{bar:<30}] {100 * frac:5.1f}%  {passages} passages ({passages / seconds:,.0f}/s), "
-            f"{skipped} skipped"
+            f"{skipped} skipped{done}"
         )
 
     def finish(self) -> None:

@@ -56,8 +56,9 @@ def build_index(
     """Builds the BM25 index of ``corpus`` (JSONL) into ``index_dir`` (absent or empty).
 
     ``threads`` indexing threads (default: cores, at most 8) share ``memory_mb`` of buffers
-    (default 256). ``progress`` is called every 10,000 lines and at the end; an exception in it,
-    or Ctrl-C, cancels the build and leaves ``index_dir`` unusable.
+    (default 256). ``progress`` is called every 10,000 lines and once all lines are read, before
+    the index is written and merged into one segment (about a fifth of the build); an exception
+    in it, or Ctrl-C, cancels the build and leaves ``index_dir`` unusable.
     """
     passages, skipped, first, seconds, size = _envserver.build_search_index(
         str(corpus), str(index_dir), threads=threads, memory_mb=memory_mb, progress=progress
