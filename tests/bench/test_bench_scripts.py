@@ -166,9 +166,10 @@ def _tiny_babyai_model(directory: Path) -> Path:
 
 def test_every_script_has_a_case():
     """A new bench script gets a minimal-settings case here (bench_sciworld_reset needs Java and
-    the scienceworld package; it is listed apart)."""
+    the scienceworld package, bench_babyai_agentgym a checkout of AgentGym; they are listed
+    apart)."""
     scripts = {p.name for p in BENCH.glob("bench_*.py")}
-    covered = {c[0] for c in CASES} | {"bench_sciworld_reset.py"}
+    covered = {c[0] for c in CASES} | {"bench_sciworld_reset.py", "bench_babyai_agentgym.py"}
     assert scripts == covered, scripts ^ covered
 
 
@@ -184,6 +185,27 @@ def test_sciworld_reset_bench_runs(tmp_path):
         timeout=600,
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+
+
+@pytest.mark.slow
+def test_babyai_agentgym_bench_runs():
+    """Needs what the script's docstring sets up: ``AGENTGYM_CHECKOUT``, a checkout of
+    WooooDyy/AgentGym, and ``AGENTGYM_REF_PYTHON``, the python of a venv with its pins (CI has
+    no network to fetch them, so there the test skips)."""
+    checkout = os.environ.get("AGENTGYM_CHECKOUT")
+    ref_python = os.environ.get("AGENTGYM_REF_PYTHON")
+    if not checkout or not ref_python:
+        pytest.skip("set AGENTGYM_CHECKOUT and AGENTGYM_REF_PYTHON (bench_babyai_agentgym.py)")
+    args = [checkout, "--ref-python", ref_python, "--sessions", "1", "4", "--seconds", "0.05"]
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_babyai_agentgym.py"), *args, "--repeats", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "| 4 |" in done.stdout, done.stdout
 
 
 def test_webnav_by_template_splits_eval_episodes_by_template(tmp_path):
