@@ -48,7 +48,7 @@ const REPORTED_SKIPS: usize = 10;
 const PROGRESS_EVERY: u64 = 10_000;
 /// Bytes of passage text the doc store compresses together (tantivy's default is 16 KiB). A
 /// hit's text costs decompressing its whole block, and a top-k query's hits rarely share one:
-/// 4 KiB blocks answered 12% more top-10 queries/s at 100k generated passages for a 9% larger
+/// 4 KiB blocks answered 12-13% more top-10 queries/s at 100k generated passages for a 9% larger
 /// index (`bench/RESULTS.md`, "Deep Search retrieval").
 const DOCSTORE_BLOCK_BYTES: usize = 4096;
 /// Results kept by the query cache (two generations of half as many).
@@ -237,8 +237,9 @@ pub fn build_index(
     writer.commit()?;
     // One segment: a query then runs one block-max WAND over all postings, with one top-k
     // threshold that only rises, instead of one per segment starting from zero (and one term
-    // lookup per segment). At 1M passages 4 segments -> 1 answered ~45% more queries/s, for
-    // ~20% more build time (`bench/RESULTS.md`, "Deep Search retrieval").
+    // lookup per segment). At 1M passages 4 segments -> 1 answered 34-37% more queries/s, and
+    // with no merges before it the build took no longer (`bench/RESULTS.md`, "Deep Search
+    // retrieval").
     let segments = index.searchable_segment_ids()?;
     if segments.len() > 1 {
         writer.merge(&segments).wait()?;
@@ -421,7 +422,8 @@ impl SearchIndex {
         // as the k-th, so the k are exact whatever order tantivy met them in. Only a tie across
         // the cut needs the passages tied with it (up to TIE_MARGIN), to order them by row.
         // Scoring with a larger top-k prunes less: one extra, not TIE_MARGIN, on every query
-        // answered 23% more top-10 queries/s at 100k passages.
+        // answered 36% more top-3 queries/s at 100k passages (top-10, which ties at the cut
+        // more often, 3%).
         let mut top = self.searcher.search(&query, &TopDocs::with_limit(k + 1))?;
         if tie_at_cut(&top, k) {
             top = self.searcher.search(&query, &TopDocs::with_limit(k + TIE_MARGIN))?;
