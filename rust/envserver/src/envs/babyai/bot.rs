@@ -514,7 +514,7 @@ fn fetch_key(ctx: &Ctx, door: (i32, i32), depth: u32) -> Result<Segment, String>
     if !cells.is_empty() {
         return reach(ctx, cells, Some(Action::Pickup), Purpose::Key { door: color }, depth);
     }
-    if w.carrying.as_ref().and_then(|o| o.contains.as_deref()).is_some_and(is_key) {
+    if w.carrying.as_ref().and_then(|o| w.grid.contents_of(o.id)).is_some_and(is_key) {
         if !ctx.primitive {
             return Err(format!(
                 "the {} key is inside the box I carry, and the text actions cannot open boxes",
@@ -523,7 +523,7 @@ fn fetch_key(ctx: &Ctx, door: (i32, i32), depth: u32) -> Result<Segment, String>
         }
         return free_hands(ctx, &[]); // put the box down, then open it
     }
-    cells = w.grid.objects().filter(|(_, o)| o.contains.as_deref().is_some_and(is_key)).map(|(p, _)| p).collect();
+    cells = w.grid.objects().filter(|(_, o)| w.grid.contents_of(o.id).is_some_and(is_key)).map(|(p, _)| p).collect();
     if cells.is_empty() {
         return Err(format!("there is no {} key for the locked door", color.name()));
     }

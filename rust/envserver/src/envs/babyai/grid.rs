@@ -114,8 +114,11 @@ impl DoorState {
 }
 
 /// One world object. `id` gives objects the identity minigrid's verifiers rely on
-/// (`obj is carrying`): two red balls are different objects.
-#[derive(Debug, Clone, PartialEq)]
+/// (`obj is carrying`): two red balls are different objects. A box's contents live in its
+/// grid's side table ([`Grid::contents_of`]), so an object is 8 bytes and a grid cell
+/// (`Option<Obj>`, the niche in `kind`) is too: the grid is most of a session's state, and
+/// every step reads the agent's view and walks the grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Obj {
     pub id: u32,
     pub kind: ObjKind,
@@ -124,9 +127,9 @@ pub struct Obj {
     pub is_open: bool,
     /// Doors only.
     pub is_locked: bool,
-    /// Boxes only: what toggling the box reveals.
-    pub contains: Option<Box<Obj>>,
 }
+
+const _: () = assert!(std::mem::size_of::<Option<Obj>>() == 8);
 
 impl Obj {
     /// Whether the agent can stand on this cell (`WorldObj.can_overlap`).
@@ -200,19 +203,24 @@ fn color_letter(color: Color) -> char {
     }
 }
 
-/// A rectangle of cells, each empty or holding one object. Grids are equal when their
-/// cells are (the id counter is bookkeeping).
+/// A rectangle of cells, each empty or holding one object, and what the boxes hold. Grids
+/// are equal when their cells and box contents are (the id counter is bookkeeping).
 #[derive(Debug, Clone)]
 pub struct Grid {
     pub width: i32,
     pub height: i32,
     cells: Vec<Option<Obj>>,
+    /// `(box id, contents)`, sorted by box id: few levels put anything in a box. The entry
+    /// follows the box's identity, so a carried box keeps its contents.
+    contents: Vec<(u32, Obj)>,
     next_id: u32,
 }
 
 impl PartialEq for Grid {
     fn eq(&self, other: &Self) -> bool {
-        (self.width, self.height) == (other.width, other.height) && self.cells == other.cells
+        (self.width, self.height) == (other.width, other.height)
+            && self.cells == other.cells
+            && self.contents == other.contents
     }
 }
 
@@ -220,21 +228,21 @@ impl Grid {
     /// An empty grid.
     pub fn new(width: i32, height: i32) -> Self {
         assert!(width > 0 && height > 0, "grid size must be positive, got {width}x{height}");
-        Self { width, height, cells: vec![None; (width * height) as usize], next_id: 1 }
+        Self { width, height, cells: vec![None; (width * height) as usize], contents: Vec::new(), next_id: 1 }
     }
 
     /// A new object with a fresh identity (not yet placed anywhere).
     pub fn make(&mut self, kind: ObjKind, color: Color) -> Obj {
         let id = self.next_id;
         self.next_id += 1;
-        Obj { id, kind, color, is_open: false, is_locked: false, contains: None }
+        Obj { id, kind, color, is_open: false, is_locked: false }
     }
 
     /// An object with a given identity (loading a saved world); later [`Grid::make`]
     /// calls never reuse it.
     pub fn make_with_id(&mut self, id: u32, kind: ObjKind, color: Color) -> Obj {
         self.next_id = self.next_id.max(id.saturating_add(1));
-        Obj { id, kind, color, is_open: false, is_locked: false, contains: None }
+        Obj { id, kind, color, is_open: false, is_locked: false }
     }
 
     /// A new door with a fresh identity.
@@ -243,6 +251,26 @@ impl Grid {
         door.is_open = is_open;
         door.is_locked = is_locked;
         door
+    }
+
+    /// What toggling the box with identity `box_id` reveals, if anything.
+    pub fn contents_of(&self, box_id: u32) -> Option<&Obj> {
+        let i = self.contents.binary_search_by_key(&box_id, |&(id, _)| id).ok()?;
+        Some(&self.contents[i].1)
+    }
+
+    /// Puts `obj` inside the box with identity `box_id` (replacing what it held).
+    pub fn put_inside(&mut self, box_id: u32, obj: Obj) {
+        match self.contents.binary_search_by_key(&box_id, |&(id, _)| id) {
+            Ok(i) => self.contents[i].1 = obj,
+            Err(i) => self.contents.insert(i, (box_id, obj)),
+        }
+    }
+
+    /// Empties the box with identity `box_id`, returning what it held.
+    pub fn take_contents(&mut self, box_id: u32) -> Option<Obj> {
+        let i = self.contents.binary_search_by_key(&box_id, |&(id, _)| id).ok()?;
+        Some(self.contents.remove(i).1)
     }
 
     pub fn in_bounds(&self, x: i32, y: i32) -> bool {
@@ -549,7 +577,8 @@ impl World {
                 }
             }
             ObjKind::Box => {
-                let contents = obj.contains.take().map(|b| *b);
+                let id = obj.id;
+                let contents = self.grid.take_contents(id);
                 self.grid.set(fx, fy, contents);
             }
             _ => {}
@@ -713,18 +742,30 @@ mod tests {
     #[test]
     fn box_toggles_into_contents() {
         let mut w = room();
-        let mut b = w.grid.make(ObjKind::Box, Color::Purple);
+        let b = w.grid.make(ObjKind::Box, Color::Purple);
         let key = w.grid.make(ObjKind::Key, Color::Green);
         let key_id = key.id;
-        b.contains = Some(Box::new(key));
+        w.grid.put_inside(b.id, key);
         w.grid.set(3, 2, Some(b));
         w.step_primitive(Action::Toggle);
         assert_eq!(w.front_obj().map(|o| o.id), Some(key_id));
-        let mut empty = w.grid.make(ObjKind::Box, Color::Grey);
-        empty.contains = None;
+        assert!(w.grid.contents_of(b.id).is_none(), "the box is gone, and its entry with it");
+        let empty = w.grid.make(ObjKind::Box, Color::Grey);
         w.grid.set(3, 2, Some(empty));
         w.step_primitive(Action::Toggle);
         assert!(w.front_obj().is_none());
+        // A box carried away and put down elsewhere still holds its contents.
+        let b = w.grid.make(ObjKind::Box, Color::Red);
+        let ball = w.grid.make(ObjKind::Ball, Color::Blue);
+        w.grid.put_inside(b.id, ball);
+        w.grid.set(3, 2, Some(b));
+        w.step_primitive(Action::Pickup);
+        assert_eq!(w.carrying.map(|o| o.id), Some(b.id));
+        w.step_primitive(Action::Left);
+        w.step_primitive(Action::Drop);
+        assert_eq!(w.front_obj().map(|o| o.id), Some(b.id));
+        w.step_primitive(Action::Toggle);
+        assert_eq!(w.front_obj().map(|o| o.id), Some(ball.id));
     }
 
     #[test]

@@ -65,14 +65,15 @@ fn pos_of(v: &Value) -> Option<(i32, i32)> {
     }
 }
 
-fn obj_to_json(o: &Obj) -> Value {
+/// `o` as JSON, a box with what `grid` says it holds.
+fn obj_to_json(grid: &Grid, o: &Obj) -> Value {
     json!({
         "id": o.id,
         "type": o.kind.name(),
         "color": o.color.name(),
         "is_open": o.is_open,
         "is_locked": o.is_locked,
-        "contains": o.contains.as_deref().map(obj_to_json),
+        "contains": grid.contents_of(o.id).map(|inner| obj_to_json(grid, inner)),
     })
 }
 
@@ -104,7 +105,8 @@ impl ObjReader<'_> {
         obj.is_open = flag("is_open");
         obj.is_locked = flag("is_locked");
         if let Some(inner) = v.get("contains").filter(|c| !c.is_null()) {
-            obj.contains = Some(Box::new(self.read(inner)?));
+            let inner = self.read(inner)?;
+            self.grid.put_inside(obj.id, inner);
         }
         Ok(obj)
     }
@@ -201,7 +203,7 @@ impl World {
     /// sequence are done) is not saved: a loaded layout starts verifying afresh.
     pub fn to_layout_json(&self) -> String {
         let cells: Vec<Value> =
-            self.grid.objects().map(|((x, y), o)| json!({"pos": [x, y], "obj": obj_to_json(o)})).collect();
+            self.grid.objects().map(|((x, y), o)| json!({"pos": [x, y], "obj": obj_to_json(&self.grid, o)})).collect();
         let v = json!({
             "format": LAYOUT_FORMAT,
             "level": self.level,
@@ -214,7 +216,7 @@ impl World {
             },
             "cells": cells,
             "agent": {"pos": [self.agent_pos.0, self.agent_pos.1], "dir": self.agent_dir},
-            "carrying": self.carrying.as_ref().map(obj_to_json),
+            "carrying": self.carrying.as_ref().map(|o| obj_to_json(&self.grid, o)),
             "mission": self.mission,
             "max_steps": self.max_steps,
             "step_count": self.step_count,
@@ -240,7 +242,7 @@ mod tests {
             assert_eq!(loaded.grid, world.grid);
             assert_eq!(loaded.instr, world.instr, "{name}");
             assert_eq!((loaded.agent_pos, loaded.agent_dir), (world.agent_pos, world.agent_dir));
-            assert_eq!((loaded.carrying.clone(), loaded.max_steps), (world.carrying.clone(), world.max_steps));
+            assert_eq!((loaded.carrying, loaded.max_steps), (world.carrying, world.max_steps));
             let (mut a, mut b) = (world, loaded);
             for _ in 0..200 {
                 let act = *rng.choice(&Action::ALL);

@@ -607,8 +607,8 @@ fn gen_mission(rg: &mut RoomGrid, kind: Kind, exact: bool, kept_locked_room: &mu
             let door = rg.add_door(1, 1, None, None, Some(true));
             let key = rg.world.grid.make(ObjKind::Key, door.color);
             let box_color = rg.rand_color();
-            let mut boxed = rg.world.grid.make(ObjKind::Box, box_color);
-            boxed.contains = Some(Box::new(key));
+            let boxed = rg.world.grid.make(ObjKind::Box, box_color);
+            rg.world.grid.put_inside(boxed.id, key);
             rg.place_in_room(1, 1, boxed)?;
             rg.place_agent(Some(1), Some(1))?;
             Instr::open(kind_only(ObjKind::Door), false).into()
