@@ -28,6 +28,7 @@ pub mod planner;
 pub mod roomgrid;
 pub mod text;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -137,7 +138,22 @@ pub struct BabyAiEnv {
     source: Source,
     primitive: bool,
     episode: Option<Episode>,
-    observation: String,
+    /// What the last reset or step showed; [`TextEnv::observation`] writes the text again from
+    /// it. A session does not keep its text: with thousands of sessions, storing and copying
+    /// each step's text (and freeing the last one) was much of a step's memory traffic.
+    shown: Shown,
+}
+
+/// What the last observation said before its action list.
+enum Shown {
+    /// Nothing yet: no episode has started.
+    Nothing,
+    /// The goal, then the view: a reset.
+    Goal,
+    /// The view after a move, and the completion note where the episode ended.
+    View,
+    /// A reply to an action that moved nothing.
+    Reply(Cow<'static, str>),
 }
 
 /// The state of a started episode.
@@ -151,7 +167,7 @@ struct Episode {
 
 impl BabyAiEnv {
     fn new(source: Source, primitive: bool) -> Self {
-        Self { source, primitive, episode: None, observation: String::new() }
+        Self { source, primitive, episode: None, shown: Shown::Nothing }
     }
 
     fn action_names(&self) -> Vec<&str> {
@@ -162,10 +178,10 @@ impl BabyAiEnv {
         }
     }
 
-    /// Sets the observation to `text` plus the available-actions suffix.
-    fn publish(&mut self, mut text: String) {
+    /// `text` plus the available-actions suffix: the observation.
+    fn publish(&self, mut text: String) -> String {
         push_actions(&mut text, self.action_names());
-        self.observation = text;
+        text
     }
 }
 
@@ -177,41 +193,71 @@ impl Episode {
         scene.describe(self.world.carrying.as_ref(), out);
     }
 
-    /// Plays `moves` (see [`play`]). Returns the description, the reward of the last move, and
-    /// whether the episode ended.
-    fn run(&mut self, moves: &[Action]) -> (String, f32, bool) {
-        let (reward, done) = play(&mut self.world, &mut self.image, moves);
-        let mut text = String::with_capacity(768);
-        self.refresh(&mut text);
-        if self.world.terminated {
-            text.push_str(text::COMPLETED);
-        }
-        (text, reward, done)
+    /// Writes the description [`Episode::refresh`] wrote last, the world being unchanged since.
+    fn describe(&self, out: &mut String) {
+        Scene::read(&self.world, &self.image).describe(self.world.carrying.as_ref(), out);
     }
 
-    /// AgentGym's high-level step (the action already lower-cased and trimmed).
-    fn step_text(&mut self, action: &str) -> (String, f32, bool) {
-        let reply = |s: &str| (s.to_string(), 0.0, false);
+    /// The view after a move: the description, and the completion note where the episode ended.
+    fn view_text(&self, out: &mut String) {
+        self.describe(out);
+        if self.world.terminated {
+            out.push_str(text::COMPLETED);
+        }
+    }
+
+    /// The goal, then the view: what a reset shows.
+    fn goal_text(&self, out: &mut String) {
+        out.push_str("Your goal: ");
+        out.push_str(&goal_text(&self.world.mission));
+        out.push('\n');
+        self.describe(out);
+    }
+
+    /// Plays `moves` (see [`play`]) and writes the view into `out`. Returns what it showed,
+    /// the reward of the last move, and whether the episode ended.
+    fn run(&mut self, moves: &[Action], out: &mut String) -> (Shown, f32, bool) {
+        let (reward, done) = play(&mut self.world, &mut self.image, moves);
+        self.refresh(out);
+        if self.world.terminated {
+            out.push_str(text::COMPLETED);
+        }
+        (Shown::View, reward, done)
+    }
+
+    /// AgentGym's high-level step (the action already lower-cased and trimmed); the text goes
+    /// into `out`.
+    fn step_text(&mut self, action: &str, out: &mut String) -> (Shown, f32, bool) {
+        let mut reply = |s: Cow<'static, str>| {
+            out.push_str(&s);
+            (Shown::Reply(s), 0.0, false)
+        };
         if action.contains("check") {
             let names: Vec<&str> = self.menu.actions.keys().collect();
-            return (format!("You can take the following actions: {}", names.join(", ")), 0.0, false);
+            return reply(format!("You can take the following actions: {}", names.join(", ")).into());
         }
         if action.is_empty() {
-            return reply(text::NO_CHANGE);
+            return reply(text::NO_CHANGE.into());
         }
         let Some(moves) = self.menu.moves(action) else {
-            return reply(self.menu.errors.get(action).unwrap_or(text::NOT_RECOGNIZED));
+            return reply(match self.menu.errors.get(action) {
+                Some(why) => why.to_string().into(),
+                None => text::NOT_RECOGNIZED.into(),
+            });
         };
         if moves.is_empty() {
-            return reply(text::NO_CHANGE);
+            return reply(text::NO_CHANGE.into());
         }
-        self.run(&moves)
+        self.run(&moves, out)
     }
 
-    fn step_primitive(&mut self, action: &str) -> (String, f32, bool) {
+    fn step_primitive(&mut self, action: &str, out: &mut String) -> (Shown, f32, bool) {
         match Action::from_name(action) {
-            Some(a) => self.run(&[a]),
-            None => (text::NOT_RECOGNIZED.to_string(), 0.0, false),
+            Some(a) => self.run(&[a], out),
+            None => {
+                out.push_str(text::NOT_RECOGNIZED);
+                (Shown::Reply(text::NOT_RECOGNIZED.into()), 0.0, false)
+            }
         }
     }
 }
@@ -242,8 +288,8 @@ impl TextEnv for BabyAiEnv {
         let mut text = format!("Your goal: {}\n", goal_text(&ep.world.mission));
         ep.refresh(&mut text);
         self.episode = Some(ep);
-        self.publish(text);
-        Ok(self.observation.clone())
+        self.shown = Shown::Goal;
+        Ok(self.publish(text))
     }
 
     fn step(&mut self, action: &str) -> StepOutcome {
@@ -253,13 +299,25 @@ impl TextEnv for BabyAiEnv {
             return StepOutcome { observation, reward: 0.0, done: false };
         };
         let action = action.trim().to_lowercase();
-        let (text, reward, done) = if primitive { ep.step_primitive(&action) } else { ep.step_text(&action) };
-        self.publish(text);
-        StepOutcome { observation: self.observation.clone(), reward, done }
+        let mut text = String::with_capacity(768);
+        let (shown, reward, done) =
+            if primitive { ep.step_primitive(&action, &mut text) } else { ep.step_text(&action, &mut text) };
+        self.shown = shown;
+        StepOutcome { observation: self.publish(text), reward, done }
     }
 
     fn observation(&self) -> String {
-        self.observation.clone()
+        let Some(ep) = &self.episode else {
+            return String::new();
+        };
+        let mut text = String::with_capacity(768);
+        match &self.shown {
+            Shown::Nothing => return String::new(),
+            Shown::Goal => ep.goal_text(&mut text),
+            Shown::View => ep.view_text(&mut text),
+            Shown::Reply(reply) => text.push_str(reply),
+        }
+        self.publish(text)
     }
 
     fn available_actions(&self) -> Option<Vec<String>> {
@@ -526,6 +584,33 @@ mod tests {
         e
     }
 
+    /// `observation()` writes the text again from what the last reset or step showed: it must
+    /// equal what that call returned, after moves, replies to wrong or empty actions, "check",
+    /// the episode's end, and in both action modes.
+    #[test]
+    fn observation_repeats_the_last_text_exactly() {
+        let e = BabyAiEnv::new(Source::Levels(Worlds::AgentGym), false);
+        assert_eq!(e.observation(), "");
+        let odd = ["", "fly away", "check available actions", "go to purple key 9", "toggle", "drop"];
+        for primitive in [false, true] {
+            for task in 0..3 * NUM_LEVELS {
+                let mut e = BabyAiEnv::new(Source::Levels(Worlds::AgentGym), primitive);
+                let first = e.reset(task).unwrap();
+                assert_eq!(e.observation(), first, "task {task}, after reset");
+                let mut rng = Rng::new(task);
+                for k in 0..40 {
+                    let action = if rng.index(4) == 0 {
+                        odd[rng.index(odd.len())].to_string()
+                    } else {
+                        rng.choice(&e.available_actions().unwrap()).clone()
+                    };
+                    let out = e.step(&action);
+                    assert_eq!(e.observation(), out.observation, "task {task}, step {k}, action {action:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn same_task_same_episode_on_every_level() {
         for level in 0..NUM_LEVELS {
@@ -567,7 +652,7 @@ mod tests {
                 let mut ep2 =
                     Episode { task_id: task, world: ep.world.clone(), image: ep.image.clone(), menu: Menu::default() };
                 let start = ep2.world.step_count;
-                let (_, _, done) = ep2.run(&moves);
+                let (_, _, done) = ep2.run(&moves, &mut String::new());
                 if done || (ep2.world.step_count - start) as usize != moves.len() {
                     continue;
                 }
