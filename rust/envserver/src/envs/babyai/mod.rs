@@ -324,9 +324,17 @@ impl TextEnv for BabyAiEnv {
         Some(self.action_names().into_iter().map(str::to_string).collect())
     }
 
+    /// The `pick`-th action name, read straight from the menu: a random policy's draw touches
+    /// one key rather than listing them all.
     fn sample_action(&self, pick: &mut dyn FnMut(usize) -> usize) -> Option<String> {
-        let names = self.action_names();
-        (!names.is_empty()).then(|| names[pick(names.len())].to_string())
+        match (&self.episode, self.primitive) {
+            (_, true) => Some(Action::ALL[pick(Action::ALL.len())].name().to_string()),
+            (Some(ep), false) if !ep.menu.actions.is_empty() => {
+                let k = pick(ep.menu.actions.len());
+                ep.menu.actions.key_at(k).map(str::to_string)
+            }
+            _ => None,
+        }
     }
 
     /// The bot of `bot.rs`: the best listed action (primitive mode: primitive action) now.
@@ -606,6 +614,39 @@ mod tests {
                     };
                     let out = e.step(&action);
                     assert_eq!(e.observation(), out.observation, "task {task}, step {k}, action {action:?}");
+                }
+            }
+        }
+    }
+
+    /// A draw reads one key of the menu; it must be the listed action at the drawn index.
+    #[test]
+    fn sampled_action_is_the_listed_one_at_the_drawn_index() {
+        for primitive in [false, true] {
+            let mut e = BabyAiEnv::new(Source::Levels(Worlds::AgentGym), primitive);
+            if primitive {
+                assert_eq!(e.sample_action(&mut |_| 0).as_deref(), Some("left"));
+            } else {
+                assert_eq!(e.sample_action(&mut |_| 0), None, "no menu before the first reset");
+            }
+            for task in 0..NUM_LEVELS {
+                e.reset(task).unwrap();
+                let mut rng = Rng::new(task);
+                for _ in 0..20 {
+                    let listed = e.available_actions().unwrap();
+                    for k in 0..listed.len() {
+                        let mut asked = 0;
+                        let drawn = e.sample_action(&mut |n| {
+                            asked = n;
+                            k
+                        });
+                        assert_eq!(asked, listed.len());
+                        assert_eq!(drawn.as_deref(), Some(listed[k].as_str()), "task {task}, index {k}");
+                    }
+                    let action = rng.choice(&listed).clone();
+                    if e.step(&action).done {
+                        break;
+                    }
                 }
             }
         }

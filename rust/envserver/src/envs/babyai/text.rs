@@ -493,6 +493,21 @@ impl<V: Values> Ordered<V> {
         self.ranges().map(|(k, _)| k)
     }
 
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The `i`-th key in insertion order, read without walking the keys before it.
+    pub fn key_at(&self, i: usize) -> Option<&str> {
+        let end = self.entries.as_slice().get(i)?.0 as usize;
+        let start = if i == 0 { 0 } else { self.entries[i - 1].0 as usize };
+        Some(&self.keys[start..end])
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&str, &V::Item)> {
         self.ranges().map(|(k, r)| (k, self.values.get(r)))
     }
