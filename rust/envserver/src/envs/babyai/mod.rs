@@ -198,19 +198,29 @@ impl Episode {
         Scene::read(&self.world, &self.image).describe(self.world.carrying.as_ref(), out);
     }
 
-    /// The view after a move: the description, and the completion note where the episode ended.
-    fn view_text(&self, out: &mut String) {
-        self.describe(out);
+    /// The line a reset's text starts with.
+    fn push_goal(&self, out: &mut String) {
+        out.push_str("Your goal: ");
+        out.push_str(&goal_text(&self.world.mission));
+        out.push('\n');
+    }
+
+    /// The completion note, where the episode has ended.
+    fn push_completed(&self, out: &mut String) {
         if self.world.terminated {
             out.push_str(text::COMPLETED);
         }
     }
 
+    /// The view after a move: the description, and the completion note where the episode ended.
+    fn view_text(&self, out: &mut String) {
+        self.describe(out);
+        self.push_completed(out);
+    }
+
     /// The goal, then the view: what a reset shows.
     fn goal_text(&self, out: &mut String) {
-        out.push_str("Your goal: ");
-        out.push_str(&goal_text(&self.world.mission));
-        out.push('\n');
+        self.push_goal(out);
         self.describe(out);
     }
 
@@ -219,9 +229,7 @@ impl Episode {
     fn run(&mut self, moves: &[Action], out: &mut String) -> (Shown, f32, bool) {
         let (reward, done) = play(&mut self.world, &mut self.image, moves);
         self.refresh(out);
-        if self.world.terminated {
-            out.push_str(text::COMPLETED);
-        }
+        self.push_completed(out);
         (Shown::View, reward, done)
     }
 
@@ -285,7 +293,8 @@ impl TextEnv for BabyAiEnv {
         let world = self.source.world(task_id)?;
         let image = ViewImage::of(&world);
         let mut ep = Episode { task_id, world, image, menu: Menu::default() };
-        let mut text = format!("Your goal: {}\n", goal_text(&ep.world.mission));
+        let mut text = String::with_capacity(768);
+        ep.push_goal(&mut text);
         ep.refresh(&mut text);
         self.episode = Some(ep);
         self.shown = Shown::Goal;
