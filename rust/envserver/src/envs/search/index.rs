@@ -22,9 +22,8 @@ use std::time::Instant;
 
 use super::cache::QueryCache;
 use serde::{Deserialize, Serialize};
-use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
-use tantivy::query::BooleanQuery;
+use tantivy::query::{BooleanQuery, EnableScoring, Query};
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, FAST, STORED, STRING};
 use tantivy::tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnalyzer};
 use tantivy::{
@@ -53,9 +52,6 @@ const PROGRESS_EVERY: u64 = 10_000;
 const DOCSTORE_BLOCK_BYTES: usize = 4096;
 /// Results kept by the query cache (two generations of half as many).
 const CACHE_ENTRIES: usize = 4096;
-/// Hits fetched past `k` when the (k+1)-th ties the k-th, so that ties at the cut are ordered by
-/// row, not by segment layout.
-const TIE_MARGIN: usize = 8;
 
 /// Problems building or opening an index; messages are shown to users as they are.
 #[derive(Debug, thiserror::Error)]
@@ -418,21 +414,28 @@ impl SearchIndex {
     fn rank(&self, terms: &[String], k: usize) -> Result<Vec<Hit>, IndexError> {
         let terms = terms.iter().map(|t| Term::from_field_text(self.contents, t)).collect();
         let query = BooleanQuery::new_multiterms_query(terms);
-        // One past `k` first: when it scores below the k-th, no passage left out scores as high
-        // as the k-th, so the k are exact whatever order tantivy met them in. Only a tie across
-        // the cut needs the passages tied with it (up to TIE_MARGIN), to order them by row.
-        // Scoring with a larger top-k prunes less: one extra, not TIE_MARGIN, on every query
-        // answered 36% more top-3 queries/s at 100k passages (top-10, which ties at the cut
-        // more often, 3%).
-        let mut top = self.searcher.search(&query, &TopDocs::with_limit(k + 1))?;
-        if tie_at_cut(&top, k) {
-            top = self.searcher.search(&query, &TopDocs::with_limit(k + TIE_MARGIN))?;
+        // Block-max WAND driven here rather than through tantivy's `TopDocs`: that collector
+        // raises its pruning threshold only each time its buffer of 2k hits fills, and orders
+        // ties by document, not by row. Keeping exactly k, with the threshold at the k-th score
+        // from the first k hits on, prunes more and settles ties in one pass (`bench/RESULTS.md`,
+        // "Deep Search retrieval").
+        let weight = query.weight(EnableScoring::enabled_from_searcher(&self.searcher))?;
+        let mut top = TopRows::new(k);
+        for (ord, segment) in self.searcher.segment_readers().iter().enumerate() {
+            let rows = &self.rows[ord];
+            let alive = segment.alive_bitset();
+            // Block-max WAND hands over only documents scoring above the returned threshold.
+            // Returning just below the k-th score keeps those that tie it coming, so a tie at
+            // the cut is settled by row in this one pass, however many passages share the score.
+            weight.for_each_pruning(top.threshold(), segment, &mut |doc, score| {
+                if alive.is_none_or(|a| a.is_alive(doc)) {
+                    let row = rows.first(doc).unwrap_or(u64::MAX);
+                    top.offer(score, row, DocAddress::new(ord as u32, doc));
+                }
+                top.threshold()
+            })?;
         }
-        let mut ranked: Vec<(f32, u64, DocAddress)> =
-            top.into_iter().map(|(score, addr)| (score, self.row(addr), addr)).collect();
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        ranked.truncate(k);
-        ranked.into_iter().map(|(score, row, addr)| self.hit(addr, score, row)).collect()
+        top.ranked.into_iter().map(|(score, row, addr)| self.hit(addr, score, row)).collect()
     }
 
     /// [`SearchIndex::search`] for each query, spread over `threads` threads (scoped, started
@@ -457,10 +460,6 @@ impl SearchIndex {
         })
     }
 
-    fn row(&self, addr: DocAddress) -> u64 {
-        self.rows[addr.segment_ord as usize].first(addr.doc_id).unwrap_or(u64::MAX)
-    }
-
     fn hit(&self, addr: DocAddress, score: f32, row: u64) -> Result<Hit, IndexError> {
         let doc: TantivyDocument = self.searcher.doc(addr)?;
         let text = |field| doc.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_string();
@@ -468,9 +467,33 @@ impl SearchIndex {
     }
 }
 
-/// Whether the best `k + 1` hits (best first) score the (k+1)-th as high as the k-th.
-fn tie_at_cut(top: &[(f32, DocAddress)], k: usize) -> bool {
-    k > 0 && top.len() > k && top[k].0 >= top[k - 1].0
+/// The best `k` passages met so far, best first: higher score, then lower row.
+struct TopRows {
+    k: usize,
+    ranked: Vec<(f32, u64, DocAddress)>,
+}
+
+impl TopRows {
+    fn new(k: usize) -> Self {
+        Self { k, ranked: Vec::with_capacity(k + 1) }
+    }
+
+    /// Scores at or below this cannot enter: just under the k-th score once there are k, so
+    /// that a passage tying the k-th is still offered and its row decides.
+    fn threshold(&self) -> f32 {
+        match self.ranked.last() {
+            Some(&(score, _, _)) if self.ranked.len() == self.k => score.next_down(),
+            _ => f32::MIN,
+        }
+    }
+
+    fn offer(&mut self, score: f32, row: u64, addr: DocAddress) {
+        let at = self.ranked.partition_point(|&(s, r, _)| s > score || (s == score && r < row));
+        if at < self.k {
+            self.ranked.insert(at, (score, row, addr));
+            self.ranked.truncate(self.k);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -586,6 +609,57 @@ pub(crate) mod tests {
         assert!(all.windows(2).filter(|w| w[0].score == w[1].score).count() >= 32, "the groups tie");
         for k in 1..=40 {
             assert_eq!(index.rank(&terms, k).unwrap(), all[..k], "k = {k}");
+        }
+    }
+
+    /// An index of `texts` written by one writer thread in one commit, so that tantivy's doc
+    /// order is the order given, with `rows[i]` as the corpus row of `texts[i]`.
+    fn index_with_rows(tag: &str, texts: &[&str], rows: &[u64]) -> (TempDir, SearchIndex) {
+        let tmp = TempDir::new(tag);
+        let dir = tmp.0.join("index");
+        std::fs::create_dir_all(&dir).unwrap();
+        let (schema, fields) = schema();
+        let index = Index::create_in_dir(&dir, schema).unwrap();
+        index.tokenizers().register(TOKENIZER, analyzer());
+        let mut writer = index.writer_with_num_threads::<TantivyDocument>(1, 16 << 20).unwrap();
+        for (text, &row) in texts.iter().zip(rows) {
+            writer
+                .add_document(doc!(fields.id => row.to_string(), fields.contents => *text, fields.row => row))
+                .unwrap();
+        }
+        writer.commit().unwrap();
+        let meta = IndexMeta {
+            format: INDEX_FORMAT.into(),
+            version: INDEX_VERSION,
+            tokenizer: TOKENIZER.into(),
+            passages: texts.len() as u64,
+            skipped: 0,
+            corpus: "-".into(),
+        };
+        std::fs::write(dir.join(META_FILE), serde_json::to_string(&meta).unwrap()).unwrap();
+        let opened = SearchIndex::open(&dir).unwrap();
+        (tmp, opened)
+    }
+
+    #[test]
+    fn a_tie_of_many_passages_at_the_cut_is_ordered_by_row() {
+        // 30 passages of one text (one score) between 30 that score higher and 30 lower, their
+        // documents in the reverse order of their rows: a k inside the tied group cuts through
+        // 30 equal scores, and the rows kept must be the lowest of them, not the first met.
+        let kinds = ["beta beta beta pad", "beta pad pad pad", "beta pad pad pad pad pad pad pad"];
+        let texts: Vec<&str> = (0..90).map(|i| kinds[(i * 7) % 3]).collect();
+        let rows: Vec<u64> = (0..90u64).rev().collect();
+        let (_tmp, index) = index_with_rows("bigtie", &texts, &rows);
+        assert_eq!(index.searcher.segment_readers().len(), 1);
+        let mut tied: Vec<u64> = (0..90).filter(|i| (i * 7) % 3 == 1).map(|i| rows[i]).collect();
+        tied.sort_unstable();
+        let terms = ["beta".to_string()];
+        for k in [31, 35, 45, 59] {
+            let hits = index.rank(&terms, k).unwrap();
+            assert_eq!(hits.len(), k);
+            assert!(hits[29].score > hits[30].score && hits[30..].windows(2).all(|w| w[0].score == w[1].score));
+            let kept: Vec<u64> = hits[30..].iter().map(|h| h.row).collect();
+            assert_eq!(kept, tied[..k - 30], "k = {k}");
         }
     }
 
