@@ -56,6 +56,9 @@ def test_unknown_closed_and_duplicate_ids(pool):
         pool.close([ids[0]])
     # The surviving session is untouched by all of the above.
     assert pool.step([ids[1]], ["x"]).ok
+    flags = np.zeros(2, bool)
+    assert StepBatch([], np.zeros(0), flags[:0], flags[:0], []).ok
+    assert not StepBatch(["", "a"], np.zeros(2), flags, flags, ["e", None]).ok
 
 
 def test_task_ids_checked(pool):

@@ -55,6 +55,9 @@ def test_remote_horizon_and_per_session_errors(babyai_url):
     assert b.errors[0] is None
     assert "over the 32-byte cap" in b.errors[1]
     assert "has not been reset" in b.errors[2]
+    assert not b.ok
+    with pytest.raises(NotImplementedError, match="local pools only"):
+        pool.sample_actions(ids[:1], seed=0)
     b = pool.step(ids[:1], ["turn left"])
     assert b.truncated.tolist() == [True]
     b = pool.step(ids[:1], ["turn left"])

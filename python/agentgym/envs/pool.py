@@ -41,7 +41,8 @@ class StepBatch:
     @property
     def ok(self) -> bool:
         """True when no session reported an error."""
-        return all(e is None for e in self.errors)
+        errors = self.errors
+        return errors.count(None) == len(errors)
 
 
 @dataclass(slots=True)
@@ -193,7 +194,10 @@ class EnvPool:
 
     def step(self, ids: Sequence[int], actions: Sequence[str]) -> StepBatch:
         """Applies ``actions[i]`` to session ``ids[i]`` (one FFI crossing, GIL released)."""
-        return StepBatch(*self._native.step(_as_list(ids), _as_list(actions)))
+        # `_as_list` written out: a call costs ~5% of a one-session step.
+        ids = ids if type(ids) is list else list(ids)
+        actions = actions if type(actions) is list else list(actions)
+        return StepBatch(*self._native.step(ids, actions))
 
     def close(self, ids: Sequence[int]) -> None:
         """Closes sessions and frees their memory."""
@@ -239,12 +243,13 @@ class EnvPool:
         (no menu is copied into Python); ``None`` where the env lists no actions. The draw for
         a session is a pure function of ``(seed, session id, menu)``: vary ``seed`` per call.
         Local pools only."""
-        sample = getattr(self._native, "sample_actions", None)
-        if sample is None:
+        try:
+            sample = self._native.sample_actions
+        except AttributeError:
             raise NotImplementedError(
                 "sample_actions runs on local pools only; use available_actions on a remote pool"
-            )
-        return sample(_as_list(ids), seed)
+            ) from None
+        return sample(ids if type(ids) is list else list(ids), seed)
 
     def reset_custom(self, id: int, goal: str, commands: str | None = None) -> str:
         """Starts in session ``id`` an episode the caller describes instead of a task id, and
