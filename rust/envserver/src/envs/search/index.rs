@@ -612,9 +612,10 @@ pub(crate) mod tests {
         }
     }
 
-    /// An index of `texts` written by one writer thread in one commit, so that tantivy's doc
-    /// order is the order given, with `rows[i]` as the corpus row of `texts[i]`.
-    fn index_with_rows(tag: &str, texts: &[&str], rows: &[u64]) -> (TempDir, SearchIndex) {
+    /// An index of `texts` written by one writer thread, so that tantivy's doc order is the
+    /// order given, with `rows[i]` as the corpus row of `texts[i]`; a commit after every
+    /// `per_segment` texts makes a segment of each (merges off).
+    fn index_with_rows(tag: &str, texts: &[&str], rows: &[u64], per_segment: usize) -> (TempDir, SearchIndex) {
         let tmp = TempDir::new(tag);
         let dir = tmp.0.join("index");
         std::fs::create_dir_all(&dir).unwrap();
@@ -622,7 +623,11 @@ pub(crate) mod tests {
         let index = Index::create_in_dir(&dir, schema).unwrap();
         index.tokenizers().register(TOKENIZER, analyzer());
         let mut writer = index.writer_with_num_threads::<TantivyDocument>(1, 16 << 20).unwrap();
-        for (text, &row) in texts.iter().zip(rows) {
+        writer.set_merge_policy(Box::new(NoMergePolicy));
+        for (i, (text, &row)) in texts.iter().zip(rows).enumerate() {
+            if i > 0 && i % per_segment == 0 {
+                writer.commit().unwrap();
+            }
             writer
                 .add_document(doc!(fields.id => row.to_string(), fields.contents => *text, fields.row => row))
                 .unwrap();
@@ -649,7 +654,7 @@ pub(crate) mod tests {
         let kinds = ["beta beta beta pad", "beta pad pad pad", "beta pad pad pad pad pad pad pad"];
         let texts: Vec<&str> = (0..90).map(|i| kinds[(i * 7) % 3]).collect();
         let rows: Vec<u64> = (0..90u64).rev().collect();
-        let (_tmp, index) = index_with_rows("bigtie", &texts, &rows);
+        let (_tmp, index) = index_with_rows("bigtie", &texts, &rows, texts.len());
         assert_eq!(index.searcher.segment_readers().len(), 1);
         let mut tied: Vec<u64> = (0..90).filter(|i| (i * 7) % 3 == 1).map(|i| rows[i]).collect();
         tied.sort_unstable();
@@ -660,6 +665,25 @@ pub(crate) mod tests {
             assert!(hits[29].score > hits[30].score && hits[30..].windows(2).all(|w| w[0].score == w[1].score));
             let kept: Vec<u64> = hits[30..].iter().map(|h| h.row).collect();
             assert_eq!(kept, tied[..k - 30], "k = {k}");
+        }
+    }
+
+    #[test]
+    fn ranking_over_several_segments_equals_the_full_ordering() {
+        // Indexes from before the one-segment build have several segments: the threshold and
+        // the ties carry from one segment's WAND to the next. 60 passages in 3 segments, rows
+        // shuffled, scores in 6 tied groups.
+        let kinds = ["gamma pad", "gamma gamma pad pad", "gamma pad pad pad pad", "gamma gamma gamma", "gamma x", "y"];
+        let texts: Vec<&str> = (0..60).map(|i| kinds[(i * 5) % 6]).collect();
+        let rows: Vec<u64> = (0..60u64).map(|i| (i * 37) % 60).collect();
+        let (_tmp, index) = index_with_rows("segments", &texts, &rows, 20);
+        assert_eq!(index.searcher.segment_readers().len(), 3);
+        let terms = ["gamma".to_string()];
+        let all = index.rank(&terms, 60).unwrap();
+        assert_eq!(all.len(), 50, "the passages without the term are not hits");
+        assert!(all.windows(2).all(|w| w[0].score > w[1].score || (w[0].score == w[1].score && w[0].row < w[1].row)));
+        for k in 1..=50 {
+            assert_eq!(index.rank(&terms, k).unwrap(), all[..k], "k = {k}");
         }
     }
 
