@@ -253,15 +253,20 @@ impl Grid {
         door
     }
 
+    /// Where the entry of box `box_id` is in the side table (`Err`: where it would go).
+    fn contents_slot(&self, box_id: u32) -> Result<usize, usize> {
+        self.contents.binary_search_by_key(&box_id, |&(id, _)| id)
+    }
+
     /// What toggling the box with identity `box_id` reveals, if anything.
     pub fn contents_of(&self, box_id: u32) -> Option<&Obj> {
-        let i = self.contents.binary_search_by_key(&box_id, |&(id, _)| id).ok()?;
+        let i = self.contents_slot(box_id).ok()?;
         Some(&self.contents[i].1)
     }
 
     /// Puts `obj` inside the box with identity `box_id` (replacing what it held).
     pub fn put_inside(&mut self, box_id: u32, obj: Obj) {
-        match self.contents.binary_search_by_key(&box_id, |&(id, _)| id) {
+        match self.contents_slot(box_id) {
             Ok(i) => self.contents[i].1 = obj,
             Err(i) => self.contents.insert(i, (box_id, obj)),
         }
@@ -269,7 +274,7 @@ impl Grid {
 
     /// Empties the box with identity `box_id`, returning what it held.
     pub fn take_contents(&mut self, box_id: u32) -> Option<Obj> {
-        let i = self.contents.binary_search_by_key(&box_id, |&(id, _)| id).ok()?;
+        let i = self.contents_slot(box_id).ok()?;
         Some(self.contents.remove(i).1)
     }
 
