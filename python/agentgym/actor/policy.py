@@ -199,11 +199,13 @@ def make_engine(
     *,
     seed: int = 0,
     checkpoint: str | Path | None = None,
+    owns_model: bool = False,
 ) -> Any:
     """The configured engine with ``model``'s weights: around ``model`` (hf), or started from
     a directory holding them (vllm, ``engine_weights_dir``). ``checkpoint``: where ``model``'s
     weights came from when not from the policy's directory (an evaluated checkpoint); by
-    default ``model.init_from``, as ``load_policy`` loads it."""
+    default ``model.init_from``, as ``load_policy`` loads it. ``owns_model``: nothing else
+    uses ``model``, so the hf engine may hold its weights as it computes with them (bf16)."""
     if config.engine.backend == "vllm":
         if config.model.menu_policy:
             raise ValueError("the menu policy runs on the hf engine only")
@@ -226,6 +228,7 @@ def make_engine(
         prefix_cache_mb=0 if config.model.menu_policy else config.engine.prefix_cache_size_mb,
         tokenizer=tokenizer,
         bf16=config.engine.bf16,
+        owns_model=owns_model,
     )
 
 

@@ -156,7 +156,7 @@ def run_actor(
         log.warning("no model appeared within %.0f s; building it here", wait_model_s)
     prepare_model(config)
     model, tokenizer = load_policy(config, device=config.engine.device)
-    engine = make_engine(config, model, tokenizer, seed=a.seed + 1000 * index)
+    engine = make_engine(config, model, tokenizer, seed=a.seed + 1000 * index, owns_model=True)
     pools = {e.env.name: e.env.pool(seed=a.seed + index) for e in config.entries}
     for e in config.entries:
         where = f"sessions on {', '.join(e.env.remote)}" if e.env.remote else "in-process"

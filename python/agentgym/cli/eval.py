@@ -210,14 +210,17 @@ def evaluate_policy(
     limit: int | None,
     progress: EvalProgress | None = None,
     checkpoint: Path | None = None,
+    owns_model: bool = True,
 ) -> dict:
     """The held-out episodes of ``model`` as it is (the first ``limit`` tasks of each env's
     ``tasks.eval``), under ``eval.horizon_cap`` or the env's schedule's last cap; see
     ``summarize``. A multi-env run gets a row per env, per env and level, and ``macro`` (the
     mean of the env rows). ``progress`` hears of every task done. ``checkpoint``: where
-    ``model``'s weights were loaded from (an engine that starts from a directory needs it)."""
+    ``model``'s weights were loaded from (an engine that starts from a directory needs it).
+    ``owns_model``: nothing else uses ``model`` (False for the learner's own, which the engine
+    must then leave as it is: ``HFEngine``'s ``owns_model``)."""
     results = [
-        _evaluate_env(config, e, model, tokenizer, limit, progress, checkpoint)
+        _evaluate_env(config, e, model, tokenizer, limit, progress, checkpoint, owns_model)
         for e in config.entries
     ]
     if len(results) == 1:
@@ -226,7 +229,7 @@ def evaluate_policy(
 
 
 def _evaluate_env(
-    config: RunConfig, entry: EnvEntry, model, tokenizer, limit, progress, ckpt
+    config: RunConfig, entry: EnvEntry, model, tokenizer, limit, progress, ckpt, owns_model
 ) -> dict:
     tasks = entry.tasks.eval.ids()[:limit]
     cap = config.eval.horizon_cap
@@ -234,7 +237,9 @@ def _evaluate_env(
         cap = final_cap(config.horizon_of(entry))
     if progress is not None:
         progress.start(entry.env.name, len(tasks), config.eval.samples)
-    episodes = asyncio.run(_episodes(config, entry, model, tokenizer, tasks, cap, progress, ckpt))
+    episodes = asyncio.run(
+        _episodes(config, entry, model, tokenizer, tasks, cap, progress, ckpt, owns_model)
+    )
     result = summarize(entry.env.name, episodes, config.eval.samples)
     result.update(horizon_cap=cap, num_tasks=len(tasks))
     return result
@@ -330,7 +335,9 @@ def periodic_eval(config: RunConfig, model: Any, tokenizer: Any) -> Callable[[in
         if config.eval.every == 0 or version % config.eval.every != 0:
             return {}
         started = time.monotonic()
-        result = evaluate_policy(hf, model, tokenizer, limit=config.eval.every_tasks)
+        result = evaluate_policy(
+            hf, model, tokenizer, limit=config.eval.every_tasks, owns_model=False
+        )
         out = {"eval/s": time.monotonic() - started}
         if not config.multi_env:
             row = result["rows"][result["env"]]
@@ -343,14 +350,16 @@ def periodic_eval(config: RunConfig, model: Any, tokenizer: Any) -> Callable[[in
 
 
 async def _episodes(
-    config, entry, model, tokenizer, tasks, cap, progress, ckpt
+    config, entry, model, tokenizer, tasks, cap, progress, ckpt, owns_model
 ) -> list[dict[str, Any]]:
     from agentgym.actor.actor import trajectory_record
     from agentgym.actor.episodes import EpisodeSpec, derive_seed, run_group
     from agentgym.actor.policy import make_engine, sampling_params
     from agentgym.agent.turns import ChatCodec
 
-    engine = make_engine(config, model, tokenizer, seed=config.actor.seed, checkpoint=ckpt)
+    engine = make_engine(
+        config, model, tokenizer, seed=config.actor.seed, checkpoint=ckpt, owns_model=owns_model
+    )
     env = entry.env.name
     pool = entry.env.pool()
     codec = ChatCodec(tokenizer)

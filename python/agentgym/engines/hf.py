@@ -25,6 +25,13 @@ from typing import Any
 import torch
 
 from agentgym.engines.base import Generation, SamplingParams
+from agentgym.engines.kv import (
+    cast_linear_weights,
+    load_untied_heads,
+    slab_from_layers,
+    slab_from_rows,
+    use_decode_attention,
+)
 from agentgym.engines.prefix_cache import Layers, PrefixStore
 from agentgym.engines.sampling import greedy_rows, processed_logprobs, sample_rows
 from agentgym.models import cache_keyword, cache_layers, keeps_logits, new_cache, output_cache
@@ -53,6 +60,7 @@ class HFEngine:
         prefix_cache_mb: float = 0,
         tokenizer: Any = None,
         bf16: bool = False,
+        owns_model: bool = False,
     ) -> None:
         """Wrap `model` (already on its device, eval mode is set here).
 
@@ -65,12 +73,21 @@ class HFEngine:
             so that a prompt extending one (an episode's next turn) prefills only its new
             tokens (`agentgym.engines.prefix_cache`); 0: prefill every prompt whole.
         tokenizer: decodes replies for stop strings (``SamplingParams.stop``).
-        bf16: compute under bf16 autocast (the weights stay as they are), as the learner does
-            with ``learner.bf16``, so that both see nearly the same log-probs.
+        bf16: compute under bf16 autocast, as the learner does with ``learner.bf16``, so that
+            both see nearly the same log-probs; keys and values are cached in bf16.
+        owns_model: nobody else uses ``model`` (the actor's own copy): with ``bf16`` its linear
+            layers' weights are then held in bf16, which autocast would cast them to at every
+            call anyway (``agentgym.engines.kv.cast_linear_weights``; same outputs, faster).
+            A model shared with a learner (the periodic eval) is left as it is.
+        On the CPU, attention for one query token takes ``agentgym.engines.kv``'s kernel.
         """
-        self.model = model.eval()
+        self.model = model.eval() if owns_model else model
         self.tokenizer = tokenizer
         self.bf16 = bf16
+        self._untied = cast_linear_weights(model) if bf16 and owns_model else None
+        use_decode_attention(model)
+        self.kv_dtype = torch.bfloat16 if bf16 else next(model.parameters()).dtype
+        """The one dtype the decode loop caches keys and values in."""
         self.store = PrefixStore(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
         """The prefix cache (None: off); cleared whenever the weights change."""
         self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
@@ -153,6 +170,7 @@ class HFEngine:
             if self.store is not None:
                 self.store.clear()
             params = self.model.state_dict()
+            loaded = set()
             async for name, tensor in tensors:
                 target = params.get(name)
                 if target is None:
@@ -162,6 +180,9 @@ class HFEngine:
                     raise ValueError(f"weight {name!r} has shape {shapes}")
                 with torch.no_grad():
                     target.copy_(tensor)
+                loaded.add(name)
+            if self._untied:
+                load_untied_heads(self.model, self._untied, loaded)
             self._version, self._whole = version, True
         except BaseException:
             self._version = -1
@@ -242,6 +263,8 @@ class HFEngine:
             missing, unexpected = self.model.load_state_dict(tensors, strict=False)
             if unexpected:
                 raise KeyError(f"unexpected weight names: {sorted(unexpected)[:5]}")
+            if self._untied:
+                load_untied_heads(self.model, self._untied, set(tensors))
             self._version = version
 
     def _generate_batch(
@@ -259,6 +282,7 @@ class HFEngine:
                 pad_token_id=self.pad_token_id,
                 store=self.store,
                 stop_text=stop_text_check(self.tokenizer, params.stop) if params.stop else None,
+                kv_dtype=self.kv_dtype,
             )
             for g in gens:
                 g.policy_version = self._version
@@ -293,6 +317,7 @@ def decode(
     pad_token_id: int,
     store: PrefixStore | None = None,
     stop_text: Callable[[list[int]], bool] | None = None,
+    kv_dtype: torch.dtype | None = None,
 ) -> list[Generation]:
     """KV-cached sampling of one continuation per prompt (no batching across calls).
 
@@ -300,9 +325,11 @@ def decode(
     own prompt, whichever is smaller (a row with no room generates nothing). Without a
     ``store`` the prompts are prefilled together (`_prefill_batch`); with one, row by row from
     the longest cached prefix (`_prefill_rows`), and every finished row's keys and values go
-    back into the store. Decode steps then continue each row at its own position, masking the
-    padding slots of the cache; rows that finish leave the batch. ``stop_text(tokens)`` says
-    whether a row's tokens end with a stop string.
+    back into the store. The keys and values then sit in one slab of ``kv_dtype`` (default:
+    the model's) sized to the prompts and the largest budget (``agentgym.engines.kv``), and
+    the attention mask in one buffer of that width; decode steps write both in place and
+    continue each row at its own position, the padding slots masked. Rows that finish leave
+    the batch. ``stop_text(tokens)`` says whether a row's tokens end with a stop string.
     """
     budgets = row_budgets(model, prompts, params.max_new_tokens)
     out = [Generation([], [], "length") for _ in prompts]
@@ -310,14 +337,17 @@ def decode(
     if not live:
         return out
     rows = [prompts[i] for i in live]
+    room = max(budgets[i] for i in live)
+    dtype = kv_dtype or next(model.parameters()).dtype
     pre = (
-        _prefill_rows(model, rows, store)
+        _prefill_rows(model, rows, store, room, dtype)
         if store is not None
-        else _prefill_batch(model, rows, pad_token_id)
+        else _prefill_batch(model, rows, pad_token_id, room, dtype)
     )
     device = pre.logits.device
     generators = [torch.Generator().manual_seed(s) for s in seeds]
-    cache, mask, logits, width = pre.cache, pre.mask, pre.logits, pre.mask.shape[1]
+    cache, logits, width = pre.cache, pre.logits, pre.mask.shape[1]
+    mask = torch.cat([pre.mask, pre.mask.new_zeros(len(rows), room)], dim=1)
     positions = pre.lengths[:, None] - 1
     cache_kw = cache_keyword(model)
     fed = 0  # tokens fed back so far (every live row gets each one)
@@ -335,11 +365,11 @@ def decode(
             cache.batch_select_indices(idx)
             tokens, mask, positions = tokens[idx], mask[idx], positions[idx]
             live = [live[k] for k in keep]
-        mask = torch.cat([mask, mask.new_ones(len(live), 1)], dim=1)
+        mask[:, width + fed] = 1
         positions = positions + 1
         result = model(
             input_ids=tokens[:, None],
-            attention_mask=mask,
+            attention_mask=mask[:, : width + fed + 1],
             position_ids=positions,
             use_cache=True,
             **{cache_kw: cache},
@@ -370,11 +400,14 @@ class _Prefilled:
     """[rows] prompt lengths."""
 
 
-def _prefill_batch(model: torch.nn.Module, prompts: list[list[int]], pad: int) -> _Prefilled:
+def _prefill_batch(
+    model: torch.nn.Module, prompts: list[list[int]], pad: int, room: int, dtype: torch.dtype
+) -> _Prefilled:
     """All prompts in one forward pass, right-padded and without an attention mask: under the
     causal mask no real token sees the padding after it, so the model can take its fused causal
     attention path, and only the logits at each prompt's last token are computed (where the
-    model takes ``logits_to_keep``)."""
+    model takes ``logits_to_keep``). The keys and values go into a slab with ``room`` slots
+    to spare."""
     device = next(model.parameters()).device
     input_ids, mask = _right_pad(prompts, pad, device)
     last = mask.sum(-1) - 1  # position of each prompt's last token
@@ -383,15 +416,21 @@ def _prefill_batch(model: torch.nn.Module, prompts: list[list[int]], pad: int) -
     result = model(input_ids=input_ids, use_cache=True, **keep)
     column = torch.searchsorted(kept, last) if keep else last
     logits = result.logits[torch.arange(len(prompts), device=device), column]
-    return _Prefilled(output_cache(result), mask, logits, last + 1)
+    cache = slab_from_layers(cache_layers(output_cache(result)), room, dtype)
+    return _Prefilled(cache, mask, logits, last + 1)
 
 
 def _prefill_rows(
-    model: torch.nn.Module, prompts: list[list[int]], store: PrefixStore
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    store: PrefixStore,
+    room: int,
+    dtype: torch.dtype,
 ) -> _Prefilled:
     """Each prompt from the longest prefix the store holds (only the rest is run), its keys and
-    values put back at once so a later row with the same opening (a GRPO group) reuses them;
-    the rows' caches are then stacked right-padded into one batch cache."""
+    values (in ``dtype``) put back at once so a later row with the same opening (a GRPO group)
+    reuses them; the rows' caches are then laid right-padded into one slab with ``room`` slots
+    to spare."""
     device = next(model.parameters()).device
     cache_kw = cache_keyword(model)
     keep = {"logits_to_keep": 1} if keeps_logits(model) else {}
@@ -403,7 +442,10 @@ def _prefill_rows(
         extra = {cache_kw: new_cache(past)} if past is not None else {}
         positions = torch.arange(n, len(prompt), device=device)[None]
         result = model(input_ids=ids, position_ids=positions, use_cache=True, **keep, **extra)
-        layers = [(k.clone(), v.clone()) for k, v in cache_layers(output_cache(result))]
+        layers = [
+            (k.to(dtype, copy=True), v.to(dtype, copy=True))
+            for k, v in cache_layers(output_cache(result))
+        ]
         store.put(prompt, layers)
         store.reused_tokens += n
         store.prefilled_tokens += len(prompt) - n
@@ -411,18 +453,8 @@ def _prefill_rows(
         last_logits.append(result.logits[0, -1])
     lengths = torch.tensor([len(p) for p in prompts], device=device)
     width = int(lengths.max())
-    batch = []
-    for layer in range(len(rows[0])):
-        k0, v0 = rows[0][layer]
-        shape = (len(rows), k0.shape[1], width, k0.shape[3])
-        keys, values = k0.new_zeros(shape), v0.new_zeros(shape)
-        for r, row in enumerate(rows):
-            k, v = row[layer]
-            keys[r, :, : k.shape[2]] = k[0]
-            values[r, :, : v.shape[2]] = v[0]
-        batch.append((keys, values))
     mask = (torch.arange(width, device=device)[None] < lengths[:, None]).long()
-    return _Prefilled(new_cache(batch), mask, torch.stack(last_logits), lengths)
+    return _Prefilled(slab_from_rows(rows, room, dtype), mask, torch.stack(last_logits), lengths)
 
 
 def _store_rows(
