@@ -144,3 +144,29 @@ def test_bf16_engine_reports_the_log_probs_of_bf16_arithmetic(tiny) -> None:
     other = [fp32[i, t].item() for i, t in zip(at, gen.token_ids, strict=True)]
     assert gen.logprobs == pytest.approx(want, abs=1e-3)
     assert max(abs(a - b) for a, b in zip(gen.logprobs, other, strict=True)) > 1e-4
+
+
+def test_kept_across_a_weight_update_a_turn_counts_from_its_oldest_keys(tiny) -> None:
+    """With reuse on, the store outlives a weight update: the next turn prefills only its new
+    tokens and reports the version that computed the keys it continued; past the lag bound an
+    entry is not reused and the turn is the new weights' alone."""
+    params = SamplingParams(max_new_tokens=3, temperature=1.0, seed=0)
+    for lag, want_version in ((1, 0), (0, 1)):
+        eng = engine(tiny, cache_mb=64, reuse_kv_across_versions=True, kv_reuse_max_lag=lag)
+
+        async def go(eng=eng):
+            (first,) = await eng.generate([list(OPENING)], params)
+            await eng.load_weights(eng.model.state_dict(), version=1)
+            before = eng.store.prefilled_tokens
+            nxt = list(OPENING) + first.token_ids + DELTAS[0]
+            (second,) = await eng.generate([nxt], params)
+            await eng.close()
+            return first, second, eng.store.prefilled_tokens - before
+
+        first, second, prefilled = asyncio.run(go())
+        assert first.policy_version == 0
+        assert second.policy_version == want_version
+        if want_version == 0:  # continued from the first turn: only the delta (and the last
+            assert prefilled == len(DELTAS[0]) + 1  # reply token, never fed back) was run
+        else:
+            assert prefilled == len(OPENING) + len(first.token_ids) + len(DELTAS[0])

@@ -10,16 +10,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from agentgym.attention import ATTENTION, attention, install  # noqa: E402
 from agentgym.engines import SamplingParams  # noqa: E402
 from agentgym.engines.hf import HFEngine, stop_ids_for  # noqa: E402
 from agentgym.engines.kv import (  # noqa: E402
-    ATTENTION,
     SlabError,
     cast_linear_weights,
-    decode_attention,
     slab_from_layers,
     slab_from_rows,
-    use_decode_attention,
 )
 
 PROMPTS = [[5, 17, 42, 9, 77, 3], [11, 12], [101, 7, 7, 7, 30, 31, 32, 33, 34, 35]]
@@ -39,7 +37,7 @@ def test_decode_attention_equals_sdpa_for_one_query_token() -> None:
     with torch.no_grad():
         for m in (None, mask):
             want = torch.nn.functional.scaled_dot_product_attention(q, *expanded, attn_mask=m)
-            got, _ = decode_attention(_Heads(), q, k, v, m, scaling=8**-0.5)
+            got, _ = attention(_Heads(), q, k, v, m, scaling=8**-0.5)
             assert got.shape == (4, 1, 6, 8)
             assert torch.allclose(got.transpose(1, 2), want, atol=1e-6)
 
@@ -47,7 +45,7 @@ def test_decode_attention_equals_sdpa_for_one_query_token() -> None:
 def test_decode_attention_leaves_longer_queries_and_gradients_to_sdpa() -> None:
     q = torch.randn(1, 6, 3, 8, requires_grad=True)
     k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 8)
-    out, _ = decode_attention(_Heads(), q, k, v, None, scaling=8**-0.5, is_causal=True)
+    out, _ = attention(_Heads(), q, k, v, None, scaling=8**-0.5, is_causal=True)
     out.sum().backward()  # SDPA's path, differentiable
     assert q.grad is not None and out.shape == (1, 3, 6, 8)
 
@@ -153,4 +151,19 @@ def test_a_shared_model_keeps_its_mode_and_the_attention_kernel_is_for_cpu_sdpa(
     assert shared.config._attn_implementation == ATTENTION
     eager = copy.deepcopy(model)
     eager.set_attn_implementation("eager")
-    assert not use_decode_attention(eager) and eager.config._attn_implementation == "eager"
+    assert not install(eager) and eager.config._attn_implementation == "eager"
+
+
+@pytest.mark.parametrize("cache_mb", [0, 64])
+def test_transformers_own_cache_path_samples_the_same_in_fp32(tiny, cache_mb) -> None:
+    """``fast_decode=False`` (DynamicCache and SDPA, kept for comparison) and the slab path
+    sample the same tokens with the same log-probs."""
+    model, _ = tiny
+    params = SamplingParams(max_new_tokens=8, temperature=1.0, seed=2)
+    slow = generate(
+        engine(tiny, copy.deepcopy(model), fast_decode=False, prefix_cache_mb=cache_mb), params
+    )
+    fast = generate(engine(tiny, copy.deepcopy(model), prefix_cache_mb=cache_mb), params)
+    for a, b in zip(slow, fast, strict=True):
+        assert a.token_ids == b.token_ids
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)

@@ -1,12 +1,13 @@
 """Train the tiny model on fixed batches, in one process or as one rank under torchrun.
 
     python dist_worker.py OUT_DIR --estimator grpo --steps 3 [--save-at 2] [--resume CKPT]
-        [--device cuda]
+        [--device cuda] [--opening 6 [--no-shared-prefix]]
 
 Writes OUT_DIR/params.safetensors (the policy's whole state dict after the last step, and the
 value head's as ``value_head.*``) and OUT_DIR/metrics.json (each step's metrics), from rank 0.
 Step i trains on ``batch(i)``; every process builds the same batches, so a run under torchrun
-and a run in one process see the same data.
+and a run in one process see the same data. ``--opening N``: a group's episodes share their
+first N tokens; ``--no-shared-prefix``: the learner runs every episode whole.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ def learner_config(estimator: str, checkpoint_dir: str | None) -> LearnerConfig:
     )
 
 
-def batch(step: int):
-    """Step ``step``'s batch: 3 groups of 5 episodes scored by the initial model."""
-    return make_groups(tiny_model(), num_groups=3, group_size=5, seed=100 + step)
+def batch(step: int, opening: int = 0):
+    """Step ``step``'s batch: 3 groups of 5 episodes scored by the initial model, each
+    group's sharing its first ``opening`` tokens."""
+    return make_groups(tiny_model(), num_groups=3, group_size=5, seed=100 + step, opening=opening)
 
 
 def train(
@@ -56,10 +58,15 @@ def train(
     resume: str | None = None,
     die_at: int | None = None,
     device: str = "cpu",
+    opening: int = 0,
+    shared_prefix: bool = True,
 ) -> None:
     """Train up to version ``steps`` and write the results (see the module docstring)."""
     dist = from_environment(device, timeout_s=60)
-    cfg = replace(learner_config(estimator, str(out / "checkpoints")), device=device)
+    cfg = replace(
+        learner_config(estimator, str(out / "checkpoints")),
+        device=device, shared_prefix=shared_prefix,
+    )  # fmt: skip
     learner = Learner(tiny_model(), cfg, dist=dist)
     if resume:
         learner.load_checkpoint(resume)
@@ -67,7 +74,7 @@ def train(
     while learner.version < steps:
         if die_at == learner.version and dist.rank == 1:
             os._exit(3)  # a rank that dies mid-run, without saying goodbye
-        metrics.append(learner.step(batch(learner.version)))
+        metrics.append(learner.step(batch(learner.version, opening)))
         if save_at == learner.version:
             learner.save_checkpoint()
     items = dict(full_state_dict_items(learner.model, keep=dist.is_main))
@@ -94,11 +101,14 @@ def main() -> None:
     parser.add_argument("--resume", default=None)
     parser.add_argument("--die-at", type=int, default=None, help="rank 1 exits at this step")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--opening", type=int, default=0)
+    parser.add_argument("--no-shared-prefix", dest="shared_prefix", action="store_false")
     args = parser.parse_args()
     torch.set_num_threads(1)
     train(
         args.out, args.estimator, args.steps,
         save_at=args.save_at, resume=args.resume, die_at=args.die_at, device=args.device,
+        opening=args.opening, shared_prefix=args.shared_prefix,
     )  # fmt: skip
 
 

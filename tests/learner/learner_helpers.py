@@ -49,14 +49,18 @@ def make_groups(
     seed: int = 0,
     cap: int | None = None,
     temperature: float = 1.0,
+    opening: int = 0,
 ) -> list[Trajectory]:
-    """Random multi-turn episodes whose behaviour log-probs are the model's own (mu == pi)."""
+    """Random multi-turn episodes whose behaviour log-probs are the model's own (mu == pi);
+    the episodes of a group start with the same ``opening`` tokens (at most 12)."""
     rng = np.random.default_rng(seed)
     out = []
     for g in range(num_groups):
+        shared = rng.integers(0, VOCAB, opening).astype(np.int32)
         for i in range(group_size):
             n = int(rng.integers(12, 24))
             tokens = rng.integers(0, VOCAB, n).astype(np.int32)
+            tokens[:opening] = shared
             mask = multi_turn_mask(rng, n, prompt=4)
             out.append(
                 Trajectory(

@@ -75,6 +75,18 @@ def test_two_ranks_take_the_same_updates_as_one_process(tmp_path, estimator):
             assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
 
 
+def test_two_ranks_on_shared_prefixes_take_the_updates_of_whole_episodes(tmp_path):
+    """Groups whose episodes share their first 6 tokens (the 4-token prompt and the start of
+    the first reply): 2 ranks running each group's prefix once (packed micro-batches) take the
+    updates one process takes running every episode whole."""
+    one_process(tmp_path / "one", "grpo", opening=6, shared_prefix=False)
+    assert torchrun(tmp_path / "two", "--estimator", "grpo", "--opening", "6") == 0
+    assert_same_params(tmp_path / "one", tmp_path / "two", atol=2e-5)
+    for m1, m2 in zip(metrics(tmp_path / "one"), metrics(tmp_path / "two"), strict=True):
+        for key in GLOBAL_METRICS:
+            assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-5), key
+
+
 def test_sharded_checkpoint_resumes_on_one_and_on_two_ranks(tmp_path):
     """A 2-rank checkpoint after step 2, resumed in one process and on 2 ranks: step 3 equals
     the uninterrupted 2-rank run's."""

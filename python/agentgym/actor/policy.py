@@ -200,12 +200,15 @@ def make_engine(
     seed: int = 0,
     checkpoint: str | Path | None = None,
     owns_model: bool = False,
+    max_staleness: int | None = None,
 ) -> Any:
     """The configured engine with ``model``'s weights: around ``model`` (hf), or started from
     a directory holding them (vllm, ``engine_weights_dir``). ``checkpoint``: where ``model``'s
     weights came from when not from the policy's directory (an evaluated checkpoint); by
     default ``model.init_from``, as ``load_policy`` loads it. ``owns_model``: nothing else
-    uses ``model``, so the hf engine may hold its weights as it computes with them (bf16)."""
+    uses ``model``, so the hf engine may hold its weights as it computes with them (bf16).
+    ``max_staleness``: the actor's staleness bound (None: ``learner.max_staleness``, 0 in a
+    deterministic run), which bounds the age of reused keys and values by default."""
     if config.engine.backend == "vllm":
         if config.model.menu_policy:
             raise ValueError("the menu policy runs on the hf engine only")
@@ -229,7 +232,20 @@ def make_engine(
         tokenizer=tokenizer,
         bf16=config.engine.bf16,
         owns_model=owns_model,
+        fast_decode=config.engine.fast_decode,
+        reuse_kv_across_versions=config.engine.reuse_kv_across_versions,
+        kv_reuse_max_lag=kv_reuse_lag(config, max_staleness),
     )
+
+
+def kv_reuse_lag(config: RunConfig, max_staleness: int | None = None) -> int:
+    """How many versions old the engine's reused keys and values may be: ``engine.
+    kv_reuse_max_lag``, by default the actor's staleness bound (0 in a synchronous run)."""
+    if config.engine.kv_reuse_max_lag is not None:
+        return config.engine.kv_reuse_max_lag
+    if max_staleness is not None:
+        return max_staleness
+    return 0 if config.deterministic else config.learner.max_staleness
 
 
 ENGINE_WEIGHTS = "engine_weights"

@@ -156,7 +156,11 @@ def run_actor(
         log.warning("no model appeared within %.0f s; building it here", wait_model_s)
     prepare_model(config)
     model, tokenizer = load_policy(config, device=config.engine.device)
-    engine = make_engine(config, model, tokenizer, seed=a.seed + 1000 * index, owns_model=True)
+    staleness = 0 if sync or config.deterministic else config.learner.max_staleness
+    engine = make_engine(
+        config, model, tokenizer, seed=a.seed + 1000 * index, owns_model=True,
+        max_staleness=staleness,
+    )  # fmt: skip
     pools = {e.env.name: e.env.pool(seed=a.seed + index) for e in config.entries}
     for e in config.entries:
         where = f"sessions on {', '.join(e.env.remote)}" if e.env.remote else "in-process"
@@ -174,7 +178,7 @@ def run_actor(
         curriculum=config.entries[0].tasks.curriculum,
         group_size=a.group_size,
         groups_in_flight=a.groups_in_flight,
-        max_staleness=0 if sync or config.deterministic else config.learner.max_staleness,
+        max_staleness=staleness,
         share=actor_share(config, index),
         index=index,
         reply_format=a.reply_format,

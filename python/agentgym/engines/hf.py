@@ -24,13 +24,13 @@ from typing import Any
 
 import torch
 
+from agentgym import attention
 from agentgym.engines.base import Generation, SamplingParams
 from agentgym.engines.kv import (
     cast_linear_weights,
     load_untied_heads,
     slab_from_layers,
     slab_from_rows,
-    use_decode_attention,
 )
 from agentgym.engines.prefix_cache import Layers, PrefixStore
 from agentgym.engines.sampling import greedy_rows, processed_logprobs, sample_rows
@@ -61,6 +61,9 @@ class HFEngine:
         tokenizer: Any = None,
         bf16: bool = False,
         owns_model: bool = False,
+        fast_decode: bool = True,
+        reuse_kv_across_versions: bool = False,
+        kv_reuse_max_lag: int = 0,
     ) -> None:
         """Wrap `model` (already on its device, eval mode is set here).
 
@@ -75,21 +78,38 @@ class HFEngine:
         tokenizer: decodes replies for stop strings (``SamplingParams.stop``).
         bf16: compute under bf16 autocast, as the learner does with ``learner.bf16``, so that
             both see nearly the same log-probs; keys and values are cached in bf16.
-        owns_model: nobody else uses ``model`` (the actor's own copy): with ``bf16`` its linear
-            layers' weights are then held in bf16, which autocast would cast them to at every
-            call anyway (``agentgym.engines.kv.cast_linear_weights``; same outputs, faster).
-            A model shared with a learner (the periodic eval) is left as it is.
-        On the CPU, attention for one query token takes ``agentgym.engines.kv``'s kernel.
+        owns_model: nobody else uses ``model`` (the actor's own copy, put in eval mode): with
+            ``bf16`` its linear layers' weights are then held in bf16, which autocast would
+            cast them to at every call anyway (``agentgym.engines.kv.cast_linear_weights``;
+            same outputs, faster). A shared model (the periodic eval's, the learner's) is used
+            as its owner keeps it.
+        fast_decode: keys and values in one preallocated slab of one dtype, and on the CPU
+            ``agentgym.attention``'s one-token kernel (``agentgym.engines.kv``); False:
+            transformers' DynamicCache and SDPA with the weights as they are (for comparison).
+        reuse_kv_across_versions: keep the prefix store when the weights change. A prompt
+            continued from keys and values of older weights is sampled by a mix of two
+            policies; its generation reports the oldest version among them, so the learner
+            counts its lag from there (its behaviour log-probs are those it was sampled with,
+            which is all the decoupled loss needs). False: the store is emptied at each update
+            and every prompt in flight is prefilled again.
+        kv_reuse_max_lag: with ``reuse_kv_across_versions``, keys and values at most this many
+            versions older than the weights are reused (older entries are dropped).
         """
         self.model = model.eval() if owns_model else model
         self.tokenizer = tokenizer
         self.bf16 = bf16
-        self._untied = cast_linear_weights(model) if bf16 and owns_model else None
-        use_decode_attention(model)
-        self.kv_dtype = torch.bfloat16 if bf16 else next(model.parameters()).dtype
-        """The one dtype the decode loop caches keys and values in."""
+        self.fast_decode = fast_decode
+        self._untied = cast_linear_weights(model) if bf16 and owns_model and fast_decode else None
+        if fast_decode:
+            attention.install(model)
+        self.kv_dtype = (
+            (torch.bfloat16 if bf16 else next(model.parameters()).dtype) if fast_decode else None
+        )
+        """The one dtype the decode loop caches keys and values in (None: as computed)."""
         self.store = PrefixStore(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
-        """The prefix cache (None: off); cleared whenever the weights change."""
+        """The prefix cache (None: off)."""
+        self.reuse_kv = reuse_kv_across_versions
+        self.kv_reuse_max_lag = kv_reuse_max_lag
         self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
         self.pad_token_id = int(pad_token_id)
         self.max_batch_size = max_batch_size
@@ -167,7 +187,7 @@ class HFEngine:
         await asyncio.to_thread(self._lock.acquire)
         try:
             self._whole = False
-            if self.store is not None:
+            if self.store is not None and not self.reuse_kv:
                 self.store.clear()
             params = self.model.state_dict()
             loaded = set()
@@ -257,7 +277,7 @@ class HFEngine:
     def _load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
         with self._lock, torch.no_grad():
             self._whole = True  # a whole state dict: no mix of versions from here on
-            if self.store is not None:
+            if self.store is not None and not self.reuse_kv:
                 self.store.clear()
             tensors = {k: torch.as_tensor(v) for k, v in state_dict.items()}  # numpy is fine too
             missing, unexpected = self.model.load_state_dict(tensors, strict=False)
@@ -282,10 +302,14 @@ class HFEngine:
                 pad_token_id=self.pad_token_id,
                 store=self.store,
                 stop_text=stop_text_check(self.tokenizer, params.stop) if params.stop else None,
-                kv_dtype=self.kv_dtype,
+                kv=KVSettings(
+                    self.kv_dtype,
+                    self.fast_decode,
+                    self._version,
+                    self._version - self.kv_reuse_max_lag if self.reuse_kv else self._version,
+                ),
             )
             for g in gens:
-                g.policy_version = self._version
                 g.metrics["batch_size"] = float(len(prompts))
         self.batches_run += 1
         self.rows_run += len(prompts)
@@ -317,7 +341,7 @@ def decode(
     pad_token_id: int,
     store: PrefixStore | None = None,
     stop_text: Callable[[list[int]], bool] | None = None,
-    kv_dtype: torch.dtype | None = None,
+    kv: KVSettings | None = None,
 ) -> list[Generation]:
     """KV-cached sampling of one continuation per prompt (no batching across calls).
 
@@ -325,25 +349,29 @@ def decode(
     own prompt, whichever is smaller (a row with no room generates nothing). Without a
     ``store`` the prompts are prefilled together (`_prefill_batch`); with one, row by row from
     the longest cached prefix (`_prefill_rows`), and every finished row's keys and values go
-    back into the store. The keys and values then sit in one slab of ``kv_dtype`` (default:
-    the model's) sized to the prompts and the largest budget (``agentgym.engines.kv``), and
-    the attention mask in one buffer of that width; decode steps write both in place and
-    continue each row at its own position, the padding slots masked. Rows that finish leave
-    the batch. ``stop_text(tokens)`` says whether a row's tokens end with a stop string.
+    back into the store. The keys and values then sit in one slab of ``kv.dtype`` sized to the
+    prompts and the largest budget (``agentgym.engines.kv``; with ``kv.slab`` off, in
+    transformers' DynamicCache), and the attention mask in one buffer of that width; decode
+    steps write both in place and continue each row at its own position, the padding slots
+    masked. Rows that finish leave the batch. ``stop_text(tokens)`` says whether a row's tokens
+    end with a stop string. Each generation's ``policy_version`` is ``kv.version``, or the
+    oldest version of the stored keys and values its prompt continued.
     """
+    kv = kv or KVSettings(next(model.parameters()).dtype)
     budgets = row_budgets(model, prompts, params.max_new_tokens)
-    out = [Generation([], [], "length") for _ in prompts]
+    out = [Generation([], [], "length", policy_version=kv.version) for _ in prompts]
     live = [i for i, b in enumerate(budgets) if b > 0]
     if not live:
         return out
     rows = [prompts[i] for i in live]
     room = max(budgets[i] for i in live)
-    dtype = kv_dtype or next(model.parameters()).dtype
     pre = (
-        _prefill_rows(model, rows, store, room, dtype)
+        _prefill_rows(model, rows, store, room, kv)
         if store is not None
-        else _prefill_batch(model, rows, pad_token_id, room, dtype)
+        else _prefill_batch(model, rows, pad_token_id, room, kv)
     )
+    for i, version in zip(live, pre.versions, strict=True):
+        out[i].policy_version = version
     device = pre.logits.device
     generators = [torch.Generator().manual_seed(s) for s in seeds]
     cache, logits, width = pre.cache, pre.logits, pre.mask.shape[1]
@@ -387,6 +415,21 @@ def row_budgets(model: torch.nn.Module, prompts: list[list[int]], max_new: int) 
     return [max(0, min(max_new, limit - len(p))) for p in prompts]
 
 
+@dataclass(frozen=True)
+class KVSettings:
+    """How ``decode`` holds keys and values, and which weights they come from."""
+
+    dtype: torch.dtype | None
+    """The one dtype of the slab and of the stored prefixes (None: as the model computes
+    them; only without ``slab``)."""
+    slab: bool = True
+    """A preallocated slab (``agentgym.engines.kv``); False: transformers' DynamicCache."""
+    version: int = 0
+    """The policy version of the weights."""
+    min_version: int | None = None
+    """Stored keys and values of older versions are not reused (None: any)."""
+
+
 @dataclass
 class _Prefilled:
     """Prompts run through the model: a right-padded KV cache and the next-token logits."""
@@ -398,10 +441,13 @@ class _Prefilled:
     """[rows, vocab] at each prompt's last token."""
     lengths: torch.Tensor
     """[rows] prompt lengths."""
+    versions: list[int]
+    """Per row, the oldest policy version among the weights that computed its keys and
+    values."""
 
 
 def _prefill_batch(
-    model: torch.nn.Module, prompts: list[list[int]], pad: int, room: int, dtype: torch.dtype
+    model: torch.nn.Module, prompts: list[list[int]], pad: int, room: int, kv: KVSettings
 ) -> _Prefilled:
     """All prompts in one forward pass, right-padded and without an attention mask: under the
     causal mask no real token sees the padding after it, so the model can take its fused causal
@@ -416,8 +462,10 @@ def _prefill_batch(
     result = model(input_ids=input_ids, use_cache=True, **keep)
     column = torch.searchsorted(kept, last) if keep else last
     logits = result.logits[torch.arange(len(prompts), device=device), column]
-    cache = slab_from_layers(cache_layers(output_cache(result)), room, dtype)
-    return _Prefilled(cache, mask, logits, last + 1)
+    cache = output_cache(result)
+    if kv.slab:
+        cache = slab_from_layers(cache_layers(cache), room, kv.dtype)
+    return _Prefilled(cache, mask, logits, last + 1, [kv.version] * len(prompts))
 
 
 def _prefill_rows(
@@ -425,36 +473,55 @@ def _prefill_rows(
     prompts: list[list[int]],
     store: PrefixStore,
     room: int,
-    dtype: torch.dtype,
+    kv: KVSettings,
 ) -> _Prefilled:
     """Each prompt from the longest prefix the store holds (only the rest is run), its keys and
-    values (in ``dtype``) put back at once so a later row with the same opening (a GRPO group)
-    reuses them; the rows' caches are then laid right-padded into one slab with ``room`` slots
-    to spare."""
+    values (in ``kv.dtype``) put back at once so a later row with the same opening (a GRPO
+    group) reuses them; the rows' caches are then laid right-padded into one slab with ``room``
+    slots to spare."""
     device = next(model.parameters()).device
     cache_kw = cache_keyword(model)
     keep = {"logits_to_keep": 1} if keeps_logits(model) else {}
     rows: list[Layers] = []
     last_logits = []
+    versions = []
     for prompt in prompts:
-        past, n = store.lookup(prompt)
+        past, n, version = store.lookup(prompt, kv.min_version)
+        version = kv.version if version is None else min(version, kv.version)
         ids = torch.tensor([prompt[n:]], dtype=torch.long, device=device)
         extra = {cache_kw: new_cache(past)} if past is not None else {}
         positions = torch.arange(n, len(prompt), device=device)[None]
         result = model(input_ids=ids, position_ids=positions, use_cache=True, **keep, **extra)
         layers = [
-            (k.to(dtype, copy=True), v.to(dtype, copy=True))
+            (k.to(kv.dtype or k.dtype, copy=True), v.to(kv.dtype or v.dtype, copy=True))
             for k, v in cache_layers(output_cache(result))
         ]
-        store.put(prompt, layers)
+        store.put(prompt, layers, version)
         store.reused_tokens += n
         store.prefilled_tokens += len(prompt) - n
         rows.append(layers)
+        versions.append(version)
         last_logits.append(result.logits[0, -1])
     lengths = torch.tensor([len(p) for p in prompts], device=device)
     width = int(lengths.max())
     mask = (torch.arange(width, device=device)[None] < lengths[:, None]).long()
-    return _Prefilled(slab_from_rows(rows, room, dtype), mask, torch.stack(last_logits), lengths)
+    cache = slab_from_rows(rows, room, kv.dtype) if kv.slab else _padded_cache(rows, width)
+    return _Prefilled(cache, mask, torch.stack(last_logits), lengths, versions)
+
+
+def _padded_cache(rows: list[Layers], width: int) -> Any:
+    """The rows' keys and values right-padded with zeros to ``width`` in a DynamicCache."""
+    batch = []
+    for layer in range(len(rows[0])):
+        k0, v0 = rows[0][layer]
+        shape = (len(rows), k0.shape[1], width, k0.shape[3])
+        keys, values = k0.new_zeros(shape), v0.new_zeros(shape)
+        for r, row in enumerate(rows):
+            k, v = row[layer]
+            keys[r, :, : k.shape[2]] = k[0]
+            values[r, :, : v.shape[2]] = v[0]
+        batch.append((keys, values))
+    return new_cache(batch)
 
 
 def _store_rows(
@@ -475,7 +542,7 @@ def _store_rows(
         n = len(prompts[row])
         slots = torch.cat([torch.arange(n), torch.arange(width, width + fed)]).to(device)
         kept = [(k[b : b + 1, :, slots].clone(), v[b : b + 1, :, slots].clone()) for k, v in layers]
-        store.put(prompts[row] + out[row].token_ids[:-1], kept)
+        store.put(prompts[row] + out[row].token_ids[:-1], kept, out[row].policy_version)
 
 
 def _right_pad(

@@ -1,20 +1,14 @@
-"""The decode loop's KV cache, attention and weights for the transformers engine.
+"""The decode loop's KV cache and weights for the transformers engine.
 
-Three things make a decode step's cost follow the weights, not the context (measured on the
-2-core box, SmolLM2-135M, batch 16: 0.21 s per token step at context 100, 1.2 s at 1,800 with
-transformers' defaults):
+With transformers' defaults a decode step of SmolLM2-135M at batch 16 took 0.21 s per token at
+context 100 and 1.2 s at 1,800 on the 2-core box. Three things cut that (the third is
+``agentgym.attention``'s one-token kernel):
 
 - a slab cache (``slab_from_layers``, ``slab_from_rows``): every layer's keys and values in
   one preallocated buffer per batch, sized to the prompt plus the reply budget, in one dtype,
   written in place. transformers'
   ``DynamicCache`` concatenates the whole cache again at every token step, and under bf16
   autocast it holds the keys in float32 (RoPE's cos/sin are float32) and the values in bf16.
-- ``decode_attention``: a single query token attends over grouped key/value heads as two
-  matrix products in float32 (bf16 keys and values upcast as they are read). PyTorch's fused
-  CPU attention kernel is tuned for long query blocks: at one query token, bf16, it took 30 ms
-  per layer at batch 16 and context 1,800, these two products 6 ms; and its bf16 result is
-  further from exact (max error 8e-3 against 4e-6 on the same rounded inputs). Longer queries
-  (prefill, the learner) keep transformers' SDPA path.
 - ``cast_linear_weights``: the linear layers' weights held in bf16. Under autocast every
   linear layer casts its float32 weight to bf16 again at every forward call (the lm head
   alone is 28M values for SmolLM2); holding them cast gives bit-identical outputs (autocast
@@ -28,9 +22,6 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor
-
-ATTENTION = "agentgym_decode"
-"""The name ``decode_attention`` is registered under in transformers' attention interface."""
 
 
 class SlabError(RuntimeError):
@@ -127,73 +118,6 @@ def slab_from_rows(rows: Sequence[Sequence[tuple[Tensor, Tensor]]], room: int, d
             values[r, :, : v.shape[2]] = v[0]
         out.append(layer(keys, values, width))
     return _cache(out)
-
-
-def decode_attention(
-    module: torch.nn.Module,
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attention_mask: Tensor | None,
-    dropout: float = 0.0,
-    scaling: float | None = None,
-    **kwargs,
-):
-    """transformers' attention interface: for one query token without gradient, softmax(q k^T
-    * scaling + mask) v over grouped key/value heads in float32; anything else goes to
-    transformers' SDPA. ``query`` [B, H, 1, D], ``key``/``value`` [B, H_kv, L, D]; the mask is
-    SDPA's (boolean [B, 1, 1, L], True where attended) or an additive float one. Returns
-    [B, 1, H, D] as every attention function of the interface does."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    if query.shape[2] != 1 or torch.is_grad_enabled() or kwargs.get("position_bias") is not None:
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-        )
-    batch, heads, _, dim = query.shape
-    kv_heads = key.shape[1]
-    scale = dim**-0.5 if scaling is None else scaling
-    # Rounded to the dtype attention would see under autocast, then computed in float32.
-    q = query.to(key.dtype).float().reshape(batch, kv_heads, heads // kv_heads, dim)
-    scores = torch.matmul(q, key.float().transpose(-1, -2)) * scale  # [B, H_kv, group, L]
-    if attention_mask is not None:
-        mask = attention_mask.reshape(attention_mask.shape[0], 1, 1, -1)[..., -scores.shape[-1] :]
-        if mask.dtype == torch.bool:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        else:
-            scores = scores + mask.float()
-    probs = torch.softmax(scores, dim=-1)
-    out = torch.matmul(probs, value.float()).to(value.dtype)  # [B, H_kv, group, D]
-    return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None
-
-
-_registered = False
-
-
-def use_decode_attention(model: torch.nn.Module) -> bool:
-    """Route ``model``'s attention through ``decode_attention`` when it uses SDPA on the CPU
-    (its longer queries still take SDPA); returns whether it does now. Other implementations
-    (flash attention on a GPU) are left alone."""
-    global _registered
-    inner = getattr(model, "lm", model)
-    config = getattr(inner, "config", None)
-    device = next(inner.parameters()).device
-    if config is None or device.type != "cpu" or not hasattr(inner, "set_attn_implementation"):
-        return False
-    current = getattr(config, "_attn_implementation", None)
-    if current == ATTENTION:
-        return True
-    if current != "sdpa":
-        return False
-    if not _registered:
-        from transformers import AttentionInterface
-        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-        AttentionInterface.register(ATTENTION, decode_attention)
-        AttentionMaskInterface.register(ATTENTION, sdpa_mask)
-        _registered = True
-    inner.set_attn_implementation(ATTENTION)
-    return config._attn_implementation == ATTENTION
 
 
 def cast_linear_weights(

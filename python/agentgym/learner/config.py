@@ -146,7 +146,18 @@ class LearnerConfig:
     minibatches: int = 1
     """Optimizer steps per pass (the batch is split into this many minibatches)."""
     micro_batch_size: int = 8
-    """Sequences per forward/backward; gradients accumulate over a minibatch."""
+    """Sets the default token budget of a micro-batch (``micro_batch_tokens``): this many rows
+    of the minibatch's longest length."""
+    micro_batch_tokens: int = 0
+    """Tokens one forward/backward pass runs at most (a shared prefix counted once, padding
+    counted where rows are padded); gradients accumulate over a minibatch's micro-batches, and
+    a row longer than this runs alone. 0: ``micro_batch_size`` x the minibatch's longest row.
+    The learner's memory peak follows it."""
+    shared_prefix: bool = True
+    """Run the opening that the rows of a group share once per micro-batch, their remainders
+    attending to it (packed sequences, ``agentgym.learner.packing``); the loss and gradient
+    equal running every row whole. Models whose attention cannot take packed sequences (the
+    menu policy, flash attention) run padded rows either way."""
     max_staleness: int = 4
     """Drop trajectories whose oldest turn is more than this many versions behind."""
     temperature: float = 1.0
@@ -209,6 +220,8 @@ class LearnerConfig:
             self,
             *((name, getattr(self, name) >= 1, "must be >= 1") for name in counts),
             ("max_staleness", self.max_staleness >= 0, "must be >= 0"),
+            ("micro_batch_tokens", self.micro_batch_tokens >= 0,
+             "must be >= 0 (0: micro_batch_size x the longest row)"),
             ("temperature", self.temperature > 0, "must be > 0"),
             ("max_steps", none_or(self.max_steps, lambda v: v >= 1),
              "must be >= 1 (or null: no limit)"),

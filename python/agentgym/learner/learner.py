@@ -34,9 +34,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from agentgym import attention
 from agentgym.curriculum import Curriculum, CurriculumConfig, EnvMix
 from agentgym.horizon import HorizonController, HorizonStats
 from agentgym.learner import advantages as adv_fns
+from agentgym.learner import packing
 from agentgym.learner.batch import GroupBuffer, TrainBatch, collate
 from agentgym.learner.checkpoint import (
     TrainingState,
@@ -185,6 +187,10 @@ class Learner:
         self.dist = dist or Dist(device=config.device)
         self.device = torch.device(self.dist.device if self.dist.sharded else config.device)
         self.model = model.to(self.device).eval()
+        self.packed = not hasattr(self.model, "lm") and attention.install(self.model)
+        """Micro-batches run as packed sequences (``agentgym.learner.packing``); False for a
+        model whose attention cannot take them (the menu policy, flash attention), whose
+        micro-batches are padded rows."""
         if config.activation_checkpointing:
             _enable_activation_checkpointing(self.model)
         self.version = 0
@@ -205,6 +211,8 @@ class Learner:
             self.ref_model = copy.deepcopy(self.model)
         if self.ref_model is not None:
             self.ref_model.to(self.device).eval().requires_grad_(False)
+            if self.packed and not attention.install(self.ref_model):
+                raise ValueError("the reference model's attention cannot run packed sequences")
         if self.dist.sharded:  # before the optimizer: sharding replaces the parameters
             for module in (self.model, self.value_head, self.ref_model):
                 if module is not None:
@@ -218,6 +226,7 @@ class Learner:
         )
         self.generator = torch.Generator().manual_seed(config.seed)
         self._last_command = time.monotonic()
+        self._tokens_run = 0  # tokens this rank's forward passes ran in the current update
         lc = config.loss
         self._policy_cfg = PolicyLossConfig(
             lc.clip_eps, lc.clip_eps_high, lc.dual_clip, lc.behaviour_weight,
@@ -243,6 +252,7 @@ class Learner:
     def step(self, trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         """One update on ``trajectories`` (whole groups); returns this update's metrics."""
         start = time.perf_counter()
+        self._tokens_run = 0
         trajectories = self._scale_rewards(trajectories)
         batch = collate(trajectories, self.cfg.pad_token_id).to(self.device)
         splits = min(self.cfg.minibatches, batch.size)
@@ -289,6 +299,7 @@ class Learner:
             step_time_s=elapsed,
             tokens=num_tokens,
             tokens_per_s=num_tokens / elapsed,
+            tokens_run=self._tokens_run,
             generated_tokens=int(batch.loss_mask.sum()),
             skipped_steps=skipped,
             skipped_steps_total=self.counters["skipped_steps"],
@@ -357,24 +368,18 @@ class Learner:
         if skip is not None:
             rows[skip] = False
         for micro in self._micro_batches(batch, rows.nonzero().squeeze(1)):
-            with self._autocast():
-                out = forward_tokens(
-                    self.model, self._select(batch, micro), self.cfg.temperature, self.value_head
-                )
+            _, out = self._forward(self.model, batch, micro, self.value_head)
             if micro is None:
                 continue
-            prox_logp[micro, : out.logp.shape[1]] = out.logp
+            prox_logp[micro.rows, : out.logp.shape[1]] = out.logp
             if old_values is not None and out.values is not None:
-                old_values[micro, : out.values.shape[1]] = out.values
+                old_values[micro.rows, : out.values.shape[1]] = out.values
         if ref_logp is not None:
             every = torch.arange(batch.size, device=self.device)
             for micro in self._micro_batches(batch, every):
-                with self._autocast():
-                    ref = forward_tokens(
-                        self.ref_model, self._select(batch, micro), self.cfg.temperature
-                    )
+                _, ref = self._forward(self.ref_model, batch, micro)
                 if micro is not None:
-                    ref_logp[micro, : ref.logp.shape[1]] = ref.logp
+                    ref_logp[micro.rows, : ref.logp.shape[1]] = ref.logp
         for t in (prox_logp, ref_logp, old_values):  # each row was filled by one rank only
             if t is not None:
                 self.dist.all_sum_(t)
@@ -412,9 +417,8 @@ class Learner:
             if micro is None:  # this rank has no rows left; the others' passes need it
                 self._filler_backward(batch)
                 continue
-            share = float(batch.loss_mask[micro].sum() / counts["num_tokens"].clamp(min=1))
-            mb = batch.select(micro)
-            for key, value in self._micro_backward(mb, prep, micro, counts, prox_from_pass):
+            share = float(batch.loss_mask[micro.rows].sum() / counts["num_tokens"].clamp(min=1))
+            for key, value in self._micro_backward(batch, prep, micro, counts, prox_from_pass):
                 if key.endswith("_max"):
                     sums[key] = max(sums[key], value)
                 elif key.startswith("stat/"):  # token-weighted mean over micro-batches
@@ -462,25 +466,20 @@ class Learner:
     def _filler_backward(self, batch: TrainBatch) -> None:
         """A forward and backward pass that adds nothing (loss x 0) on the batch's shortest row
         with generated tokens: under FSDP every rank must run as many passes as the busiest."""
-        with self._autocast():
-            out = forward_tokens(
-                self.model, self._select(batch, None), self.cfg.temperature, self.value_head
-            )
+        _, out = self._forward(self.model, batch, None, self.value_head)
         loss = out.logp.sum() * 0.0
         if out.values is not None:
             loss = loss + out.values.sum() * 0.0
         loss.backward()
 
     def _micro_backward(
-        self, mb: TrainBatch, prep: Prepared, micro: Tensor, counts: dict, prox_from_pass: bool
-    ):
-        cfg, L = self.cfg.loss, mb.tokens.shape[1]
+        self, batch: TrainBatch, prep: Prepared, micro: packing.Micro, counts: dict,
+        prox_from_pass: bool,
+    ):  # fmt: skip
+        cfg = self.cfg.loss
         entropy_grad = cfg.entropy_coef > 0
-        with self._autocast():
-            out = forward_tokens(
-                self.model, mb, self.cfg.temperature, self.value_head, entropy_grad
-            )
-        m = mb.loss_mask
+        mb, out = self._forward(self.model, batch, micro, self.value_head, entropy_grad)
+        L, m, micro = mb.tokens.shape[1], mb.loss_mask, micro.rows
         if prox_from_pass:  # kept for these rows' later epochs
             prep.prox_logp[micro, :L] = out.logp.detach()
         prox = _rows(prep.prox_logp, micro, L)
@@ -518,22 +517,56 @@ class Learner:
             "stat/approx_kl_prox": pl.approx_kl_prox.item(),
         }.items()
 
-    def _micro_batches(self, batch: TrainBatch, index: Tensor) -> list[Tensor | None]:
-        """This rank's rows of ``index`` in micro-batches of rows of similar length, longest
-        first (each micro-batch is padded to its longest row, and attention costs grow with the
-        square of the length).
+    def _micro_batches(self, batch: TrainBatch, index: Tensor) -> list[packing.Micro | None]:
+        """This rank's rows of ``index`` in micro-batches of at most ``micro_batch_tokens``
+        tokens run (default: ``micro_batch_size`` times the longest row), a row longer than
+        that alone; the list is padded with None up to the busiest rank's number of
+        micro-batches (FSDP needs the same number of passes on every rank). One process: all
+        rows, no None.
 
-        Rows sorted by length are dealt to the ranks in turn, so each gets a similar number of
-        tokens; the list is padded with None up to the busiest rank's number of micro-batches
-        (FSDP needs the same number of passes on every rank). One process: all rows, no None.
+        Packed (``self.packed``): ``agentgym.learner.packing.plan``, a group's shared opening
+        counted (and run) once with ``shared_prefix``. Padded: rows sorted by length, longest
+        first, dealt to the ranks in turn, each micro-batch padded to its longest row and
+        costing that many tokens per row.
         """
-        lengths = batch.attention_mask[index].sum(-1)
-        ordered = index[lengths.argsort(descending=True, stable=True)]
-        ranks, size = self.dist.world_size, self.cfg.micro_batch_size
-        mine = ordered[self.dist.rank :: ranks]
-        micro: list[Tensor | None] = list(mine.split(size)) if len(mine) else []
-        busiest = -(-len(ordered) // ranks)
-        return micro + [None] * (-(-busiest // size) - len(micro))
+        lengths = batch.attention_mask.sum(-1)
+        budget = self.cfg.micro_batch_tokens or self.cfg.micro_batch_size * int(
+            lengths[index].max() if len(index) else 1
+        )
+        if self.packed:
+            return packing.plan(
+                batch.tokens, lengths, batch.group_index, index, budget=budget,
+                share=self.cfg.shared_prefix, rank=self.dist.rank,
+                world_size=self.dist.world_size,
+            )  # fmt: skip
+        ordered = index[lengths[index].argsort(descending=True, stable=True)]
+        ranks = self.dist.world_size
+        dealt = [_padded_micro(ordered[k::ranks], lengths, budget) for k in range(ranks)]
+        busiest = max(len(d) for d in dealt)
+        mine = dealt[self.dist.rank]
+        return [packing.Micro(rows) for rows in mine] + [None] * (busiest - len(mine))
+
+    def _forward(
+        self,
+        model: nn.Module,
+        batch: TrainBatch,
+        micro: packing.Micro | None,
+        value_head: ValueHead | None = None,
+        entropy_grad: bool = False,
+    ) -> tuple[TrainBatch, ForwardOut]:
+        """The rows of ``micro`` (None: a filler, the shortest row with generated tokens) and
+        one forward pass over them, packed or padded."""
+        mb = self._select(batch, None if micro is None else micro.rows)
+        with self._autocast():
+            if micro is None or not self.packed:
+                self._tokens_run += mb.tokens.numel()
+                return mb, forward_tokens(model, mb, self.cfg.temperature, value_head, entropy_grad)
+            self._tokens_run += packing.tokens_run(mb.attention_mask.sum(-1), micro)
+            logp, entropy, values = packing.forward_packed(
+                model, mb.tokens, mb.attention_mask.sum(-1), mb.loss_mask, micro,
+                self.cfg.temperature, value_head, entropy_grad,
+            )  # fmt: skip
+        return mb, ForwardOut(logp, entropy, values)
 
     @staticmethod
     def _select(batch: TrainBatch, micro: Tensor | None) -> TrainBatch:
@@ -845,6 +878,18 @@ def _enable_activation_checkpointing(model: nn.Module) -> None:
     for module in inner.modules():
         if getattr(module, "gradient_checkpointing", False) is True:
             module.training = True
+
+
+def _padded_micro(ordered: Tensor, lengths: Tensor, budget: int) -> list[Tensor]:
+    """Rows sorted longest first in runs whose padded size (rows x the run's first, longest
+    row) stays within ``budget`` tokens; a row longer than the budget runs alone."""
+    out, start = [], 0
+    lens = lengths[ordered].tolist()
+    while start < len(lens):
+        end = start + max(1, budget // max(lens[start], 1))
+        out.append(ordered[start:end])
+        start = end
+    return out
 
 
 def _mean_dicts(parts: list[dict[str, float]]) -> dict[str, float]:

@@ -49,11 +49,24 @@ def token_logprobs(
     is needed: in a multi-turn episode the generated tokens are often a small share of the
     sequence. The entropy carries a gradient only if ``entropy_grad``.
     """
-    B, T = tokens.shape
     rows, cols = (mask[:, 1:] > 0).nonzero(as_tuple=True)  # token cols + 1, predicted at cols
     at = cols if positions is None else torch.searchsorted(positions, cols)
-    scaled = logits[rows, at].float() / temperature
-    logp = F.log_softmax(scaled, dim=-1)
+    return scatter_logprobs(logits[rows, at], tokens, rows, cols, temperature, entropy_grad)
+
+
+def scatter_logprobs(
+    selected: Tensor,
+    tokens: Tensor,
+    rows: Tensor,
+    cols: Tensor,
+    temperature: float = 1.0,
+    entropy_grad: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """``token_logprobs`` from the logits already picked out: ``selected`` [n, V] holds the
+    logits that predict ``tokens[rows, cols + 1]``; returns float[B, T] log-probs and
+    entropies with those entries set (0 elsewhere)."""
+    B, T = tokens.shape
+    logp = F.log_softmax(selected.float() / temperature, dim=-1)
     picked = logp.gather(-1, tokens[rows, cols + 1].unsqueeze(-1)).squeeze(-1)
     with nullcontext() if entropy_grad else torch.no_grad():
         entropy = -(logp.exp() * logp).sum(-1)
