@@ -492,6 +492,11 @@ class _SessionBase:
             return ClosedSessionError(f"session {self.id} was closed during the call")
         return error
 
+    def end_episode(self) -> None:
+        """Marks the running episode as ended by the caller (its own turn limit), so that
+        closing the session does not count it as closed mid-episode."""
+        self.in_episode = False
+
     def close(self) -> None:
         """Closes the session and frees its env (idempotent). A call of it in flight fails
         with :class:`ClosedSessionError`."""
