@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 
-def need(module: str, extra: str) -> Any:
+def need(module: str, extra: str, how: str = "tests/run.sh does") -> Any:
     """``module`` imported, or the test skipped with the command that installs it."""
     return pytest.importorskip(
-        module, reason=f"needs {module}: pip install 'agentgym-rs[{extra}]' (tests/run.sh does)"
+        module, reason=f"needs {module}: pip install 'agentgym-rs[{extra}]' ({how})"
     )
 
 

@@ -4,8 +4,9 @@ task datasets another stack trains on.
 Writes DIR/train and DIR/test (parquet for verl, SkyRL and TRL, JSONL for OpenEnv; ``--format``
 overrides): one row per task id of agentgym's splits, ``tasks.train`` and ``tasks.eval`` (of
 CONFIG's entry for ENV when given, else agentgym's defaults), in the layout that stack reads
-(``agentgym.integrations.tasks`` lists the columns). The pages under docs/integrations/ show
-how each stack picks them up.
+(``agentgym.integrations.tasks`` lists the columns); for verl also DIR/agent_loop.yaml, the
+agent loop's registry entry. The pages under docs/integrations/ show how each stack picks
+them up.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"agentgym export-tasks: {e}", file=sys.stderr)
         return 2
     for split, path in written.items():
+        if split == "agent_loop":
+            print(f"verl agent loop entry -> {path} (rollout.agent.agent_loop_config_path)")
+            continue
         count = len(getattr(tasks, "train" if split == "train" else "eval").ids())
         print(f"{split}: {count} tasks -> {path}")
     return 0

@@ -34,6 +34,13 @@ FORMATS = ("parquet", "jsonl")
 DEFAULT_FORMAT = {"verl": "parquet", "skyrl": "parquet", "trl": "parquet", "openenv": "jsonl"}
 AGENT_NAME = "agentgym"
 """The name the verl agent loop registers under (rows pick it by ``agent_name``)."""
+AGENT_LOOP_YAML = f"""\
+# agentgym's verl agent loop (actor_rollout_ref.rollout.agent.agent_loop_config_path)
+- name: {AGENT_NAME}
+  _target_: agentgym.integrations.verl.AgentGymAgentLoop
+  max_turns: 20
+"""
+"""What ``export --for verl`` writes to ``agent_loop.yaml`` beside the rows."""
 
 
 def task_reference(env: str, task_id: int) -> str:
@@ -105,7 +112,8 @@ def export(
     tasks: TasksConfig | None = None,
     fmt: str | None = None,
 ) -> dict[str, Path]:
-    """Writes ``out/train.<fmt>`` and ``out/test.<fmt>`` for ``stack``; returns the paths.
+    """Writes ``out/train.<fmt>`` and ``out/test.<fmt>`` for ``stack`` (and for verl
+    ``out/agent_loop.yaml``, the registry entry its workers load); returns the paths.
 
     ``fmt``: ``parquet`` (needs pyarrow, which the stacks' extras install) or ``jsonl``;
     default: the stack's usual one (parquet for verl, SkyRL and TRL; JSONL for OpenEnv).
@@ -129,6 +137,9 @@ def export(
         data = list(rows(stack, env, split, tasks))
         (_write_parquet if fmt == "parquet" else _write_jsonl)(path, data)
         written[split] = path
+    if stack == "verl":
+        written["agent_loop"] = out / "agent_loop.yaml"
+        written["agent_loop"].write_text(AGENT_LOOP_YAML)
     return written
 
 
