@@ -5,8 +5,12 @@ those extras need without rebuilding agentgym (tests/run.sh, tests/run_verl.sh).
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pip carries the same parser
+    from pip._vendor import tomli as tomllib
 
 
 def requirements(extras: list[str]) -> list[str]:
