@@ -133,24 +133,36 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=4.0, help="per measurement")
+    ap.add_argument("--repeats", type=int, default=3, help="rounds in turn; the best is kept")
     args = ap.parse_args(argv)
     print(f"{args.sessions} sessions, {os.cpu_count()} CPUs, Python {platform.python_version()}")
     print("| server | steps/s, all sessions stepping | sessions/s (open, reset, step, close) |")
     print("|---|---:|---:|")
+    best: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = echo_example(Path(tmp))
-        for label, kind in SERVERS.items():
-            port = free_port()
-            proc = start(kind, port, args.sessions, workdir)
-            url = f"http://127.0.0.1:{port}"
-            actions = ACTIONS["echo" if kind == "echo" else "agentgym"]
-            try:
-                steps = asyncio.run(steps_per_second(url, actions, args.sessions, args.seconds))
-                opened = asyncio.run(sessions_per_second(url, actions, args.sessions, args.seconds))
-            finally:
-                proc.terminate()
-                proc.wait(timeout=30)
-            print(f"| {label} | {steps:,.0f} | {opened:,.0f} |")
+        for _ in range(args.repeats):  # servers in turn, so that a load change hits all alike
+            for label, kind in SERVERS.items():
+                steps, opened = measure(kind, args, workdir)
+                old_steps, old_opened = best.get(label, (0.0, 0.0))
+                best[label] = (max(steps, old_steps), max(opened, old_opened))
+    for label, (steps, opened) in best.items():
+        print(f"| {label} | {steps:,.0f} | {opened:,.0f} |")
+
+
+def measure(kind: str, args: argparse.Namespace, workdir: Path) -> tuple[float, float]:
+    """Steps/s and sessions/s of one server, started for the measurement."""
+    port = free_port()
+    proc = start(kind, port, args.sessions, workdir)
+    url = f"http://127.0.0.1:{port}"
+    actions = ACTIONS["echo" if kind == "echo" else "agentgym"]
+    try:
+        steps = asyncio.run(steps_per_second(url, actions, args.sessions, args.seconds))
+        opened = asyncio.run(sessions_per_second(url, actions, args.sessions, args.seconds))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return steps, opened
 
 
 if __name__ == "__main__":

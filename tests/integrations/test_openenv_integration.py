@@ -223,3 +223,41 @@ def test_openenv_serve_cli_refuses_bad_arguments(capsys):
     assert "unknown env 'chess'" in capsys.readouterr().err
     assert main(["openenv-serve", "--env", "babyai", "--max-sessions", "0"]) == 2
     assert "--max-sessions" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_agentgym_openenv_serve_serves_babyai(tmp_path):
+    """The command itself, in its own process: health, then an episode over /ws."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "agentgym.cli.main", "openenv-serve", "--env", "babyai",
+           "--port", str(port), "--max-turns", "3"]  # fmt: skip
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/health", timeout=2).ok:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, "the server died"
+            time.sleep(0.2)
+
+        async def episode():
+            async with GenericEnvClient(base_url=f"http://127.0.0.1:{port}") as client:
+                result = await client.reset(task_id=5)
+                while not result.done:
+                    result = await client.step({"action": "turn left"})
+                return result
+
+        last = asyncio.run(episode())
+        assert last.observation["truncated"] and last.observation["task_id"] == 5
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)  # closes its pipe

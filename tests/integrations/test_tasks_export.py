@@ -87,3 +87,15 @@ def test_the_core_imports_no_stack():
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_parquet_rows_keep_their_nested_fields(tmp_path):
+    """verl, SkyRL and TRL read parquet (pyarrow comes with their extras)."""
+    pq = pytest.importorskip(
+        "pyarrow.parquet", reason="needs pyarrow: pip install 'agentgym-rs[skyrl]' (or pyarrow)"
+    )
+    tasks = TasksConfig(train=TaskRange(0, 2), eval=TaskRange(10, 11))
+    for stack in ("verl", "skyrl", "trl"):
+        written = export(stack, "babyai", tmp_path / stack, tasks=tasks)
+        back = pq.read_table(written["train"]).to_pylist()
+        assert back == list(rows(stack, "babyai", "train", tasks))

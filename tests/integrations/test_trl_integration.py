@@ -23,7 +23,7 @@ from trl.chat_template_utils import qwen2_5_chat_template  # noqa: E402
 from agentgym.envs import EnvPool  # noqa: E402
 from agentgym.envs.planners import plan_babyai, plan_textcraft  # noqa: E402
 from agentgym.integrations import trl as agtrl  # noqa: E402
-from agentgym.integrations.tasks import rows  # noqa: E402
+from agentgym.integrations.tasks import export, rows  # noqa: E402
 from agentgym.models import (  # noqa: E402
     TinyModelSpec,
     build_tiny_model,
@@ -248,3 +248,11 @@ def test_grpo_two_steps_with_the_rollout_func(tmp_path):
     )
     assert any(0 in m and 1 in m for m in masks)  # replies and observations interleaved
     assert len(seen["env_reward"]) == 2 and len(seen["logprobs"][0]) == len(masks[0])
+
+
+def test_exported_rows_load_with_datasets(tmp_path):
+    written = export("trl", "babyai", tmp_path)
+    data = datasets.load_dataset("parquet", data_files=str(written["train"]))["train"]
+    first = data[0]
+    assert first["task_id"] == 0 and first["prompt"][-1]["task"] == "babyai/0"
+    assert agtrl.prompt_task("babyai", first["prompt"]) == 0
