@@ -299,6 +299,11 @@ class ThreadCoalescer(_Coalescer):
             del self._pending[: self.max_batch]
         try:
             run_calls(self.pool, batch)
+        except BaseException as e:  # interrupted: every unanswered call learns it
+            for call in batch:
+                if call.error is None and call.outcome is None:
+                    call.error = RuntimeError(f"the batch was interrupted: {e!r}")
+            raise
         finally:
             with self._mutex:
                 self._note_batch(len(batch))
