@@ -37,7 +37,6 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 pytestmark = pytest.mark.filterwarnings(
     "ignore:`.*gradient_checkpointing.*` is deprecated:FutureWarning"
 )
-torch.set_num_threads(1)
 
 TOOLS = {
     "babyai": {"turn_left", "turn_right", "move_forward", "go_to", "pick_up", "go_through",
@@ -46,6 +45,16 @@ TOOLS = {
     "search": {"search", "answer"},
     "webnav": {"click", "type", "hover", "press", "scroll", "goto", "go_back", "stop"},
 }  # fmt: skip
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One intra-op thread while these run (set per module, not at import: other tests change
+    it, and two threads fighting on a busy 2-core box made these runs 20x slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def tools_of(instance) -> list:
