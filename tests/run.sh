@@ -30,6 +30,22 @@ if ! command -v chromium >/dev/null; then
     fi
 fi
 
+# --- Other RL stacks (agentgym.integrations, docs/integrations/) ---------------------------
+# OpenEnv, SkyRL-Gym and TRL live beside agentgym: their extras go into this environment, held to
+# the torch and transformers [train] installed (a constraints file), so that their tests below run
+# against the real packages. verl pins transformers below agentgym's: its tests run in a virtual
+# environment of their own, in their own step after pytest (tests/run_verl.sh).
+# AGENTGYM_STACK_TESTS=0 skips both (the integration tests then skip and say how to run them).
+if [ "${AGENTGYM_STACK_TESTS:-1}" = 1 ]; then
+    echo "== pip install .[openenv,skyrl,trl] deps, torch/transformers held ($SECONDS s so far)"
+    pins="$(mktemp)"
+    python3 -m pip freeze | grep -iE '^(torch|transformers|tokenizers|numpy)==' >"$pins" || true
+    python3 tests/extra_requirements.py openenv skyrl trl \
+        | xargs -r python3 -m pip install --progress-bar off -c "$pins" 2>&1 \
+        | sed -u -e '/^Requirement already satisfied/d' -e '/^  Requirement already/d'
+    rm -f "$pins"
+fi
+
 # The release profile, with the features the wheel was built with where dependencies see them:
 # cargo reuses every dependency pip's build just compiled (target/ in this checkout) and builds
 # only this crate's tests.
@@ -39,4 +55,9 @@ cargo test --release --quiet -p agentgym-envserver
 echo "== pytest ($SECONDS s so far)"
 # python/ is not on sys.path: the tests import the installed package with its native module.
 python3 -m pytest -c pyproject.toml --rootdir . -m "not slow" tests "$@"
+
+if [ "${AGENTGYM_STACK_TESTS:-1}" = 1 ]; then
+    echo "== verl's integration tests, in their own virtual environment ($SECONDS s so far)"
+    bash tests/run_verl.sh
+fi
 echo "== done in $SECONDS s"

@@ -1,7 +1,8 @@
 """``bash tests/run.sh`` changes nothing system-wide unless asked: chromium (for the hub's
 browser tests) is apt-get installed only with AGENTGYM_BROWSER_TESTS=1, and otherwise the script
-says how to run those tests. The script runs here against stand-ins for pip, cargo, pytest
-and apt-get that only record their calls."""
+says how to run those tests. The other RL stacks' extras are installed for their tests, and
+verl's run in their own virtual environment after pytest. The script runs here against
+stand-ins for pip, cargo, pytest and apt-get that only record their calls."""
 
 from __future__ import annotations
 
@@ -24,13 +25,20 @@ def stand_ins(tmp_path: Path) -> Path:
         tool.chmod(0o755)
     (bin_dir / "id").write_text("#!/bin/sh\necho 0\n")  # as root, where apt-get would work
     (bin_dir / "id").chmod(0o755)
-    for name in ("dirname", "sed", "cat"):
+    for name in ("dirname", "sed", "cat", "mktemp", "grep", "xargs", "rm", "bash"):
         os.symlink(shutil.which(name), bin_dir / name)
     return bin_dir
 
 
 def run_script(tmp_path: Path, **env: str) -> tuple[str, str]:
     bin_dir = stand_ins(tmp_path)
+    verl_bin = tmp_path / "verl-venv" / "bin"  # a stand-in of verl's own virtual environment
+    verl_bin.mkdir(parents=True)
+    (verl_bin / "python").write_text(
+        f'#!/bin/sh\necho "verl-python $*" >> {tmp_path / "calls.log"}\n'
+    )
+    (verl_bin / "python").chmod(0o755)
+    env = {"AGENTGYM_VERL_VENV": str(verl_bin.parent), **env}
     done = subprocess.run(
         ["/bin/bash", str(ROOT / "tests" / "run.sh")],
         env={"PATH": str(bin_dir), **env}, capture_output=True, text=True, timeout=60,
@@ -51,3 +59,17 @@ def test_chromium_is_installed_when_asked(tmp_path):
     out, calls = run_script(tmp_path, AGENTGYM_BROWSER_TESTS="1")
     assert "apt-get install -y -q chromium chromium-driver" in calls
     assert "AGENTGYM_BROWSER_TESTS=1" in out
+
+
+def test_the_stacks_tests_run_verl_in_its_own_environment(tmp_path):
+    _, calls = run_script(tmp_path)
+    assert "tests/extra_requirements.py openenv skyrl trl" in calls
+    assert "tests/extra_requirements.py verl" in calls
+    main_suite = calls.index("-m pytest -c pyproject.toml --rootdir . -m not slow tests")
+    verl = calls.index("verl-python -m pytest")
+    assert main_suite < verl and "test_verl_integration.py" in calls[verl:]
+
+
+def test_the_stacks_tests_can_be_left_out(tmp_path):
+    _, calls = run_script(tmp_path, AGENTGYM_STACK_TESTS="0")
+    assert "extra_requirements" not in calls and "verl-python" not in calls

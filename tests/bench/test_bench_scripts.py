@@ -29,6 +29,12 @@ def _has(module: str) -> bool:
 CASES = [
     ("bench_babyai.py", ["--sessions", "1", "4", "--seconds", "0.05", "--repeats", "1"], "|", []),
     (
+        "bench_coalesce.py",
+        ["--coroutines", "4", "--threads", "2", "--seconds", "0.05", "--repeats", "1"],
+        "| callers |",
+        [],
+    ),
+    (
         "bench_textcraft.py",
         ["--sessions", "8", "--decay-resets", "2", "--decay-budget", "5", "--seconds", "0.05"],
         "|",
@@ -166,10 +172,11 @@ def _tiny_babyai_model(directory: Path) -> Path:
 
 def test_every_script_has_a_case():
     """A new bench script gets a minimal-settings case here (bench_sciworld_reset needs Java and
-    the scienceworld package, bench_babyai_agentgym a checkout of AgentGym; they are listed
-    apart)."""
+    the scienceworld package, bench_babyai_agentgym a checkout of AgentGym, bench_openenv starts
+    three servers; they are listed apart)."""
     scripts = {p.name for p in BENCH.glob("bench_*.py")}
-    covered = {c[0] for c in CASES} | {"bench_sciworld_reset.py", "bench_babyai_agentgym.py"}
+    apart = {"bench_sciworld_reset.py", "bench_babyai_agentgym.py", "bench_openenv.py"}
+    covered = {c[0] for c in CASES} | apart
     assert scripts == covered, scripts ^ covered
 
 
@@ -228,3 +235,17 @@ def test_webnav_by_template_splits_eval_episodes_by_template(tmp_path):
                                 "(2", "episodes)"]  # fmt: skip
     assert lines[2].split()[:5] == ["10", "shop_search_page", "avg", "0.000", "invalid"]
     assert lines[3].split() == ["all", "avg", "0.333", "invalid", "0.600", "(3", "episodes)"]
+
+
+@pytest.mark.slow
+def test_openenv_bench_runs(tmp_path):
+    if not _has("openenv"):
+        pytest.skip("needs openenv: pip install 'agentgym-rs[openenv]'")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_openenv.py"), "--sessions", "2", "--seconds", "0.3",
+         "--repeats", "1"],
+        cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "| agentgym babyai, coalesced |" in done.stdout

@@ -5,7 +5,8 @@ preference optimisation), ``export`` (a checkpoint as a Hugging Face model direc
 ``textcraft-goals`` (record a TextCraft server's goal order), ``hub`` (a local web app: runs,
 live curves, trajectory replay), ``index`` (build a search index; generate the multi-hop search
 world), ``model`` (fetch or import a real model from a GGUF file), ``config`` (a config with its
-defaults)."""
+defaults), ``openenv-serve`` (a native env as an OpenEnv server) and ``export-tasks`` (task
+datasets for verl, SkyRL, TRL and OpenEnv)."""
 
 from __future__ import annotations
 
@@ -31,10 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
         configcmd,
         demos,
         export,
+        export_tasks,
         hub,
         index,
         model,
         offline,
+        openenv_serve,
         textcraft_goals,
         train,
     )
@@ -63,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
         command("config", "show a config with its defaults; the config reference", configcmd)
     )
     model.add_arguments(command("model", "fetch or import a real model (GGUF)", model))
+    openenv_serve.add_arguments(
+        command("openenv-serve", "a native env as an OpenEnv server", openenv_serve)
+    )
+    export_tasks.add_arguments(
+        command("export-tasks", "task datasets for verl, SkyRL, TRL, OpenEnv", export_tasks)
+    )
     return parser
 
 
@@ -131,6 +140,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         from agentgym.cli import model
 
         return model.run(args)
+    if args.command == "openenv-serve":
+        from agentgym.cli import openenv_serve
+
+        return openenv_serve.run(args)
+    if args.command == "export-tasks":
+        from agentgym.cli import export_tasks
+
+        return export_tasks.run(args)
     if args.command == "textcraft-goals":
         from agentgym.cli import textcraft_goals
 

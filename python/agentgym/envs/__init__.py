@@ -7,9 +7,28 @@
 >>> batch = pool.step(ids, ["inventory"] * 4)
 """
 
+from agentgym.envs.coalesce import (
+    AsyncCoalescer,
+    AsyncEnvSession,
+    ClosedSessionError,
+    ThreadCoalescer,
+    ThreadSafeEnvSession,
+)
 from agentgym.envs.pool import EnvPool, EnvSession, ExpertBatch, SessionError, StepBatch
 
-__all__ = ["EnvPool", "EnvSession", "ExpertBatch", "SessionError", "StepBatch", "env_names"]
+__all__ = [
+    "AsyncCoalescer",
+    "AsyncEnvSession",
+    "ClosedSessionError",
+    "EnvPool",
+    "EnvSession",
+    "ExpertBatch",
+    "SessionError",
+    "StepBatch",
+    "ThreadCoalescer",
+    "ThreadSafeEnvSession",
+    "env_names",
+]
 
 
 def env_names() -> list[str]:

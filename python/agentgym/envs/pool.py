@@ -7,12 +7,15 @@ import json
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from agentgym import _envserver
 from agentgym.envs.families import family
+
+if TYPE_CHECKING:
+    from agentgym.envs.coalesce import AsyncEnvSession, ThreadSafeEnvSession
 
 
 @dataclass(slots=True)
@@ -172,6 +175,7 @@ class EnvPool:
         self._rng = np.random.default_rng(seed)
         self._executor: ThreadPoolExecutor | None = None
         self._pending: Future[StepBatch] | None = None
+        self._coalescers: dict[Any, Any] = {}
 
     # --- batched API -----------------------------------------------------------------------
 
@@ -320,6 +324,29 @@ class EnvPool:
     def session(self) -> EnvSession:
         """A new session with a one-at-a-time API (for stacks that step envs individually)."""
         return EnvSession(self, self.create(1)[0])
+
+    def async_session(self) -> AsyncEnvSession:
+        """A new session for asyncio code: the concurrent calls of this pool's async sessions
+        on one event loop go out as one batched pool call (``agentgym.envs.coalesce``)."""
+        from agentgym.envs.coalesce import AsyncCoalescer
+
+        loop = asyncio.get_running_loop()
+        coalescer = self._coalescers.get(loop)
+        if coalescer is None:
+            for old in [k for k in self._coalescers if k != "threads" and k.is_closed()]:
+                self._coalescers.pop(old).shutdown()
+            coalescer = self._coalescers[loop] = AsyncCoalescer(self)
+        return coalescer.session()
+
+    def threadsafe_session(self) -> ThreadSafeEnvSession:
+        """A new session that any thread may drive: the concurrent calls of this pool's
+        thread-safe sessions go out as one batched pool call (``agentgym.envs.coalesce``)."""
+        from agentgym.envs.coalesce import ThreadCoalescer
+
+        coalescer = self._coalescers.get("threads")
+        if coalescer is None:
+            coalescer = self._coalescers.setdefault("threads", ThreadCoalescer(self))
+        return coalescer.session()
 
     def __repr__(self) -> str:
         return f"EnvPool({self.env!r}, sessions={len(self)}, horizon={self.horizon})"
