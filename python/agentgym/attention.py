@@ -135,14 +135,62 @@ def packed_attention(
                 )
             )
             continue
-        keep = [*reversed(ancestors), own]
-        k = torch.cat([key[:, :, s] for s in keep], dim=2)
-        v = torch.cat([value[:, :, s] for s in keep], dim=2)
-        seen = k.shape[2] - length
-        mask = torch.ones(length, k.shape[2], dtype=torch.bool, device=q.device)
-        mask[:, seen:] = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()
-        outs.append(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scaling))
+        seen = [*reversed(ancestors)]
+        k_seen = torch.cat([key[:, :, s] for s in seen], dim=2)
+        v_seen = torch.cat([value[:, :, s] for s in seen], dim=2)
+        outs.append(_continued(q, k_seen, v_seen, key[:, :, own], value[:, :, own], scaling))
     return torch.cat(outs, dim=2).transpose(1, 2).contiguous()
+
+
+def _continued(
+    q: Tensor, k_seen: Tensor, v_seen: Tensor, k_own: Tensor, v_own: Tensor, scale: float | None
+) -> Tensor:
+    """Attention of a segment's queries over the keys it continues (all of them) and its own
+    (causally): on the CPU as two fused passes merged by their log-sum-exp (``_TwoPart``),
+    elsewhere as one masked SDPA call."""
+    import torch.nn.functional as F
+
+    if q.device.type == "cpu":
+        dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else q.dtype
+        parts = [t.to(dtype) for t in (q, k_seen, v_seen, k_own, v_own)]
+        return _TwoPart.apply(*parts, scale)
+    n, m = q.shape[2], k_seen.shape[2]
+    mask = torch.ones(n, m + n, dtype=torch.bool, device=q.device)
+    mask[:, m:] = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
+    k, v = torch.cat([k_seen, k_own], dim=2), torch.cat([v_seen, v_own], dim=2)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+class _TwoPart(torch.autograd.Function):
+    """softmax over [seen keys, own keys (causal)] as two calls of PyTorch's fused CPU
+    attention: one dense mask over both would be computed whole (its causal half included),
+    these skip the masked half. The outputs merge by their log-sum-exp; the backward pass runs
+    each part's backward with the merged output and log-sum-exp, which gives each part's exact
+    share of the gradient (as split-key attention does)."""
+
+    @staticmethod
+    def forward(ctx, q, k_seen, v_seen, k_own, v_own, scale):
+        fused = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+        out_seen, lse_seen = fused(q, k_seen, v_seen, 0.0, False, scale=scale)
+        out_own, lse_own = fused(q, k_own, v_own, 0.0, True, scale=scale)
+        lse = torch.logaddexp(lse_seen, lse_own)
+        out = (
+            torch.exp(lse_seen - lse)[..., None] * out_seen.float()
+            + torch.exp(lse_own - lse)[..., None] * out_own.float()
+        ).to(q.dtype)
+        ctx.save_for_backward(q, k_seen, v_seen, k_own, v_own, out, lse)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k_seen, v_seen, k_own, v_own, out, lse = ctx.saved_tensors
+        back = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+        grad = grad.contiguous()
+        dq_seen, dk_seen, dv_seen = back(grad, q, k_seen, v_seen, out, lse, 0.0, False,
+                                         scale=ctx.scale)  # fmt: skip
+        dq_own, dk_own, dv_own = back(grad, q, k_own, v_own, out, lse, 0.0, True, scale=ctx.scale)
+        return dq_seen + dq_own, dk_seen, dv_seen, dk_own, dv_own, None
 
 
 _registered = False

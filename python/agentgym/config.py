@@ -588,6 +588,10 @@ class RunConfig:
         return entry.horizon or self.learner.horizon
 
     def __post_init__(self) -> None:
+        lr = self.learner
+        if lr.aggregation == "seq-mean-token-sum-norm" and lr.loss.norm_tokens is None:
+            loss = replace(lr.loss, norm_tokens=default_norm_tokens(self))
+            object.__setattr__(self, "learner", replace(lr, loss=loss))  # fixed for the run
         try:
             self._check_fields()
         except FieldProblems as e:
@@ -687,6 +691,29 @@ class RunConfig:
         except (OSError, ValueError):
             return None, ""
         return (int(value), str(config)) if isinstance(value, int) else (None, "")
+
+
+def default_norm_tokens(config: RunConfig) -> int:
+    """The most tokens a minibatch can generate: ``engine.max_new_tokens`` x the largest cap
+    any env's schedule reaches (the context's tokens where uncapped) x the minibatch's
+    episodes (``groups_per_step x group_size / minibatches``): the constant
+    ``seq-mean-token-sum-norm`` divides by when ``learner.loss.norm_tokens`` is not given."""
+    caps = [_largest_cap(config.horizon_of(e)) for e in config.entries]
+    context = config.actor.max_context_tokens
+    per_episode = max(
+        context if cap is None else min(config.engine.max_new_tokens * cap, context) for cap in caps
+    )
+    lr = config.learner
+    episodes = -(-lr.groups_per_step * config.actor.group_size // lr.minibatches)
+    return per_episode * episodes
+
+
+def _largest_cap(h: HorizonConfig) -> int | None:
+    if h.schedule == "fixed":
+        return h.cap
+    if h.schedule == "stepwise":
+        return max(h.rounds) if h.rounds else None
+    return h.max_cap
 
 
 SYNC_WEIGHTS = "a synchronous run samples each step with the newest weights"

@@ -305,3 +305,50 @@ def test_engine_and_learner_compute_in_the_same_precision():
     load_config(QUICKSTART, ["engine.bf16=true", "learner.bf16=true"])
     with pytest.raises(ConfigError, match=r"engine.bf16: must equal learner.bf16 \(False\)"):
         load_config(QUICKSTART, ["engine.bf16=true"])
+
+
+REFUSALS = {
+    "sync needs weights every update": (["--sync"], ["learner.publish_weights_every=2",
+                                                     "learner.max_staleness=3"]),
+    "unknown key": ([], ["learner.nope=1"]),
+    "bad type": ([], ["learner.groups_per_step=many"]),
+    "env": ([], ["env.name=babyia"]),
+    "tasks": ([], ["tasks.train.stop=-1"]),
+    "model": ([], ["model.path=/no/such/model"]),
+    "engine": ([], ["engine.max_batch_size=0"]),
+    "engine vs learner": ([], ["engine.bf16=true"]),
+    "actor": ([], ["actor.group_size=0"]),
+    "learner": ([], ["learner.micro_batch_tokens=-1"]),
+    "optim": ([], ["learner.optim.lr=0"]),
+    "loss": ([], ["learner.loss.norm_tokens=0"]),
+    "advantage": ([], ["learner.advantage.gamma=2"]),
+    "horizon": ([], ["learner.horizon.schedule=sideways"]),
+    "eval": ([], ["eval.samples=0"]),
+    "transport": ([], ["transport.kind=udp"]),
+    "kv reuse": ([], ["engine.kv_reuse_max_lag=-1"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_every_config_refusal_exits_with_code_2(tmp_path, case):
+    """Whatever check refuses a config, and wherever it runs (the schema, --sync), the command
+    exits with the one code docs/configs.md gives config problems, before creating anything."""
+    from agentgym.cli.main import main
+
+    flags, items = REFUSALS[case]
+    run_dir = tmp_path / "run"
+    argv = ["train", str(QUICKSTART), *flags, *sets(f"run_dir={run_dir}", *items)]
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    assert code == 2, case
+    assert not run_dir.exists()
+
+
+def test_the_actor_refuses_an_unsynchronised_config_with_code_2(tmp_path):
+    cmd = ["--sync", *sets(f"run_dir={tmp_path}", "learner.publish_weights_every=2",
+                           "learner.max_staleness=3")]  # fmt: skip
+    proc = agentgym(str(QUICKSTART), *cmd, module="agentgym.cli.actor")
+    assert proc.returncode == 2, proc.stderr
+    assert "publish_weights_every" in proc.stderr and "Traceback" not in proc.stderr

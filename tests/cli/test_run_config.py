@@ -99,3 +99,20 @@ def test_stride_spreads_a_limited_range():
     assert TaskRange(0, 200, levels=(0, 1), stride=2).ids()[:3] == (0, 40, 80)
     with pytest.raises(ValueError, match="stride: must be >= 1"):
         TaskRange(0, 10, stride=0)
+
+
+def test_dr_grpo_divides_a_token_sum_by_a_constant_fixed_in_the_saved_config(tmp_path):
+    """dr_grpo's default aggregation is the token sum over a constant: the most tokens a
+    minibatch can generate (max_new_tokens x the largest cap x episodes per minibatch), which
+    the saved config then holds, so a resumed run keeps it."""
+    sets = ["learner.advantage.estimator=dr_grpo", "engine.max_new_tokens=48",
+            "learner.horizon={schedule: stepwise, rounds: [2, 6, 4], every: 5}",
+            "learner.groups_per_step=2", "actor.group_size=8", "learner.minibatches=2"]  # fmt: skip
+    config = load_config(None, sets)
+    assert config.learner.aggregation == "seq-mean-token-sum-norm"
+    assert config.learner.loss.norm_tokens == 48 * 6 * 8
+    dump_config(config, tmp_path / "c.yaml")
+    again = load_config(tmp_path / "c.yaml", ["engine.max_new_tokens=16"])
+    assert again.learner.loss.norm_tokens == 48 * 6 * 8
+    grpo = load_config(None, ["learner.advantage.estimator=grpo"])
+    assert grpo.learner.aggregation == "token-mean" and grpo.learner.loss.norm_tokens is None

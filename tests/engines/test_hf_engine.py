@@ -268,3 +268,31 @@ def test_a_broken_stream_holds_generation_until_a_whole_one_arrives(tiny_dir) ->
 
     gen = run(main())
     assert engine.version == 6 and gen.policy_version == 6
+
+
+def test_a_batch_waiting_for_the_lock_through_a_broken_stream_never_samples_mixed_weights(
+    tiny_dir,
+) -> None:
+    """A batch that found the weights whole, then waited for the lock while a stream held it,
+    must look again once it has the lock: the stream may have broken off (version -1)."""
+    from agentgym.models import load_model
+
+    model, tokenizer = load_model(tiny_dir)
+    engine = make_engine((model, tokenizer))
+    new_state = {k: 0.05 - 2.0 * v for k, v in model.state_dict().items()}
+    params = SamplingParams(max_new_tokens=4, temperature=0.0)
+
+    async def main():
+        engine._lock.acquire()  # a weight stream holds the model
+        waiting = asyncio.ensure_future(engine.generate([PROMPTS[0]], params))
+        await asyncio.sleep(0.3)  # the batch saw whole weights and now waits for the lock
+        engine._whole, engine._version = False, -1  # the stream broke off half-way
+        engine._lock.release()
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        await engine.load_weights_stream(_stream(new_state), version=7)
+        [gen] = await asyncio.wait_for(waiting, 10)
+        return gen
+
+    gen = run(main())
+    assert gen.policy_version == 7

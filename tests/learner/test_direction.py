@@ -61,8 +61,15 @@ def logps(model) -> list[tuple[float, float]]:
     return [(reply_logp(model, p, X), reply_logp(model, p, Y)) for p in PROMPTS]
 
 
+NORM = 64
+"""learner.loss.norm_tokens of these tests (dr_grpo divides a token sum by it)."""
+
+
 def learner_for(model, **kw) -> Learner:
-    base = dict(optim=OptimConfig(lr=3e-3), micro_batch_size=3, groups_per_step=2)
+    base = dict(
+        optim=OptimConfig(lr=3e-3), micro_batch_size=3, groups_per_step=2,
+        loss=LossConfig(norm_tokens=NORM),
+    )  # fmt: skip
     return Learner(model, LearnerConfig(**{**base, **kw}))
 
 
@@ -215,12 +222,13 @@ def _grads_of_one_update(learner: Learner, trajs) -> dict[str, torch.Tensor]:
     return seen
 
 
-def _expected_grads(model, trajs, advantages, weights) -> dict[str, torch.Tensor]:
+def _expected_grads(model, trajs, advantages, weights, norm=None) -> dict[str, torch.Tensor]:
     """grad of -(1/N) sum_{b,t} w_{b,t} A_b log pi(a_{b,t}): the decoupled PPO loss at its
-    first pass (ratio 1, nothing clipped), token-mean over the N generated tokens."""
+    first pass (ratio 1, nothing clipped), token-mean over the N generated tokens (or divided
+    by the constant ``norm``: seq-mean-token-sum-norm)."""
     model.zero_grad(set_to_none=True)
     total = torch.zeros(())
-    n = sum(int(t.loss_mask.sum()) for t in trajs)
+    n = norm if norm is not None else sum(int(t.loss_mask.sum()) for t in trajs)
     for t, a, w in zip(trajs, advantages, weights, strict=True):
         tokens = t.tokens.tolist()
         lp = model(input_ids=torch.tensor([tokens])).logits[0].float().log_softmax(-1)
@@ -263,7 +271,8 @@ def _flatten(grads: dict[str, torch.Tensor]) -> torch.Tensor:
 def test_one_update_is_the_importance_weighted_policy_gradient(estimator):
     """A stale batch in a two-env run: the gradient of one update equals
     -(1/N) sum w_t A_b grad log pi(a_t), with w_t = min(pi_prox / mu, cap) of each token,
-    A_b from the env-scaled rewards within each group, times the env's loss weight.
+    A_b from the env-scaled rewards within each group, times the env's loss weight; N is the
+    generated tokens (grpo: token-mean) or the constant norm_tokens (dr_grpo's default).
 
     Each ingredient changes the gradient well beyond the tolerance: the test computes the
     gradient without the weights, without the loss weights and with the rewards unscaled, and
@@ -276,9 +285,11 @@ def test_one_update_is_the_importance_weighted_policy_gradient(estimator):
     reference = copy.deepcopy(model)
     cfg = LearnerConfig(
         advantage=AdvantageConfig(estimator=estimator), optim=OptimConfig(grad_clip=None),
-        loss=LossConfig(behaviour_cap=2.0), micro_batch_size=3, groups_per_step=2,
+        loss=LossConfig(behaviour_cap=2.0, norm_tokens=NORM), micro_batch_size=3,
+        groups_per_step=2,
     )  # fmt: skip
     got = _flatten(_grads_of_one_update(Learner(model, cfg, envs=envs), trajs))
+    norm = NORM if estimator == "dr_grpo" else None
 
     pi = rescore(reference, trajs)
     weights = [
@@ -294,7 +305,7 @@ def test_one_update_is_the_importance_weighted_policy_gradient(estimator):
         adv = _group_advantages(rewards, [t.group_id for t in trajs], std=estimator == "grpo")
         adv = [a * (lw[t.env] if loss_weights else 1.0) for a, t in zip(adv, trajs, strict=True)]
         w = weights if weighted else [np.ones_like(x) for x in weights]
-        return _flatten(_expected_grads(copy.deepcopy(reference), trajs, adv, w))
+        return _flatten(_expected_grads(copy.deepcopy(reference), trajs, adv, w, norm))
 
     want = expected()
 

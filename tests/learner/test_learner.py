@@ -76,7 +76,7 @@ def test_every_estimator_trains(estimator):
     kl_reward = 0.01 if estimator in KL_REWARD_ESTIMATORS else 0.0
     cfg = config(
         advantage=AdvantageConfig(estimator=estimator, kl_reward_coef=kl_reward),
-        loss=LossConfig(kl_coef=0.05, entropy_coef=0.01, dual_clip=3.0),
+        loss=LossConfig(kl_coef=0.05, entropy_coef=0.01, dual_clip=3.0, norm_tokens=64),
         bf16=estimator == "grpo",
     )
     learner = Learner(model, cfg)
@@ -445,3 +445,63 @@ def test_activation_checkpointing_saves_less_and_takes_the_same_update():
     assert plain.keys() == recomputed.keys()
     for name in plain:
         torch.testing.assert_close(recomputed[name], plain[name], rtol=0, atol=1e-6)
+
+
+def flat(trajs):
+    """The same episodes with every reward equal: no group has a learning signal."""
+    from dataclasses import replace
+
+    return [replace(t, reward=0.5) for t in trajs]
+
+
+def test_a_step_without_signal_leaves_the_weights_where_they_were():
+    """After an informative step AdamW holds momentum, and a step on a zero gradient would
+    still move every weight by it: a step whose advantages are all 0 is skipped and counted."""
+    model = tiny_model()
+    learner = Learner(model, config())
+    learner.step(make_groups(model, seed=1))
+    before = params(model)
+    metrics = learner.step(flat(make_groups(model, seed=2)))
+    assert metrics["skipped_flat_steps"] == 1 and metrics["skipped_flat_steps_total"] == 1
+    assert learner.version == 2
+    after = params(model)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    # with an entropy bonus the gradient is not zero: the step is taken
+    learner = Learner(tiny_model(), config(loss=LossConfig(entropy_coef=0.01)))
+    assert learner.step(flat(make_groups(learner.model, seed=2)))["skipped_flat_steps"] == 0
+
+
+def test_a_periodic_eval_leaves_activation_checkpointing_on(tmp_path):
+    """The engine of a periodic eval samples from the learner's own model: it must leave the
+    checkpointed layers as the learner set them (recomputing in the backward pass)."""
+    import asyncio
+
+    from agentgym.engines import SamplingParams
+    from agentgym.engines.hf import HFEngine
+
+    model = tiny_model()
+    learner = Learner(model, config(activation_checkpointing=True))
+    layers = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True]
+    assert layers and all(m.training for m in layers)
+
+    async def sample():
+        engine = HFEngine(model, stop_token_ids=[0], pad_token_id=0)  # shared, as eval does
+        try:
+            return await engine.generate([[3, 4, 5]], SamplingParams(max_new_tokens=3, seed=0))
+        finally:
+            await engine.close()
+
+    asyncio.run(sample())
+    assert all(m.training for m in layers)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(
+        lambda t: saved.append(t.numel()) or t, lambda t: t
+    ):
+        learner.step(make_groups(model, num_groups=2, seed=3))
+    plain = Learner(tiny_model(), config())
+    saved_plain = []
+    with torch.autograd.graph.saved_tensors_hooks(
+        lambda t: saved_plain.append(t.numel()) or t, lambda t: t
+    ):
+        plain.step(make_groups(plain.model, num_groups=2, seed=3))
+    assert sum(saved) < 0.7 * sum(saved_plain)

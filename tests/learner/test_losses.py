@@ -96,7 +96,7 @@ def test_aggregation_modes():
 def test_microbatch_losses_add_up_with_global_counts():
     logp, prox, adv, mask = random_case(1, B=4)
     for mode in L.AGGREGATIONS:
-        cfg = L.PolicyLossConfig(aggregation=mode)
+        cfg = L.PolicyLossConfig(aggregation=mode, norm_tokens=50.0)
         whole = L.policy_loss(logp, prox, prox, adv, mask, cfg).loss
         n_tok, n_seq = mask.sum(), (mask.sum(-1) > 0).sum()
         parts = sum(
@@ -236,3 +236,41 @@ def test_approx_kl_to_prox_is_positive_when_the_policy_left_the_sampled_tokens()
     cfg = L.PolicyLossConfig(behaviour_weight="none")
     out = L.policy_loss(logp, prox, prox, torch.ones(1, 3), mask, cfg)
     assert out.approx_kl_prox.item() == pytest.approx((0.3 + 0.2 - 0.2) / 3)
+
+
+def test_token_sum_over_a_constant_keeps_a_rows_weight_whatever_joins_its_batch():
+    """Two batches equal but for an extra group of long rows without signal (advantage 0):
+    seq-mean-token-sum-norm gives the informative rows the same gradient in both; token-mean
+    shrinks it by the ratio of generated tokens."""
+    gen = torch.Generator().manual_seed(3)
+    logp = torch.randn(2, 6, generator=gen).requires_grad_()
+    mask = torch.tensor([[0, 1, 1, 1, 0, 0], [0, 1, 1, 0, 0, 0]], dtype=torch.float32)
+    adv = torch.tensor([[1.0] * 6, [-1.0] * 6]) * mask
+    flat_mask = torch.ones(3, 6)  # three long rows, every token generated, advantage 0
+
+    def grad(mode: str, with_flat: bool) -> torch.Tensor:
+        cfg = L.PolicyLossConfig(aggregation=mode, norm_tokens=40.0)
+        lp = logp if not with_flat else torch.cat([logp, torch.zeros(3, 6)])
+        m = mask if not with_flat else torch.cat([mask, flat_mask])
+        a = adv if not with_flat else torch.cat([adv, torch.zeros(3, 6)])
+        logp.grad = None
+        L.policy_loss(lp, lp.detach(), lp.detach(), a, m, cfg).loss.backward()
+        return logp.grad.clone()
+
+    norm_alone, norm_with = (
+        grad("seq-mean-token-sum-norm", False),
+        grad("seq-mean-token-sum-norm", True),
+    )
+    assert torch.equal(norm_alone, norm_with)
+    assert norm_alone.abs().sum() > 0
+    mean_alone, mean_with = grad("token-mean", False), grad("token-mean", True)
+    ratio = float(mask.sum() / (mask.sum() + flat_mask.sum()))
+    assert torch.allclose(mean_with, mean_alone * ratio, atol=1e-7)
+    # against the constant: the token sum, divided by it
+    assert torch.allclose(norm_alone, mean_alone * float(mask.sum()) / 40.0, atol=1e-7)
+
+
+def test_the_constant_of_the_token_sum_must_be_given():
+    logp, prox, adv, mask = random_case(0, B=2)
+    with pytest.raises(ValueError, match="norm_tokens"):
+        L.aggregate(logp, mask, "seq-mean-token-sum-norm")

@@ -18,10 +18,12 @@ from agentgym.cli.common import (
     on_terminate,
     plain_text,
     read_endpoints,
+    report_config_error,
     set_torch_threads,
     wait_for_endpoints,
 )
 from agentgym.config import RunConfig, sync_problem
+from agentgym.configtools import ConfigError
 from agentgym.transport.auth import KeysError
 from agentgym.transport.channels import Endpoints
 from agentgym.transport.malloc import tune_malloc
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     tune_malloc()  # before the first message buffer is allocated
     config = config_from_args(args, "agentgym-actor")
     if args.sync and (problem := sync_problem(config)) is not None:
-        raise SystemExit(f"agentgym-actor: {problem}")
+        raise SystemExit(report_config_error("agentgym-actor", ConfigError(problem)))
     if args.learner:
         endpoints = _learner_address(args.learner)
     else:

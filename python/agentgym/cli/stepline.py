@@ -10,8 +10,9 @@ with no episode in the step's groups, throughput before a second step gives it a
   a policy learns AgentGym's reply format);
 - ``signal``: the share of the step's groups whose episodes' rewards differ; a group of equal
   rewards gives the group-relative estimators (GRPO, Dr. GRPO, RLOO) nothing to learn, and a
-  step without any leaves the weights where they were (``SignalWatch`` warns when steps go by
-  like that);
+  step without any (and without a KL or entropy term) skips its optimizer step, so the weights
+  stay where they were (``skipped_flat_steps``; ``SignalWatch`` warns when steps go by like
+  that);
 - ``staleness``: the mean lag of the step's trajectories (versions behind the learner);
 - ``skipped-steps``: once an optimizer step was skipped for a gradient that was not finite,
   how many were (not shown before);

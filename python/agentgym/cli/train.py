@@ -37,6 +37,7 @@ from agentgym.cli.rundir import checkpoint_step, clear_run, refuse_existing, tri
 from agentgym.cli.servers import ServerFailed, served
 from agentgym.cli.stepline import LEGEND, SignalWatch, StepLine
 from agentgym.config import RunConfig, absolute_paths, dump_config, load_config, sync_problem
+from agentgym.configtools import ConfigError
 
 MODEL_WAIT_S = START_TIMEOUT_S  # actors wait this long for the learner's tiny-model build
 LEARNER_GRACE_S = 60.0  # the learner checkpoints before it exits
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     """``agentgym train``: returns the exit code."""
     config = _resolve(args)
     if args.sync and (problem := sync_problem(config)) is not None:
-        raise SystemExit(f"agentgym train: {problem}")
+        raise ConfigError(problem)  # reported like every config problem (exit code 2)
     run_dir = Path(config.run_dir)
     step = 0
     if args.resume is None:

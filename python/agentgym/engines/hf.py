@@ -171,6 +171,8 @@ class HFEngine:
     async def load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
         """Copy `state_dict` into the model between batches and set `version`."""
         await asyncio.to_thread(self._load_weights, state_dict, version)
+        if self._whole_again is not None:  # batches held by a broken stream go on
+            self._whole_again.set()
 
     async def load_weights_stream(
         self, tensors: AsyncIterator[tuple[str, Any]], version: int
@@ -257,19 +259,22 @@ class HFEngine:
     async def _serve(self, params: SamplingParams, batch: list[_Request]) -> None:
         if not batch:
             return
-        while not self._whole:  # a weight stream broke off; wait for a complete one
-            assert self._whole_again is not None
-            self._whole_again.clear()
-            await self._whole_again.wait()
-        try:
-            results = await asyncio.to_thread(
-                self._generate_batch, [r.prompt for r in batch], [r.seed for r in batch], params
-            )
-        except Exception as exc:  # noqa: BLE001 - handed to every waiting caller
-            for r in batch:
-                if not r.future.done():
-                    r.future.set_exception(exc)
-            return
+        results = None
+        while results is None:
+            while not self._whole:  # a weight stream broke off; wait for a complete one
+                assert self._whole_again is not None
+                self._whole_again.clear()
+                await self._whole_again.wait()
+            try:  # None: a stream broke off while this batch waited for the lock
+                results = await asyncio.to_thread(
+                    self._generate_batch, [r.prompt for r in batch], [r.seed for r in batch],
+                    params,
+                )  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - handed to every waiting caller
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(exc)
+                return
         for r, g in zip(batch, results, strict=True):
             if not r.future.done():
                 r.future.set_result(g)
@@ -289,10 +294,14 @@ class HFEngine:
 
     def _generate_batch(
         self, prompts: list[list[int]], seeds: list[int], params: SamplingParams
-    ) -> list[Generation]:
+    ) -> list[Generation] | None:
+        """The batch's generations, or None when the weights are a mix of two versions (a
+        stream broke off while this batch waited for the lock; checked under it)."""
         device = next(self.model.parameters()).device
         autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16)
         with self._lock, torch.inference_mode(), autocast:
+            if not self._whole:
+                return None
             gens = decode(
                 self.model,
                 prompts,

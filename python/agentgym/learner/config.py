@@ -13,6 +13,9 @@ from typing import Literal
 from agentgym.configtools import check, none_or
 from agentgym.horizon import HorizonConfig
 
+Aggregation = Literal[
+    "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"
+]
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae")
 KL_REWARD_ESTIMATORS = ("reinforce_pp", "reinforce_pp_baseline", "gae")
 """The estimators whose per-token rewards take ``kl_reward_coef``'s KL penalty (the group
@@ -79,8 +82,21 @@ class LossConfig:
     """KL estimator used in the loss."""
     entropy_coef: float = 0.0
     """Entropy bonus weight (the loss subtracts entropy_coef * entropy)."""
-    aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
-    """How per-token losses are reduced."""
+    aggregation: (
+        Literal[
+            "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"
+        ]
+        | None
+    ) = None
+    """How per-token losses are reduced (``agentgym.learner.losses.aggregate``): token-mean
+    divides by the minibatch's generated tokens, so a row's step shrinks when long rows without
+    signal share its batch; seq-mean-token-sum-norm divides a token sum by the constant
+    ``norm_tokens`` (Dr. GRPO). None: seq-mean-token-sum-norm for dr_grpo, token-mean
+    otherwise."""
+    norm_tokens: int | None = None
+    """The constant seq-mean-token-sum-norm divides by, fixed for the run. None: in a run
+    config, the tokens a minibatch can generate at most (``engine.max_new_tokens`` x the
+    schedule's largest cap x the minibatch's episodes), written into the run's config.yaml."""
     value_coef: float = 0.5
     """Weight of the value loss (gae only)."""
     value_clip: float | None = 0.2
@@ -97,6 +113,7 @@ class LossConfig:
             ("entropy_coef", self.entropy_coef >= 0, "must be >= 0"),
             ("value_coef", self.value_coef >= 0, "must be >= 0"),
             ("value_clip", none_or(self.value_clip, lambda v: v > 0), "must be > 0 (or null)"),
+            ("norm_tokens", none_or(self.norm_tokens, lambda v: v >= 1), "must be >= 1 (or null)"),
         )
 
 
@@ -213,6 +230,14 @@ class LearnerConfig:
     keep_checkpoints: int | None = None
     """Keep only the newest this many checkpoints (older ones are deleted after each save);
     None: keep all."""
+
+    @property
+    def aggregation(self) -> str:
+        """``loss.aggregation``, None resolved by the estimator (dr_grpo: the token sum over
+        a constant; others: token-mean)."""
+        if self.loss.aggregation is not None:
+            return self.loss.aggregation
+        return "seq-mean-token-sum-norm" if self.advantage.estimator == "dr_grpo" else "token-mean"
 
     def __post_init__(self) -> None:
         counts = ("groups_per_step", "ppo_epochs", "minibatches", "micro_batch_size", "ranks")

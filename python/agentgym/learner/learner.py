@@ -228,10 +228,17 @@ class Learner:
         self._last_command = time.monotonic()
         self._tokens_run = 0  # tokens this rank's forward passes ran in the current update
         lc = config.loss
+        if config.aggregation == "seq-mean-token-sum-norm" and lc.norm_tokens is None:
+            raise ValueError(
+                "learner.loss.norm_tokens must be set for the seq-mean-token-sum-norm "
+                "aggregation (dr_grpo's default): the constant a minibatch's token sum is divided "
+                "by, e.g. the most tokens a minibatch can generate"
+            )
         self._policy_cfg = PolicyLossConfig(
             lc.clip_eps, lc.clip_eps_high, lc.dual_clip, lc.behaviour_weight,
-            lc.behaviour_cap, lc.aggregation,
+            lc.behaviour_cap, config.aggregation, lc.norm_tokens,
         )  # fmt: skip
+        self._aggregate = {"mode": config.aggregation, "norm_tokens": lc.norm_tokens}
 
     @property
     def prox_from_first_pass(self) -> bool:
@@ -266,11 +273,17 @@ class Learner:
         prep = self._prepare(batch, skip=minibatches[0][0] if reuse else None)
         if (weights := self._loss_weights(trajectories)) is not None:
             prep = replace(prep, advantages=prep.advantages * weights[:, None])
-        parts = [
-            self._update(batch, prep, index, prox_from_pass=reuse and i + j == 0)
-            for i, epoch in enumerate(minibatches)
-            for j, index in enumerate(epoch)
-        ]
+        flat = self._without_signal(prep)
+        if flat:  # AdamW would still move every weight by its momentum on a zero gradient
+            self.counters["skipped_flat_steps"] += 1
+            parts = [dict.fromkeys([k.removeprefix("stat/") for k in _UPDATE_KEYS], 0.0)]
+            parts[0]["grad_norm"] = 0.0
+        else:
+            parts = [
+                self._update(batch, prep, index, prox_from_pass=reuse and i + j == 0)
+                for i, epoch in enumerate(minibatches)
+                for j, index in enumerate(epoch)
+            ]
         skipped = self.counters["skipped_steps"] - skipped_before
         lags = (self.version - batch.min_versions).tolist()
         cap = self.horizon.cap
@@ -303,8 +316,19 @@ class Learner:
             generated_tokens=int(batch.loss_mask.sum()),
             skipped_steps=skipped,
             skipped_steps_total=self.counters["skipped_steps"],
+            skipped_flat_steps=int(flat),
+            skipped_flat_steps_total=self.counters["skipped_flat_steps"],
         )
         return metrics
+
+    def _without_signal(self, prep: Prepared) -> bool:
+        """Whether the update would compute a zero gradient: every advantage exactly 0 (every
+        group's rewards equal, under a group-relative estimator) and no term that moves the
+        weights without one (KL, entropy, a value head)."""
+        lc = self.cfg.loss
+        if self.value_head is not None or lc.kl_coef > 0 or lc.entropy_coef > 0:
+            return False
+        return not bool(prep.advantages.any())
 
     def _scale_rewards(self, trajectories: Sequence[Trajectory]) -> Sequence[Trajectory]:
         """Each episode's reward times its env's ``reward_scale``."""
@@ -491,15 +515,16 @@ class Learner:
         kl_loss = entropy_loss = v_loss = torch.zeros((), device=self.device)
         if prep.ref_logp is not None and cfg.kl_coef > 0:
             kl = kl_estimate(out.logp, _rows(prep.ref_logp, micro, L), cfg.kl_estimator)
-            kl_loss = aggregate(kl, m, cfg.aggregation, **counts)
+            kl_loss = aggregate(kl, m, **self._aggregate, **counts)
             loss = loss + cfg.kl_coef * kl_loss
-        entropy_loss = aggregate(out.entropy, m, cfg.aggregation, **counts)
+        entropy_loss = aggregate(out.entropy, m, **self._aggregate, **counts)
         if entropy_grad:
             loss = loss - cfg.entropy_coef * entropy_loss
         if out.values is not None:
             v_loss = value_loss(
                 out.values, _rows(prep.old_values, micro, L), _rows(prep.returns, micro, L), m,
-                clip=cfg.value_clip, aggregation=cfg.aggregation, **counts,
+                clip=cfg.value_clip, aggregation=self._aggregate["mode"],
+                norm_tokens=self._aggregate["norm_tokens"], **counts,
             )  # fmt: skip
             loss = loss + cfg.value_coef * v_loss
         (loss * self.dist.grad_scale).backward()
@@ -931,7 +956,8 @@ def signal_share(trajectories: Sequence[Trajectory]) -> float:
     """The share of groups whose episodes' rewards differ. A group of equal rewards (every
     episode failed, or every one succeeded alike) has zero advantage under the group-relative
     estimators (GRPO, Dr. GRPO, RLOO): it moves the policy by nothing but the KL and entropy
-    terms. A step with no such group leaves the weights where they were."""
+    terms. A step with no such group (and no KL, entropy or value term) skips its optimizer
+    step, so its weights stay where they were (``skipped_flat_steps``)."""
     rewards: defaultdict[int, set[float]] = defaultdict(set)
     for t in trajectories:
         rewards[t.group_id].add(t.reward)

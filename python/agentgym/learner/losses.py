@@ -20,7 +20,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+AGGREGATIONS = (
+    "token-mean",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-sum-norm",
+)
 BEHAVIOUR_WEIGHTS = ("token", "sequence", "mask", "none")
 LOG_RATIO_CLAMP = 20.0
 """Log-ratios of two policies are clamped to +-this before ``exp`` (as verl does): float32's
@@ -98,21 +103,32 @@ def aggregate(
     *,
     num_tokens: float | Tensor | None = None,
     num_seqs: float | Tensor | None = None,
+    norm_tokens: float | None = None,
 ) -> Tensor:
     """Reduce per-token ``values`` over the tokens where ``mask`` is 1.
 
-    token-mean:          sum_{b,t} x m / N_tokens
-    seq-mean-token-mean: sum_b (sum_t x m / sum_t m) / N_seqs
-    seq-mean-token-sum:  sum_b (sum_t x m) / N_seqs
+    token-mean:              sum_{b,t} x m / N_tokens
+    seq-mean-token-mean:     sum_b (sum_t x m / sum_t m) / N_seqs
+    seq-mean-token-sum:      sum_b (sum_t x m) / N_seqs
+    seq-mean-token-sum-norm: sum_{b,t} x m / C, C = ``norm_tokens``, a constant of the run
     N_tokens and N_seqs (sequences with at least one token) default to this batch's counts;
     pass the counts of the whole minibatch when accumulating gradients over micro-batches, so
     the micro-batch losses add up to exactly the minibatch loss.
+
+    The first three divide by what the batch holds, so one row's weight shrinks when other
+    rows (a group of long episodes without signal, say) join its batch. The last divides by a
+    constant (Dr. GRPO, Liu et al. 2025: a token sum over a fixed budget; verl's mode of the
+    same name): each row's gradient is its own, whatever else is in the batch.
     """
     m = mask.to(values.dtype)
     per_seq_tokens = m.sum(-1)
     if mode == "token-mean":
         n = per_seq_tokens.sum() if num_tokens is None else num_tokens
         return (values * m).sum() / max(n, 1)
+    if mode == "seq-mean-token-sum-norm":
+        if norm_tokens is None or norm_tokens <= 0:
+            raise ValueError("seq-mean-token-sum-norm needs norm_tokens > 0 (a constant)")
+        return (values * m).sum() / norm_tokens
     seq_sums = (values * m).sum(-1)
     if mode == "seq-mean-token-mean":
         seq_sums = seq_sums / per_seq_tokens.clamp(min=1)
@@ -159,6 +175,8 @@ class PolicyLossConfig:
     behaviour_weight: str = "token"
     behaviour_cap: float = 5.0
     aggregation: str = "token-mean"
+    norm_tokens: float | None = None
+    """The constant of ``seq-mean-token-sum-norm``."""
 
 
 @dataclass(frozen=True)
@@ -205,7 +223,10 @@ def policy_loss(
         dual_hit = (advantages < 0) & (per_token > cap)
         per_token = torch.where(dual_hit, cap, per_token)
     w = behaviour_weights(prox_logp, behav_logp, m, cfg.behaviour_weight, cfg.behaviour_cap)
-    loss = aggregate(w * per_token, m, cfg.aggregation, num_tokens=num_tokens, num_seqs=num_seqs)
+    loss = aggregate(
+        w * per_token, m, cfg.aggregation,
+        num_tokens=num_tokens, num_seqs=num_seqs, norm_tokens=cfg.norm_tokens,
+    )  # fmt: skip
     with torch.no_grad():
         stats = _loss_stats(clipped > unclipped, dual_hit, w, m, logp, prox_logp)
     return PolicyLoss(loss, *stats)
@@ -236,13 +257,16 @@ def value_loss(
     aggregation: str = "token-mean",
     num_tokens: float | Tensor | None = None,
     num_seqs: float | Tensor | None = None,
+    norm_tokens: float | None = None,
 ) -> Tensor:
     """Clipped value loss: 0.5 * max((V - G)^2, (V_old + clip(V - V_old, -c, c) - G)^2)."""
     err = (values - returns) ** 2
     if clip is not None:
         clipped = old_values + (values - old_values).clamp(-clip, clip)
         err = torch.maximum(err, (clipped - returns) ** 2)
-    return 0.5 * aggregate(err, mask, aggregation, num_tokens=num_tokens, num_seqs=num_seqs)
+    return 0.5 * aggregate(
+        err, mask, aggregation, num_tokens=num_tokens, num_seqs=num_seqs, norm_tokens=norm_tokens
+    )
 
 
 def sft_loss(logp: Tensor, mask: Tensor, num_tokens: float | Tensor | None = None) -> Tensor:
