@@ -108,6 +108,14 @@ CASES = [
         ["torch", "transformers"],
     ),
     (
+        "bench_rl_step.py",
+        "--caps 1 --steps 1 --arms off,all --contexts 8 --batch 2 --set actor.group_size=2 "
+        "--set learner.groups_per_step=1 --set actor.groups_in_flight=1 "
+        "--set actor.max_context_tokens=512 --set engine.max_new_tokens=16".split(),
+        "| 1 | all |",
+        ["torch", "transformers"],
+    ),
+    (
         "bench_multi_env.py",
         ["--seconds", "0.5", "--delay-ms", "5", "--slots", "2"],
         "| babyai + slow, shared slots",
@@ -145,8 +153,10 @@ def test_script_runs_with_minimal_settings(script, args, expect, needs, tmp_path
         pytest.skip(f"{script} needs {', '.join(missing)}")
     if script == "bench_weights.py":
         args = [*args, "--dir", str(tmp_path), "--port", str(free_base_port(9))]
-    if script == "bench_engine_reuse.py":
+    if script in ("bench_engine_reuse.py", "bench_rl_step.py"):
         args = [*args, "--model", str(_tiny_babyai_model(tmp_path / "model"))]
+    if script == "bench_rl_step.py":
+        args = [*args, "--out-dir", str(tmp_path / "runs")]
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *args],

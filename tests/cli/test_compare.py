@@ -135,9 +135,49 @@ def test_score_and_invalid_replies_are_paired_too_where_they_moved(capsys, tmp_p
     a.write_text(json.dumps(base))
     b.write_text(json.dumps(new))
     assert main(["compare", str(a), str(b)]) == 0
-    table = capsys.readouterr().out.splitlines()
+    table = [x for x in capsys.readouterr().out.splitlines() if not x.startswith("note: ")]
     assert table[0].split()[-4:] == ["score", "(SE)", "invalid", "(SE)"]
     assert table[2].split()[-4:] == ["+0.250", "(0.000)", "-0.375", "(0.000)"]
     for e in base["episodes"]:
         del e["invalid_replies"]  # a result that does not record them
     assert compare(base, new)["rows"]["babyai"]["invalid"] is None
+
+
+SETTINGS = {
+    "eval_seed": 0, "tasks": [{"start": 200000, "stop": 216000}], "limit": None, "samples": 2,
+    "temperature": 0.3, "top_k": 0, "top_p": 1.0, "max_new_tokens": 48, "groups_in_flight": 4,
+    "max_batch_size": 32, "bf16": True, "model": "m", "tokenizer": "t", "weights": "a",
+}  # fmt: skip
+
+
+def test_every_recorded_setting_that_decides_episodes_is_named_when_it_differs():
+    base = _result({0: [True, False]}, settings=SETTINGS)
+    other = {**SETTINGS, "eval_seed": 7, "top_p": 0.9, "groups_in_flight": 1, "weights": "b",
+             "tasks": [{"start": 0, "stop": 10}], "model": "n"}  # fmt: skip
+    notes = compare(base, _result({0: [True, True]}, settings=other))["notes"]
+    for what in ("eval.seed", "top_p", "eval.groups_in_flight", "eval tasks", "base model"):
+        assert any(n.startswith(f"{what} differs") for n in notes), (what, notes)
+    assert not any("weights" in n for n in notes)  # two checkpoints differ there by design
+    same = compare(base, _result({0: [True, True]}, settings=SETTINGS))["notes"]
+    assert same == []
+    assert any(
+        "records no eval settings" in n for n in compare(base, _result({0: [True]}))["notes"]
+    )
+
+
+def test_a_result_of_other_settings_never_replaces_an_earlier_file(tmp_path):
+    """An eval of one checkpoint with another seed, or another --limit, gets a file of its own;
+    the same settings again replace their own file."""
+    from agentgym.cli.eval import result_path
+
+    path = tmp_path / "step_36.json"
+    first = {**_result({0: [True]}), "settings": SETTINGS}
+    path.write_text(json.dumps(first))
+    seeded = {**_result({0: [True]}), "settings": {**SETTINGS, "eval_seed": 7}}
+    second = result_path(path, seeded)
+    assert second.name == "step_36-2.json"
+    second.write_text(json.dumps(seeded))
+    limited = {**_result({0: [True]}), "settings": {**SETTINGS, "limit": 10}}
+    third = result_path(path, limited)
+    assert third.name == "step_36-3.json"
+    assert result_path(path, first) == path and result_path(path, seeded) == second

@@ -114,6 +114,8 @@ class ActorSettings:
     system_prompt: bool = True
     max_context_tokens: int = 4096
     invalid_reply_penalty: float = 0.0
+    invalid_reply_penalty_mode: str = "per_reply"
+    penalize_budget_cuts: bool = True
     task_reward: float = 1.0
     worked_example: bool = False
     seed: int = 0
@@ -373,6 +375,8 @@ class Actor:
             system_prompt=self.s.system_prompt,
             max_context_tokens=self.s.max_context_tokens,
             invalid_reply_penalty=self.s.invalid_reply_penalty,
+            penalty_mode=self.s.invalid_reply_penalty_mode,  # type: ignore[arg-type]
+            penalize_budget_cuts=self.s.penalize_budget_cuts,
             task_reward=self.s.task_reward,
             worked_example=opens_with_example(draw.name, self.s.worked_example),
             seed=derive_seed(self.s.seed, id_position(group_id)),
@@ -578,7 +582,9 @@ def trajectory_record(t: Trajectory, codec: ChatCodec) -> dict[str, Any]:
         "truncation": t.truncation,
         "num_turns": t.num_turns,
         "invalid_replies": t.invalid_replies,
+        "budget_cut_replies": t.budget_cut_replies,
         "versions": t.turn_versions.tolist(),
+        "turn_finish": t.turn_finish.tolist(),
         "num_tokens": t.num_tokens,
         "text": codec.tokenizer.decode(t.tokens.tolist()),
         "generated": [

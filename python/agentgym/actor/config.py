@@ -41,6 +41,15 @@ class ActorConfig:
     format reward, as R1-style recipes use): GRPO then ranks, within a group, an episode that
     wasted turns on unparsable replies below one that reached the same end without. Success
     and eval are unchanged; 0: off."""
+    invalid_reply_penalty_mode: Literal["per_reply", "per_episode"] = "per_reply"
+    """How ``invalid_reply_penalty`` adds up: per_reply, the penalty for each such reply (an
+    all-invalid episode loses penalty x its turns, so the reward scale grows with the horizon
+    cap); per_episode, the penalty times the share of the episode's replies that were invalid
+    (at most the penalty, whatever the cap)."""
+    penalize_budget_cuts: bool = True
+    """Whether a reply cut by ``engine.max_new_tokens`` before its action counts for the
+    penalty (False: only malformed replies do, so the format penalty is not partly a length
+    penalty). Such replies count as invalid either way, and apart as ``invalid_budget``."""
     task_reward: float = 1.0
     """Weight of the env's own reward in an episode's training reward. 0 trains on the format
     reward alone (R1-Zero style: only ``invalid_reply_penalty`` ranks the episodes of a group),

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+import numpy as np
+
 from agentgym.agent.parsing import EMPTY_ACTION_MESSAGE, ParsedAction, parse_action, sanitize_action
 from agentgym.agent.prompts import initial_messages
 from agentgym.agent.turns import ChatCodec, Conversation
@@ -46,8 +48,15 @@ class EpisodeSpec:
     system_prompt: bool = True
     max_context_tokens: int = 4096
     invalid_reply_penalty: float = 0.0
-    """Subtracted from a trajectory's reward per reply without a usable action (success is
-    unchanged)."""
+    """Subtracted from a trajectory's reward for replies without a usable action (success is
+    unchanged), by ``penalty_mode``."""
+    penalty_mode: Literal["per_reply", "per_episode"] = "per_reply"
+    """per_reply: the penalty times the penalised replies (an all-invalid episode loses
+    penalty x turns, so the reward scale grows with the cap); per_episode: the penalty times
+    their share of the episode's turns (at most the penalty, whatever the cap)."""
+    penalize_budget_cuts: bool = True
+    """Whether a reply cut by the token budget before its action counts for the penalty (it
+    counts as invalid either way, apart as ``budget_cut_replies``)."""
     task_reward: float = 1.0
     """Weight of the env's reward in the trajectory's reward (0: the format term alone)."""
     worked_example: bool = False
@@ -101,6 +110,8 @@ class GroupResult:
     generated_tokens: int = 0
     invalid_replies: list[int] = field(default_factory=list)
     """Per trajectory: replies that held no usable action (the env was not called for them)."""
+    budget_cut_replies: list[int] = field(default_factory=list)
+    """Per trajectory: of those, the replies cut by the token budget."""
 
 
 @dataclass
@@ -114,6 +125,10 @@ class _Episode:
     done: bool = False
     error: str | None = None
     invalid_replies: int = 0
+    budget_cuts: int = 0
+    """Invalid replies that the token budget cut off (finish reason "length")."""
+    turn_finish: list[int] = field(default_factory=list)
+    """Per generated turn: 1 where the token budget ended it, else 0."""
     gen_s: float = 0.0
     env_s: float = 0.0
 
@@ -192,10 +207,13 @@ async def _turn(spec, engine, pool, params, live: list[_Episode], clocks: Clocks
             gen.token_ids, gen.logprobs, gen.policy_version, stop=params.stop
         )
         parsed = parse_reply(text, spec.env, spec.reply_format)
+        cut = gen.finish_reason == "length"
+        ep.turn_finish.append(int(cut))
         if parsed.ok:
             acting.append((ep, parsed.action))
         else:
             ep.invalid_replies += 1
+            ep.budget_cuts += int(cut)
             ep.conversation.add_observation(parsed.error)
     if acting:
         await _step(pool, acting, clocks, family(spec.env))
@@ -251,13 +269,28 @@ def _result(spec, episodes: list[_Episode], episode_ids, generated: int) -> Grou
             env=spec.env,
             task_id=spec.task_id,
             horizon_cap=spec.horizon_cap,
-            reward=spec.task_reward * e.reward - spec.invalid_reply_penalty * e.invalid_replies,
+            reward=spec.task_reward * e.reward - format_penalty(spec, e),
             success=e.success,
             truncation=e.truncation,
             timings={"generate": e.gen_s, "env": e.env_s},
             invalid_replies=e.invalid_replies,
+            budget_cut_replies=e.budget_cuts,
+            turn_finish=np.asarray(e.turn_finish, np.uint8),
             **e.conversation.trace.trajectory_fields(),
         )
         for e in kept
     ]
-    return GroupResult(trajectories, errors, generated, [e.invalid_replies for e in kept])
+    return GroupResult(
+        trajectories, errors, generated,
+        [e.invalid_replies for e in kept], [e.budget_cuts for e in kept],
+    )  # fmt: skip
+
+
+def format_penalty(spec: EpisodeSpec, e: _Episode) -> float:
+    """What an episode's invalid replies cost its reward (``EpisodeSpec.penalty_mode``)."""
+    if spec.invalid_reply_penalty == 0:
+        return 0.0
+    penalised = e.invalid_replies - (0 if spec.penalize_budget_cuts else e.budget_cuts)
+    if spec.penalty_mode == "per_episode":
+        return spec.invalid_reply_penalty * penalised / max(len(e.turn_finish), 1)
+    return spec.invalid_reply_penalty * penalised

@@ -187,6 +187,8 @@ def run_actor(
         system_prompt=a.system_prompt,
         max_context_tokens=a.max_context_tokens,
         invalid_reply_penalty=a.invalid_reply_penalty,
+        invalid_reply_penalty_mode=a.invalid_reply_penalty_mode,
+        penalize_budget_cuts=a.penalize_budget_cuts,
         task_reward=a.task_reward,
         worked_example=a.worked_example,
         seed=a.seed + index,

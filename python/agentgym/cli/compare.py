@@ -95,6 +95,8 @@ def _task_values(episodes: list[dict[str, Any]]) -> dict[str, float]:
     turns = sum(int(e.get("turns", 0)) for e in episodes)
     if turns and all("invalid_replies" in e for e in episodes):
         values["invalid"] = sum(int(e["invalid_replies"]) for e in episodes) / turns
+    if turns and all("budget_cut_replies" in e for e in episodes):
+        values["invalid_budget"] = sum(int(e["budget_cut_replies"]) for e in episodes) / turns
     return values
 
 
@@ -132,6 +134,7 @@ def compare(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     for key, what in (("horizon_cap", "turn cap"), ("k", "samples"), ("temperature", "temp")):
         if base.get(key) != new.get(key):
             notes.append(f"{what} differs: BASE {base.get(key)}, NEW {new.get(key)}")
+    notes += setting_notes(base.get("settings"), new.get("settings"))
     envs = list(dict.fromkeys(env for env, _ in common))
     multi = len(envs) > 1 or "envs" in base
     groups: dict[str, list[tuple[str, int]]] = {}
@@ -144,6 +147,31 @@ def compare(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     if len(envs) > 1:
         rows[MACRO] = _macro([rows[env] for env in envs])
     return {"rows": rows, "notes": notes, "envs": envs}
+
+
+COMPARED_SETTINGS = (
+    ("eval_seed", "eval.seed"), ("tasks", "eval tasks"), ("limit", "--limit"),
+    ("top_k", "top_k"), ("top_p", "top_p"), ("max_new_tokens", "engine.max_new_tokens"),
+    ("groups_in_flight", "eval.groups_in_flight"), ("max_batch_size", "engine batch size"),
+    ("bf16", "bf16"), ("model", "base model"), ("tokenizer", "tokenizer"),
+)  # fmt: skip
+"""Recorded eval settings (``agentgym.cli.eval.eval_settings``) that decide the episodes
+besides the weights: a difference is named in the comparison's notes. Sampled tokens depend
+on batching too (rows sampled together see other bf16 roundings): docs/training.md gives the
+eval's own noise floor."""
+
+
+def setting_notes(base: dict | None, new: dict | None) -> list[str]:
+    """A note per recorded setting in which the two results differ (or one saying a result
+    records none: an eval from before results kept their settings)."""
+    if base is None or new is None:
+        missing = " and ".join(n for n, r in (("BASE", base), ("NEW", new)) if r is None)
+        return [f"{missing} records no eval settings (seed, batching): they may differ"]
+    return [
+        f"{what} differs: BASE {base.get(key)}, NEW {new.get(key)}"
+        for key, what in COMPARED_SETTINGS
+        if base.get(key) != new.get(key)
+    ]
 
 
 def _row(a: dict, b: dict, keys: list[tuple[str, int]]) -> dict[str, Any]:

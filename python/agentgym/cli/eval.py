@@ -21,7 +21,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         progress.finish()
     ev = config.eval
     result.update(step=step, temperature=ev.temperature, top_k=ev.top_k, top_p=ev.top_p)
+    result["settings"] = eval_settings(config, ckpt, args.limit)
     records = [e.pop("record") for e in result["episodes"] if "record" in e]
     outs = [result_path(eval_out(Path(config.run_dir), ckpt, step), result)]
     if args.out:
@@ -276,10 +277,57 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
+def eval_settings(config: RunConfig, ckpt: Path, limit: int | None) -> dict[str, Any]:
+    """Everything besides the weights that decides an eval's episodes, as its result records
+    it: the sampling seed, the task ranges and ``--limit``, the sampler, the reply budget,
+    the engine's batching (rows sampled together see other bf16 roundings), the base model
+    and tokenizer, and a hash of the evaluated weights."""
+    from agentgym.actor.policy import model_dir, tokenizer_id
+
+    ev, e = config.eval, config.engine
+    return {
+        "eval_seed": ev.seed,
+        "tasks": [asdict(entry.tasks.eval) for entry in config.entries],
+        "limit": limit,
+        "samples": ev.samples,
+        "temperature": e.temperature if ev.temperature is None else ev.temperature,
+        "top_k": ev.top_k,
+        "top_p": ev.top_p,
+        "max_new_tokens": e.max_new_tokens,
+        "groups_in_flight": ev.groups_in_flight,
+        "max_batch_size": 1 if config.deterministic else e.max_batch_size,
+        "bf16": e.bf16,
+        "model": str(model_dir(config)),
+        "tokenizer": tokenizer_id(model_dir(config)),
+        "weights": weights_hash(ckpt),
+    }
+
+
+def weights_hash(ckpt: Path) -> str:
+    """A hash of a checkpoint's weights: its ``model.safetensors``, or a sharded checkpoint's
+    ``dcp/`` files (names, sizes and the metadata's bytes)."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=12)
+    file = ckpt / "model.safetensors"
+    if file.exists():
+        with open(file, "rb") as f:
+            while chunk := f.read(1 << 24):
+                digest.update(chunk)
+        return digest.hexdigest()
+    dcp = ckpt / "dcp"
+    for part in sorted(dcp.glob("*")) if dcp.is_dir() else []:
+        digest.update(f"{part.name}:{part.stat().st_size}".encode())
+    if (dcp / ".metadata").exists():
+        digest.update((dcp / ".metadata").read_bytes())
+    return digest.hexdigest()
+
+
 def _settings(result: dict[str, Any]) -> tuple:
     """What makes two results of one checkpoint comparable: the turn cap, samples, sampling
-    (temperature, top-k, top-p) and the tasks themselves (another level set of the same size
-    is another eval)."""
+    (temperature, top-k, top-p), the tasks themselves (another level set of the same size
+    is another eval) and the settings the result records (``eval_settings``: the seed, the
+    task ranges, batching, the weights' hash)."""
     env = result.get("env")
     episodes = result.get("episodes")
     tasks = sorted(
@@ -288,7 +336,9 @@ def _settings(result: dict[str, Any]) -> tuple:
         else []
     )
     sampling = (result.get("temperature"), result.get("top_k", 0), result.get("top_p", 1.0))
-    return (*(result.get(k) for k in ("horizon_cap", "num_tasks", "k")), *sampling, tasks)
+    recorded = json.dumps(result.get("settings"), sort_keys=True)
+    keys = ("horizon_cap", "num_tasks", "k")
+    return (*(result.get(k) for k in keys), *sampling, tasks, recorded)
 
 
 def result_path(path: Path, result: dict[str, Any]) -> Path:
@@ -397,10 +447,11 @@ async def _episodes(
                 "score": t.reward,
                 "turns": t.num_turns,
                 "generated_tokens": int(t.loss_mask.sum()),
-                "invalid_replies": invalid,
+                "invalid_replies": t.invalid_replies,
+                "budget_cut_replies": t.budget_cut_replies,
                 "record": trajectory_record(t, codec),
             }
-            for t, invalid in zip(result.trajectories, result.invalid_replies, strict=True)
+            for t in result.trajectories
         ] + [{"task_id": task_id, "level": levels[task_id], "error": e} for e in result.errors]
 
     try:
@@ -443,6 +494,7 @@ def _stats(episodes: list[dict[str, Any]], k: int) -> dict[str, float]:
     for e in episodes:
         tasks[e["task_id"]].append(bool(e.get("success")))
     n = max(len(episodes), 1)
+    turns = max(sum(e.get("turns", 0) for e in episodes), 1)
     return {
         "tasks": len(tasks),
         "episodes": len(episodes),
@@ -450,8 +502,8 @@ def _stats(episodes: list[dict[str, Any]], k: int) -> dict[str, float]:
         f"pass@{k}": sum(any(s) for s in tasks.values()) / max(len(tasks), 1),
         "score": sum(e.get("score", 0.0) for e in episodes) / n,
         "errors": sum("error" in e for e in episodes),
-        "invalid": sum(e.get("invalid_replies", 0) for e in episodes)
-        / max(sum(e.get("turns", 0) for e in episodes), 1),
+        "invalid": sum(e.get("invalid_replies", 0) for e in episodes) / turns,
+        "invalid_budget": sum(e.get("budget_cut_replies", 0) for e in episodes) / turns,
         "tokens": sum(e.get("generated_tokens", 0) for e in episodes) / n,
     }
 
@@ -462,19 +514,20 @@ def format_table(result: dict[str, Any]) -> str:
     w = max(14, *(len(name) + 2 for name in result["rows"]))
     head = (
         f"{'':<{w}}{'tasks':>7}{'episodes':>10}{f'avg@{k}':>9}{f'pass@{k}':>9}{'score':>8}"
-        f"{'invalid':>9}{'tokens':>8}"
+        f"{'invalid':>9}{'budget':>8}{'tokens':>8}"
     )
     lines = [head, "-" * len(head)]
     for name, r in result["rows"].items():
         lines.append(
             f"{name:<{w}}{r['tasks']:>7}{r['episodes']:>10}{r[f'avg@{k}']:>9.3f}"
             f"{r[f'pass@{k}']:>9.3f}{r['score']:>8.3f}{r['invalid']:>9.3f}"
-            f"{r.get('tokens', 0.0):>8.1f}"
+            f"{r.get('invalid_budget', 0.0):>8.3f}{r.get('tokens', 0.0):>8.1f}"
         )
     lines.append(
         f"avg@{k}: share of episodes that succeeded; pass@{k}: share of tasks solved at least "
         f"once in {k} tries; score: mean episode reward; invalid: share of replies without a "
-        "usable action; tokens: generated tokens per episode"
+        "usable action; budget: of all replies, those cut by engine.max_new_tokens before "
+        "their action (counted in invalid); tokens: generated tokens per episode"
     )
     return "\n".join(lines)
 

@@ -929,8 +929,9 @@ def _episode_metrics(
     trajectories: Sequence[Trajectory], task_group: TaskGroup | None = None
 ) -> dict[str, float]:
     """Per env (and ``all``): mean reward, success, truncation and turns; the share of replies
-    without a usable action (``invalid``); the share of groups with a learning signal
-    (``signal``); success per task group (BabyAI's levels)."""
+    without a usable action (``invalid``) and of those cut by the token budget before their
+    action (``invalid_budget``, counted in ``invalid`` too); the share of groups with a
+    learning signal (``signal``); success per task group (BabyAI's levels)."""
     by_env: defaultdict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         by_env[t.env].append(t)
@@ -943,9 +944,9 @@ def _episode_metrics(
         for cause in TRUNCATIONS[1:]:
             out[f"truncated_{cause}/{env}"] = sum(t.truncation == cause for t in ts) / n
         out[f"turns/{env}"] = sum(t.num_turns for t in ts) / n
-        out[f"invalid/{env}"] = sum(t.invalid_replies for t in ts) / max(
-            sum(t.num_turns for t in ts), 1
-        )
+        turns = max(sum(t.num_turns for t in ts), 1)
+        out[f"invalid/{env}"] = sum(t.invalid_replies for t in ts) / turns
+        out[f"invalid_budget/{env}"] = sum(t.budget_cut_replies for t in ts) / turns
         out[f"signal/{env}"] = signal_share(ts)
         if env != "all" and task_group is not None:
             out.update(_group_success(env, ts, task_group))

@@ -25,7 +25,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Bumped whenever a field changes meaning or layout; receivers reject any other version."""
 
 TRUNCATIONS = ("", "cap", "context", "env")
@@ -111,11 +111,17 @@ class Trajectory:
     invalid_replies: int = 0
     """Replies without a usable action (the env was not called for them; the actor answered
     with the family's corrective observation)."""
+    budget_cut_replies: int = 0
+    """Of ``invalid_replies``, those cut by the reply's token budget (``engine.max_new_tokens``)
+    before their action: a length cut, not a format error."""
+    turn_finish: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    """uint8[num_turns]: how each generated turn ended, 0 at a stop token or string, 1 at the
+    token budget (``Generation.finish_reason`` "length"); empty: not recorded (all 0)."""
 
     def __post_init__(self) -> None:
         # numpy scalars and the like become plain Python values, which msgpack can encode
         ints = ("episode_id", "group_id", "group_size", "task_id", "prompt_len", "num_turns",
-                "invalid_replies")  # fmt: skip
+                "invalid_replies", "budget_cut_replies")  # fmt: skip
         for name in ints:
             object.__setattr__(self, name, operator.index(getattr(self, name)))
         if self.horizon_cap is not None:
@@ -131,6 +137,15 @@ class Trajectory:
         object.__setattr__(
             self, "turn_versions", _as_1d(self.turn_versions, "int32", "turn_versions")
         )
+        finish = _as_1d(self.turn_finish, "uint8", "turn_finish")
+        if len(finish) == 0:
+            finish = np.zeros(len(self.turn_versions), np.uint8)
+        if len(finish) != len(self.turn_versions):
+            raise WireError(
+                f"trajectory {self.episode_id}: turn_finish has {len(finish)} entries for "
+                f"{len(self.turn_versions)} turns"
+            )
+        object.__setattr__(self, "turn_finish", finish)
         n = len(self.tokens)
         if len(self.logprobs) != n or len(self.loss_mask) != n:
             raise WireError(
@@ -143,6 +158,11 @@ class Trajectory:
             raise WireError(
                 f"trajectory {self.episode_id}: invalid_replies {self.invalid_replies} not in "
                 f"[0, num_turns {self.num_turns}]"
+            )
+        if not 0 <= self.budget_cut_replies <= self.invalid_replies:
+            raise WireError(
+                f"trajectory {self.episode_id}: budget_cut_replies {self.budget_cut_replies} "
+                f"not in [0, invalid_replies {self.invalid_replies}]"
             )
 
     @classmethod
@@ -372,6 +392,7 @@ _TRAJ_SCALARS = (
     "num_turns",
     "timings",
     "invalid_replies",
+    "budget_cut_replies",
 )
 
 
@@ -380,6 +401,7 @@ _TRAJ_ARRAYS = (
     ("logprobs", "float32"),
     ("loss_mask", "uint8"),
     ("turn_versions", "int32"),
+    ("turn_finish", "uint8"),
 )
 """The array frames of a trajectory message, in frame order (frame 0 is the header)."""
 
@@ -537,9 +559,11 @@ def decode_trajectories(frames: Sequence[Any]) -> list[Trajectory]:
 
 def decode_trajectory_batch(frames: Sequence[Any]) -> tuple[str | None, list[Trajectory]]:
     """(sender, trajectories) of a trajectory batch (sender None when the actor named none)."""
+    if not frames:
+        raise WireError("trajectories: an empty message")
+    msg = _unpack(frames[0], "trajectories")  # first: another schema may have other frames
     if len(frames) != 1 + len(_TRAJ_ARRAYS):
         raise WireError(f"trajectories: expected {1 + len(_TRAJ_ARRAYS)} frames, got {len(frames)}")
-    msg = _unpack(frames[0], "trajectories")
     n, cols, lengths, turn_counts = _header_columns(msg)
     arrays = {
         name: _view(msg.get(name), frame, dtype, name)
@@ -548,8 +572,9 @@ def decode_trajectory_batch(frames: Sequence[Any]) -> tuple[str | None, list[Tra
     total = sum(lengths)
     if not len(arrays["tokens"]) == len(arrays["logprobs"]) == len(arrays["loss_mask"]) == total:
         raise WireError(f"trajectories: token buffers do not hold {total} entries")
-    if len(arrays["turn_versions"]) != sum(turn_counts):
-        raise WireError("trajectories: turn_versions does not match turn_counts")
+    turns = sum(turn_counts)
+    if len(arrays["turn_versions"]) != turns or len(arrays["turn_finish"]) != turns:
+        raise WireError("trajectories: turn_versions or turn_finish does not match turn_counts")
     sender = _field(msg, "sender", str) if "sender" in msg else None
     return sender, _build_trajectories(n, cols, lengths, turn_counts, arrays)
 
@@ -582,7 +607,7 @@ def _header_columns(msg: dict[str, Any]) -> tuple[int, dict[str, list], list[int
 def _build_trajectories(n, cols, lengths, turn_counts, arrays) -> list[Trajectory]:
     _check_columns(cols, turn_counts)
     tokens, logprobs, mask = arrays["tokens"], arrays["logprobs"], arrays["loss_mask"]
-    versions = arrays["turn_versions"]
+    versions, finish = arrays["turn_versions"], arrays["turn_finish"]
     rewards = [float(r) for r in cols["reward"]]
     rows = zip(*(cols[name] for name in _TRAJ_SCALARS), rewards, lengths, turn_counts, strict=True)
     new, set_dict = Trajectory.__new__, object.__setattr__
@@ -592,7 +617,7 @@ def _build_trajectories(n, cols, lengths, turn_counts, arrays) -> list[Trajector
         b, tb = a + length, ta + count
         fields = dict(zip(_TRAJ_SCALARS, row, strict=True))
         fields["reward"] = reward
-        fields["turn_versions"] = versions[ta:tb]
+        fields["turn_versions"], fields["turn_finish"] = versions[ta:tb], finish[ta:tb]
         fields["tokens"], fields["logprobs"], fields["loss_mask"] = (
             tokens[a:b],
             logprobs[a:b],
@@ -619,6 +644,7 @@ _SCALAR_TYPES: dict[str, tuple[type, ...]] = {
     "num_turns": (int,),
     "timings": (dict,),
     "invalid_replies": (int,),
+    "budget_cut_replies": (int,),
 }
 
 
@@ -641,6 +667,9 @@ def _check_columns(cols: dict[str, list], turn_counts: list[int]) -> None:
         not 0 <= k <= n for k, n in zip(cols["invalid_replies"], cols["num_turns"], strict=True)
     ):
         raise WireError("field 'invalid_replies' must be in [0, num_turns]")
+    cuts = zip(cols["budget_cut_replies"], cols["invalid_replies"], strict=True)
+    if any(not 0 <= k <= n for k, n in cuts):
+        raise WireError("field 'budget_cut_replies' must be in [0, invalid_replies]")
     if not _TRUNCATION_SET.issuperset(cols["truncation"]):
         bad = next(v for v in cols["truncation"] if v not in _TRUNCATION_SET)
         raise WireError(f"field 'truncation': {bad!r} is not one of {TRUNCATIONS}")
