@@ -116,7 +116,8 @@ def learner_endpoints(config: RunConfig) -> Endpoints:
 def learner_channels(config: RunConfig, vocab_size: int | None = None) -> LearnerChannels:
     """The learner's bound channels: over TCP, admitting only peers with the run's keys
     (created in the run dir on first use); trajectories checked against ``trajectory_limits``;
-    frames capped at ``transport.max_message_mb``."""
+    messages capped at what the largest legal group needs, at most
+    ``transport.max_message_mb``."""
     endpoints = learner_endpoints(config)
     t = config.transport
     keys = None
@@ -139,6 +140,7 @@ def trajectory_limits(config: RunConfig, vocab_size: int | None = None) -> Traje
     a = config.actor
     return TrajectoryLimits(
         max_group_size=a.group_size,
+        max_batch=a.group_size,  # an actor sends one group per message
         max_tokens=4 * a.max_context_tokens + config.engine.max_new_tokens,
         vocab_size=vocab_size,
         envs=frozenset(e.env.name for e in config.entries),

@@ -35,6 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from agentgym.curriculum import Curriculum, CurriculumConfig, EnvMix
+from agentgym.durable import write_atomic
 from agentgym.horizon import HorizonController, HorizonStats
 from agentgym.learner import advantages as adv_fns
 from agentgym.learner.batch import GroupBuffer, TrainBatch, collate
@@ -629,6 +630,7 @@ class Learner:
                 metrics["rejected_messages_total"] = channels.stats.rejected
                 metrics["rejected_trajectories_total"] = channels.stats.rejected_trajectories
                 metrics["refused_connections_total"] = channels.refused_connections
+                metrics["shed_connections_total"] = channels.shed_connections
                 metrics.update({f"actors/{k}": v for k, v in channels.actors.counts().items()})
                 if extra_metrics is not None:
                     metrics.update(extra_metrics(self.version))
@@ -657,13 +659,16 @@ class Learner:
 
     def _write_actors(self, channels: LearnerChannels) -> None:
         """Per-actor counts (trajectories, last seen, connected) to ``actors.json`` beside the
-        metrics file, replaced atomically."""
+        metrics file, replaced atomically. Informational: a write that fails (no descriptor
+        left while a flood of connections holds them, a full disk) is logged and skipped, and
+        the next step writes it again."""
         if self.cfg.metrics_path is None:
             return
         path = Path(self.cfg.metrics_path).with_name("actors.json")
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(channels.actors.snapshot(), indent=1))
-        tmp.replace(path)
+        try:
+            write_atomic(path, json.dumps(channels.actors.snapshot(), indent=1))
+        except OSError as e:
+            log.warning("could not write %s (%s); the next step tries again", path, e)
 
     def _lead(self, command: str, arg: Any = None) -> Any:
         """Run ``command`` here and, under torchrun, on every other rank (rank 0 decides)."""

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentgym.durable import with_descriptors
+
 log = logging.getLogger(__name__)
 
 
@@ -32,7 +34,9 @@ class MetricsWriter:
         self._file = None
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in close()
+            # a flood of connections may hold every descriptor just now: wait for one
+            opened = lambda: open(path, "a", buffering=1)  # noqa: E731, SIM115
+            self._file = with_descriptors(opened, f"opening {path}")
         self._tb = _tensorboard(tensorboard_dir) if tensorboard_dir else None
         self._wandb = _wandb_run(wandb) if wandb else None
 
