@@ -6,6 +6,7 @@ import argparse
 import hashlib
 import inspect
 import json
+import os
 import re
 import signal
 import sys
@@ -22,6 +23,7 @@ from agentgym.transport.auth import (
     KEYS_FILE,
     TransportKeys,
     curve_available,
+    private_directory,
     run_keys,
     uses_tcp,
     wait_for_keys,
@@ -106,11 +108,14 @@ def learner_endpoints(config: RunConfig) -> Endpoints:
     t = config.transport
     if t.kind == "tcp":
         return Endpoints.tcp(t.host, t.base_port or None)
-    # socket paths are limited to ~100 bytes: keep them short, one directory per run dir
+    # socket paths are limited to ~100 bytes: keep them short, one directory per run dir and
+    # user, which only that user may enter (another user's could hold sockets of theirs)
     key = hashlib.sha256(str(Path(config.run_dir).resolve()).encode()).hexdigest()[:12]
-    directory = Path(tempfile.gettempdir()) / f"agentgym-{key}"
-    directory.mkdir(parents=True, exist_ok=True)
-    return Endpoints.ipc(directory)
+    directory = Path(tempfile.gettempdir()) / f"agentgym-{os.geteuid()}-{key}"
+    try:
+        return Endpoints.ipc(private_directory(directory))
+    except OSError as e:
+        raise SystemExit(f"agentgym: the learner's socket directory: {e}") from None
 
 
 def learner_channels(config: RunConfig, vocab_size: int | None = None) -> LearnerChannels:
