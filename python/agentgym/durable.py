@@ -8,13 +8,20 @@ as possible.
   process has none left (``EMFILE``/``ENFILE``: a flood of connections holds them), waiting
   between tries, instead of failing the run mid-step.
 - ``DiskFull``: the one-line error a full disk becomes (``ENOSPC``, ``EDQUOT``).
+- ``write_manifest`` / ``manifest_problem``: a directory's files with their sizes and SHA-256
+  (``manifest.json``), written when a checkpoint is complete and checked before it is
+  loaded; ``newest_intact`` picks the newest checkpoint of a root that passes the check.
+  Torch-free, so the launcher can tell which checkpoint a run resumes from.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +34,9 @@ OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 DESCRIPTOR_WAIT_S = 120.0
 """How long a call waits for a descriptor before its error goes up."""
+MANIFEST = "manifest.json"
+"""A directory's files (relative paths), each with its size and SHA-256."""
+_STEP_DIR = re.compile(r"step_(\d+)$")
 
 
 class DiskFull(OSError):
@@ -91,3 +101,74 @@ def write_atomic(path: str | Path, data: str | bytes, *, mode: int = 0o666) -> N
             raise DiskFull(path, e) from None
         raise
     fsync_dir(path.parent)
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name != MANIFEST)
+
+
+def write_manifest(directory: str | Path) -> None:
+    """Fsync every file under ``directory`` and record it in ``MANIFEST`` (written last, and
+    fsynced with the directories): a checkpoint is whole once its manifest is there."""
+    directory = Path(directory)
+    entries = {}
+    for path in _files(directory):
+        with path.open("rb") as f:
+            os.fsync(f.fileno())
+        entries[str(path.relative_to(directory))] = {
+            "bytes": path.stat().st_size, "sha256": _digest(path),
+        }  # fmt: skip
+    for sub in {p.parent for p in _files(directory)}:
+        fsync_dir(sub)
+    write_atomic(directory / MANIFEST, json.dumps({"files": entries}, indent=1))
+
+
+def manifest_problem(directory: str | Path) -> str | None:
+    """What is wrong with ``directory`` against its manifest (a file missing, of another size
+    or content), or None when it matches. A directory without a manifest (a checkpoint of an
+    earlier version) is not checked: None."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return f"{directory} is not there"
+    try:
+        entries = json.loads((directory / MANIFEST).read_text())["files"]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"its {MANIFEST} is unreadable ({e})"
+    for name, entry in sorted(entries.items()):
+        path = directory / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != entry.get("bytes"):
+            return f"{name} is {path.stat().st_size:,} bytes, {entry.get('bytes'):,} when written"
+        if _digest(path) != entry.get("sha256"):
+            return f"{name} differs from what was written (SHA-256)"
+    return None
+
+
+def newest_intact(root: str | Path) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """The newest checkpoint under ``root`` whose manifest it matches: the one ``latest``
+    names, else the ``step_*`` directories from the newest; and those passed over, with why.
+    (None, []) when ``root`` has no checkpoint."""
+    root = Path(root)
+    pointer = root / "latest"
+    named = root / pointer.read_text().strip() if pointer.is_file() else None
+    steps = sorted((p for p in root.glob("step_*") if _STEP_DIR.search(p.name) and p.is_dir()),
+                   key=lambda p: int(_STEP_DIR.search(p.name).group(1)), reverse=True)  # fmt: skip
+    candidates = ([named] if named is not None else []) + [p for p in steps if p != named]
+    skipped: list[tuple[Path, str]] = []
+    for path in candidates:
+        why = manifest_problem(path)
+        if why is None:
+            return path, skipped
+        skipped.append((path, why))
+    return None, skipped

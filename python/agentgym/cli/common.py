@@ -188,10 +188,11 @@ def wait_for_endpoints(path: str | Path, timeout_s: float, poll_s: float = 0.05)
 
 
 def on_terminate(callback: Callable[[], None]) -> None:
-    """Call ``callback`` on SIGINT or SIGTERM (main thread only; a no-op elsewhere)."""
+    """Call ``callback`` on SIGINT, SIGTERM or SIGHUP (a closed terminal; main thread only, a
+    no-op elsewhere)."""
     if threading.current_thread() is not threading.main_thread():
         return
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", signal.SIGTERM)):
         signal.signal(sig, lambda *_: callback())
 
 
