@@ -117,3 +117,25 @@ def test_a_learner_whose_every_trajectory_is_refused_stops_saying_why(tmp_path):
             stop.set()
             thread.join()
     assert time.monotonic() < deadline
+
+
+def test_a_checkpoint_waits_for_a_descriptor_instead_of_failing(tmp_path):
+    import resource
+
+    learner = Learner(tiny_model(), config(checkpoint_dir=str(tmp_path)))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held: list[int] = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 32, hard))
+    try:
+        try:
+            while True:  # what a flood of connections does to the learner's descriptors
+                held.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            pass
+        release = threading.Timer(1.0, lambda: [os.close(fd) for fd in held])
+        release.start()
+        path = learner.save_checkpoint()
+        release.join()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert manifest_problem(path) is None and (tmp_path / "latest").read_text() == path.name

@@ -25,6 +25,7 @@ checkpoint directory on a filesystem every node sees.
 
 from __future__ import annotations
 
+import errno
 import json
 import random
 import shutil
@@ -42,6 +43,7 @@ from agentgym.durable import (
     DiskFull,
     fsync_dir,
     manifest_problem,
+    with_descriptors,
     write_atomic,
     write_manifest,
 )
@@ -69,6 +71,14 @@ def _finish(tmp: Path, final: Path) -> None:
     write_atomic(final.parent / "latest", final.name)
 
 
+def _clear(tmp: Path) -> None:
+    """Remove ``tmp``; errors go up (no descriptor left: ``with_descriptors`` waits)."""
+    try:
+        shutil.rmtree(tmp)
+    except FileNotFoundError:
+        pass
+
+
 def _failed_write(tmp: Path, error: BaseException) -> BaseException:
     """The error to raise for a checkpoint whose writing failed, its temporary directory gone:
     a one-line ``DiskFull`` when the disk is full (torch and safetensors report it their own
@@ -82,6 +92,8 @@ def _failed_write(tmp: Path, error: BaseException) -> BaseException:
         pass
     if full:
         return DiskFull(tmp.parent, OSError(DISK_FULL[0], "no space left on device"))
+    if not isinstance(error, OSError) and "Too many open files" in str(error):
+        return OSError(errno.EMFILE, str(error))  # as with_descriptors knows it
     return error
 
 
@@ -122,21 +134,26 @@ def save_checkpoint(
     root = Path(directory)
     final = root / f"step_{state.version:08d}"
     tmp = root / f".tmp_step_{state.version:08d}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir(parents=True)
-        save_model(model, str(tmp / "model.safetensors"))
-        if extra is not None:
-            save_file(
-                {k: v.contiguous() for k, v in extra.state_dict().items()},
-                str(tmp / "extra.safetensors"),
-            )
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save(_rng_state(generator), tmp / "rng.pt")
-        (tmp / "state.json").write_text(json.dumps(state.__dict__, indent=1))
-        _finish(tmp, final)
-    except Exception as e:  # noqa: BLE001 - the writers' errors, sorted by _failed_write
-        raise _failed_write(tmp, e) from None
+
+    def write() -> None:
+        _clear(tmp)  # a try cut short by a descriptor shortage may have left it
+        try:
+            tmp.mkdir(parents=True)
+            save_model(model, str(tmp / "model.safetensors"))
+            if extra is not None:
+                save_file(
+                    {k: v.contiguous() for k, v in extra.state_dict().items()},
+                    str(tmp / "extra.safetensors"),
+                )
+            torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+            torch.save(_rng_state(generator), tmp / "rng.pt")
+            (tmp / "state.json").write_text(json.dumps(state.__dict__, indent=1))
+            _finish(tmp, final)
+        except Exception as e:  # noqa: BLE001 - the writers' errors, sorted by _failed_write
+            raise _failed_write(tmp, e) from None
+
+    # no descriptor left (a flood of connections holds them): wait for one and write again
+    with_descriptors(write, f"writing checkpoint {final}")
     return final
 
 
