@@ -33,6 +33,7 @@ Markdown and writes every figure as JSON (``--json``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -189,6 +190,7 @@ def decode_steps(model_dir: str, contexts: list[int], batch: int, fast: bool) ->
     times: list[float] = []
     forward = model.forward
 
+    @functools.wraps(forward)  # the engine reads the cache keyword off the signature
     def timed(*a, **kw):
         start = time.perf_counter()
         out = forward(*a, **kw)

@@ -92,12 +92,14 @@ def write_gguf(
     raw_types: dict[str, str] | None = None,
     seed: int = 0,
     context: int = 512,
+    poison: str | None = None,
 ):
     """Write a tiny Llama GGUF to ``path``; returns (model, tokenizer) it was made from.
 
     quantize: GGUF tensor name -> a type ``gguf.quants`` can quantize to (e.g. "Q8_0").
     raw_types: GGUF tensor name -> a type written as bytes of the right size without real
     quantization (for types the importer must refuse).
+    poison: a GGUF tensor name whose first weight is written as NaN.
     """
     import gguf
 
@@ -137,6 +139,8 @@ def write_gguf(
             arr = permute_rotary(arr, cfg.num_attention_heads)
         elif target.endswith("attn_k.weight"):
             arr = permute_rotary(arr, cfg.num_key_value_heads)
+        if target == poison:
+            arr.flat[0] = np.nan
         kind = (quantize or {}).get(target)
         raw = (raw_types or {}).get(target)
         if kind:
@@ -161,3 +165,64 @@ def _merges(tok) -> list[tuple[str, str]]:
 
     merges = json.loads(tok.to_str())["model"]["merges"]
     return [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
+
+
+# GGUF metadata value types (the spec's numbering)
+UINT32, STRING, ARRAY, UINT64 = 4, 8, 9, 10
+F32 = 0
+
+
+def _value(kind: int, value) -> bytes:
+    import struct
+
+    if kind == UINT32:
+        return struct.pack("<I", value)
+    if kind == UINT64:
+        return struct.pack("<Q", value)
+    if kind == STRING:
+        raw = value.encode()
+        return struct.pack("<Q", len(raw)) + raw
+    inner, items = value  # ARRAY: (inner kind, items) or (inner kind, (count, bytes of all))
+    if isinstance(items, tuple):
+        return struct.pack("<IQ", inner, items[0]) + items[1]
+    return struct.pack("<IQ", inner, len(items)) + b"".join(_value(inner, v) for v in items)
+
+
+LLAMA_SIZES = [
+    ("general.architecture", STRING, "llama"), ("llama.embedding_length", UINT32, 64),
+    ("llama.attention.head_count", UINT32, 4), ("llama.attention.head_count_kv", UINT32, 2),
+    ("llama.feed_forward_length", UINT32, 96), ("llama.block_count", UINT32, 2),
+    ("llama.context_length", UINT32, 512),
+]  # fmt: skip
+"""The metadata keys of a tiny Llama's sizes, for ``raw_gguf``."""
+
+
+def raw_gguf(
+    path: Path,
+    kvs: list[tuple[str, int, object]],
+    tensors: list[tuple[str, list[int], int, int]],
+    data_bytes: int = 0,
+    *,
+    kv_count: int | None = None,
+    alignment: int = 32,
+) -> Path:
+    """Write a GGUF file byte by byte, whatever it is told (overlapping tensors, absurd counts),
+    as ``gguf.GGUFWriter`` would not: metadata ``kvs`` (key, kind, value), a tensor table
+    (name, dims, ggml type, offset), then ``data_bytes`` zero bytes after the table, aligned.
+    ``kv_count``: the key count the header claims (default: ``len(kvs)``)."""
+    import struct
+
+    head = b"GGUF" + struct.pack(
+        "<IQQ", 3, len(tensors), len(kvs) if kv_count is None else kv_count
+    )
+    body = b"".join(
+        _value(STRING, k) + struct.pack("<I", kind) + _value(kind, v) for k, kind, v in kvs
+    )
+    table = b"".join(
+        _value(STRING, name) + struct.pack(f"<I{len(dims)}QIQ", len(dims), *dims, kind, offset)
+        for name, dims, kind, offset in tensors
+    )
+    header = head + body + table
+    pad = -len(header) % alignment
+    path.write_bytes(header + b"\0" * pad + b"\0" * data_bytes)
+    return path

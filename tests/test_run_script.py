@@ -73,3 +73,35 @@ def test_the_stacks_tests_run_verl_in_its_own_environment(tmp_path):
 def test_the_stacks_tests_can_be_left_out(tmp_path):
     _, calls = run_script(tmp_path, AGENTGYM_STACK_TESTS="0")
     assert "extra_requirements" not in calls and "verl-python" not in calls
+
+
+def test_ci_installs_the_real_parts_runs_their_slow_tests_and_requires_them(tmp_path):
+    bin_dir = stand_ins(tmp_path)
+    log = tmp_path / "calls.log"
+    # a python3 on which ray and scienceworld are missing (the find_spec probes fail)
+    (bin_dir / "python3").write_text(
+        f'#!/bin/sh\necho "python3 $*" >> {log}\ncase "$*" in *find_spec*) exit 1;; esac\n'
+    )
+    done = subprocess.run(
+        ["/bin/bash", str(ROOT / "tests" / "run.sh")],
+        env={"PATH": str(bin_dir), "AGENTGYM_CI": "1"}, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text()
+    assert "apt-get install -y -q chromium chromium-driver default-jre-headless" in calls
+    assert "pip install --progress-bar off ray[default]>=2.9 scienceworld>=1.1" in calls
+    slow = "-m slow tests/cli/test_ray_launch.py tests/http/test_http_sciworld.py"
+    assert slow in calls and calls.index("-m not slow tests") < calls.index(slow)
+
+
+def test_the_real_parts_requirements_are_the_extras_of_pyproject():
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    script = (ROOT / "tests" / "run.sh").read_text()
+    assert f'RAY_REQ="{extras["ray"][0]}"' in script
+    sciworld = next(r for r in extras["sciworld"] if r.startswith("scienceworld"))
+    assert f'SCIWORLD_REQ="{sciworld}"' in script

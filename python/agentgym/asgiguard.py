@@ -65,15 +65,17 @@ class Guard:
         await self.app(scope, replay, send)
 
     def _check_head(self, method: str, headers: _Headers) -> None:
-        refusal = self.settings.cross_site.refusal(method, headers)
-        if refusal is not None:
-            raise _Refused(*refusal)
+        # the token first: a request without it learns nothing else of the API (its input
+        # rules, the cross-site ones), as agentgym-envserver answers it
         token = self.settings.token
         if token is not None:
             scheme, _, given = headers.get("Authorization", "").partition(" ")
             sent = given.strip().encode("latin-1", errors="replace")
             if scheme.lower() != "bearer" or not hmac.compare_digest(sent, token.encode()):
                 raise _Refused(401, "missing or wrong bearer token")
+        refusal = self.settings.cross_site.refusal(method, headers)
+        if refusal is not None:
+            raise _Refused(*refusal)
         declared, limit = headers.get("Content-Length", ""), self.settings.max_body_bytes
         if declared.isdigit() and int(declared) > limit:
             raise _Refused(413, f"request body is over the {limit}-byte limit")

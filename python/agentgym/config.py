@@ -391,9 +391,11 @@ class TransportConfig:
     base_port: int = 5601
     """tcp: trajectories, control and weights use base_port, +1, +2."""
     max_message_mb: int = 64
-    """Largest frame of a trajectory message the learner accepts, in MiB (``ZMQ_MAXMSGSIZE``):
-    a larger one closes its sender's connection before it is buffered. Each array of a group
-    is one frame (its tokens: 4 bytes each)."""
+    """Largest trajectory message the learner accepts, in MiB, all its frames together; the
+    learner lowers it to what the run's largest legal group needs (``actor.group_size``
+    trajectories of the longest allowed episode). Each frame is capped at the largest legal
+    one (``ZMQ_MAXMSGSIZE``: a larger one closes its sender's connection before it is
+    buffered); a message of more frames or bytes is refused unread."""
     max_actors: int = 1024
     """Actor names the learner keeps track of; a hello from one more while that many are
     connected is refused."""

@@ -9,14 +9,26 @@ tokens, chat template) is converted by transformers' own GGUF tokenizer support.
 checked before anything is written: the architecture, each tensor's quantization type, and that
 every tensor's bytes lie inside the file (a truncated download is refused, never half-loaded).
 The output directory gets ``config.json``, ``model.safetensors``, the tokenizer files and
-``agentgym_import.json`` (where it came from: file, size, SHA-256, package and version).
+``agentgym_import.json`` (where it came from: file, size, SHA-256, package and version, and the
+files the import wrote).
+
+Any file costs bounded time and memory before it is refused: the header walk refuses, before
+``GGUFReader`` or a dequantizer sees the file, more than ``MAX_TENSORS`` tensors or
+``MAX_METADATA_KEYS`` keys, arrays and strings longer than the file or than ``MAX_ARRAY_ITEMS``
+/ ``MAX_STRING_BYTES``, an alignment that is not a power of two, tensors whose bytes overlap
+(each tensor owns its bytes, so the dequantized size is bounded by the file's) and a
+vocabulary larger than the embedding. The metadata must hold the model's sizes (positive
+where they divide), and weights that are NaN or infinite are refused. Every refusal is an
+``ImportErrorGGUF`` of one line.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +40,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+MAX_TENSORS = 16_384
+"""Most tensors a GGUF may list (a Llama of 1,000 layers has about 9,000)."""
+MAX_METADATA_KEYS = 4_096
+"""Most metadata keys (llama.cpp's converter writes about 40)."""
+MAX_ARRAY_ITEMS = 1 << 20
+"""Longest metadata array (a vocabulary and its merges; the largest known are 256k tokens)."""
+MAX_STRING_BYTES = 1 << 20
+"""Longest metadata string (chat templates are a few KiB)."""
+MAX_DIMS = 4
+"""Dimensions of a tensor at most (ggml's ``GGML_MAX_DIMS``)."""
+IMPORT_FILES = frozenset({
+    "config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+    "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model", "agentgym_import.json",
+})  # fmt: skip
+"""Files an import writes (``--overwrite`` replaces a directory holding only these, plus the
+ones its ``agentgym_import.json`` lists)."""
 
 ARCHITECTURES = ("llama", "qwen2")
 """GGUF ``general.architecture`` values this importer converts."""
@@ -82,6 +112,16 @@ def _field(reader: Any, key: str, default: Any = None) -> Any:
     return value
 
 
+def _size(reader: Any, key: str, default: int | None = None) -> int:
+    """A positive integer from the metadata (``default`` when absent, if given)."""
+    value = _field(reader, key, default)
+    if value is None:
+        raise ImportErrorGGUF(f"the metadata has no {key!r} (the model's sizes are needed)")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ImportErrorGGUF(f"metadata {key!r} is {value!r}, not a positive integer")
+    return value
+
+
 def read_gguf(path: Path) -> Any:
     """Open ``path`` with ``gguf.GGUFReader`` and check it fits this importer (see the module
     docstring); raises ImportErrorGGUF naming what it found."""
@@ -124,68 +164,102 @@ _STRING, _ARRAY = 8, 9
 
 
 def _check_extent(path: Path, size: int) -> None:
-    """Refuse a file whose tensor table points past its end (a cut download): the header is
-    walked here because ``GGUFReader`` fails on such files with a reshape error."""
+    """Walk the header (see the module docstring) and refuse a file that would cost more than
+    its size to read: absurd counts, lengths past the file, tensors that overlap or point past
+    its end (a cut download: ``GGUFReader`` fails on those with a reshape error), a vocabulary
+    larger than the embedding. Reads the header only, in bounded time."""
     import struct
 
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
+    refuse = lambda why: ImportErrorGGUF(f"{path}: {why}")  # noqa: E731
     with path.open("rb") as f:
 
         def read(fmt: str):
             raw = f.read(struct.calcsize(fmt))
             if len(raw) < struct.calcsize(fmt):
-                raise ImportErrorGGUF(f"{path}: truncated inside its header ({size:,} bytes)")
+                raise refuse(f"truncated inside its header ({size:,} bytes)")
             return struct.unpack("<" + fmt, raw)[0]
 
+        def count(n: int, item_bytes: int, what: str, most: int) -> int:
+            if n > most or n * item_bytes > size - f.tell():
+                raise refuse(f"{what} of {n:,} (at most {most:,}, and within the file's "
+                             f"{size:,} bytes): not a model file this importer reads")  # fmt: skip
+            return n
+
         def string() -> str:
-            return f.read(read("Q")).decode("utf-8", "replace")
+            n = count(read("Q"), 1, "a string", MAX_STRING_BYTES)
+            return f.read(n).decode("utf-8", "replace")
 
         def skip(kind: int) -> Any:
             if kind == _STRING:
                 return string()
             if kind == _ARRAY:
-                inner, count = read("I"), read("Q")
+                inner = read("I")
+                item = struct.calcsize(_SCALARS[inner]) if inner in _SCALARS else 8
+                n = count(read("Q"), item, "an array", MAX_ARRAY_ITEMS)
                 if inner in _SCALARS:
-                    f.seek(count * struct.calcsize(_SCALARS[inner]), 1)
+                    f.seek(n * item, 1)
                 else:
-                    for _ in range(count):
+                    for _ in range(n):
                         skip(inner)
-                return None
+                return n
             if kind not in _SCALARS:
-                raise ImportErrorGGUF(f"{path}: unknown metadata value type {kind}")
+                raise refuse(f"unknown metadata value type {kind}")
             return read(_SCALARS[kind])
 
         f.seek(4)
-        version, tensors, kvs = read("I"), read("Q"), read("Q")
-        if version < 2:
-            raise ImportErrorGGUF(f"{path}: GGUF version {version} is not supported (2 or 3)")
-        alignment = 32
+        version = read("I")
+        if version not in (2, 3):
+            raise refuse(f"GGUF version {version} is not supported (2 or 3)")
+        tensors = count(read("Q"), 24, "a tensor count", MAX_TENSORS)
+        kvs = count(read("Q"), 12, "a metadata key count", MAX_METADATA_KEYS)
+        alignment, vocabulary = 32, None
         for _ in range(kvs):
             key = string()
             value = skip(read("I"))
-            if key == "general.alignment" and isinstance(value, int):
+            if key == "general.alignment":
                 alignment = value
-        table = []
+            elif key == "tokenizer.ggml.tokens":
+                vocabulary = value
+        if not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):
+            raise refuse(f"general.alignment is {alignment!r}, not a power of two")
+        table, names = [], set()
         for _ in range(tensors):
             name = string()
-            dims = [read("Q") for _ in range(read("I"))]
+            if name in names:
+                raise refuse(f"tensor {name!r} is listed twice")
+            names.add(name)
+            n_dims = count(read("I"), 8, "a tensor's dimensions", MAX_DIMS)
+            dims = [read("Q") for _ in range(n_dims)]
             kind, offset = read("I"), read("Q")
             table.append((name, dims, kind, offset))
         start = -(-f.tell() // alignment) * alignment
+    extents = []
     for name, dims, kind, offset in table:
         try:
             block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
         except ValueError:
-            raise ImportErrorGGUF(f"{path}: tensor {name!r} has unknown type {kind}") from None
+            raise refuse(f"tensor {name!r} has unknown type {kind}") from None
+        if not dims or min(dims) < 1 or dims[0] % block:
+            raise refuse(f"tensor {name!r} has dimensions {dims}")
         elements = 1
         for d in dims:
             elements *= d
         end = start + offset + elements // block * type_size
         if end > size:
-            raise ImportErrorGGUF(
-                f"{path}: truncated: tensor {name!r} ends at byte {end:,}, the file has {size:,}"
-            )
+            raise refuse(f"truncated: tensor {name!r} ends at byte {end:,}, the file has {size:,}")
+        extents.append((start + offset, end, name))
+    extents.sort()
+    for (_, end, name), (begin, _, other) in zip(extents, extents[1:], strict=False):
+        if begin < end:
+            raise refuse(f"tensors {name!r} and {other!r} overlap (byte {begin:,})")
+    embedding = next((dims for name, dims, _, _ in table if name == "token_embd.weight"), None)
+    if embedding is None or len(embedding) != 2:
+        raise refuse("no token embedding (token_embd.weight of 2 dimensions)")
+    if vocabulary is not None and vocabulary > embedding[1]:
+        rows = embedding[1]
+        raise refuse(f"its tokenizer has {vocabulary:,} tokens, the embedding {rows:,} rows")
 
 
 def hf_config(reader: Any) -> Any:
@@ -194,20 +268,32 @@ def hf_config(reader: Any) -> Any:
 
     arch = _field(reader, "general.architecture")
     key = lambda name, default=None: _field(reader, f"{arch}.{name}", default)  # noqa: E731
+    size = lambda name, default=None: _size(reader, f"{arch}.{name}", default)  # noqa: E731
     names = {t.name for t in reader.tensors}
     embed = next(t for t in reader.tensors if t.name == "token_embd.weight")
-    hidden = int(key("embedding_length"))
-    heads = int(key("attention.head_count"))
+    hidden = size("embedding_length")
+    heads = size("attention.head_count")
+    kv_heads = size("attention.head_count_kv", heads)
+    if hidden % heads or heads % kv_heads:
+        raise ImportErrorGGUF(
+            f"{hidden} embedding dimensions, {heads} heads and {kv_heads} key/value heads do "
+            "not divide: not a Llama/Qwen2 attention"
+        )
+    numbers = {k: key(k, d) for k, d in (("attention.layer_norm_rms_epsilon", 1e-6),
+                                         ("rope.freq_base", 10000.0))}  # fmt: skip
+    for k, v in numbers.items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+            raise ImportErrorGGUF(f"metadata {arch}.{k} is {v!r}, not a positive number")
     common = dict(
         vocab_size=int(embed.shape[1]),
         hidden_size=hidden,
-        intermediate_size=int(key("feed_forward_length")),
-        num_hidden_layers=int(key("block_count")),
+        intermediate_size=size("feed_forward_length"),
+        num_hidden_layers=size("block_count"),
         num_attention_heads=heads,
-        num_key_value_heads=int(key("attention.head_count_kv", heads)),
-        max_position_embeddings=int(key("context_length")),
-        rms_norm_eps=float(key("attention.layer_norm_rms_epsilon", 1e-6)),
-        rope_theta=float(key("rope.freq_base", 10000.0)),
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=size("context_length"),
+        rms_norm_eps=float(numbers["attention.layer_norm_rms_epsilon"]),
+        rope_theta=float(numbers["rope.freq_base"]),
         tie_word_embeddings="output.weight" not in names,
         bos_token_id=_field(reader, "tokenizer.ggml.bos_token_id"),
         eos_token_id=_field(reader, "tokenizer.ggml.eos_token_id"),
@@ -216,7 +302,7 @@ def hf_config(reader: Any) -> Any:
     head_dim = key("attention.key_length") or key("rope.dimension_count")
     if arch == "llama":
         if head_dim is not None:
-            common["head_dim"] = int(head_dim)
+            common["head_dim"] = _size(reader, f"{arch}.attention.key_length", head_dim)
         return LlamaConfig(**common)
     return Qwen2Config(**common)
 
@@ -269,6 +355,8 @@ def dequantized(reader: Any, config: Any, progress: Callable[[str], None] = _say
     for i, t in enumerate(reader.tensors, 1):
         name = hf_name(t.name)
         w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
+        if not np.isfinite(w).all():
+            raise ImportErrorGGUF(f"tensor {t.name!r} holds NaN or infinite weights")
         w = w.reshape(tuple(int(d) for d in reversed(t.shape)))
         if arch == "llama" and t.name.endswith("attn_q.weight"):
             w = unpermute_rotary(w, config.num_attention_heads)
@@ -294,38 +382,21 @@ def import_gguf(
     ``dtype``: float32 (the dequantized values exactly) or bfloat16 (half the size).
     ``provenance``: extra facts recorded in ``agentgym_import.json`` (e.g. the PyPI package).
     The directory is written under a temporary name and renamed at the end, so an interrupted
-    import leaves no half-written model behind.
+    import leaves no half-written model behind. ``overwrite`` replaces an earlier import in
+    ``out_dir`` and nothing else: a directory holding other files is refused.
     """
-    import numpy as np
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     src, out = Path(gguf_path).resolve(), Path(out_dir).resolve()
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"{out} exists and is not empty (--overwrite replaces it)")
+    _check_out(out, src, overwrite)
     if dtype not in ("float32", "bfloat16"):
         raise ValueError(f"dtype must be float32 or bfloat16, got {dtype!r}")
     progress(f"reading {src.name} ({src.stat().st_size / 2**20:.1f} MiB)")
     reader = read_gguf(src)
-    config = hf_config(reader)
-    tensors = dequantized(reader, config, progress)
+    config = _converted(src, lambda: hf_config(reader))
+    tensors = _converted(src, lambda: dequantized(reader, config, progress))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        progress("  building the model")
-        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
-        state = {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}  # writable
-        if config.tie_word_embeddings:
-            state["lm_head.weight"] = state["model.embed_tokens.weight"]
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        if missing or unexpected:
-            raise ImportErrorGGUF(f"{src}: missing {missing[:5]}, unexpected {unexpected[:5]}")
-        model.generation_config.eos_token_id = config.eos_token_id
-        model.generation_config.bos_token_id = config.bos_token_id
-        model.save_pretrained(tmp, safe_serialization=True)
-        progress("  converting the tokenizer (vocabulary, merges, chat template)")
-        tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
-        tokenizer.save_pretrained(tmp)
+        _converted(src, lambda: _write_model(src, config, tensors, dtype, tmp, progress))
         record = {
             "source": str(src), "bytes": src.stat().st_size, "sha256": sha256(src),
             "architecture": _field(reader, "general.architecture"),
@@ -335,17 +406,104 @@ def import_gguf(
             "dtype": dtype, "converter": "agentgym.model_import",
             "imported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             **(provenance or {}),
+            "files": sorted([*(p.name for p in tmp.iterdir()), "agentgym_import.json"]),
         }  # fmt: skip
         (tmp / "agentgym_import.json").write_text(json.dumps(record, indent=2) + "\n")
         tmp.chmod(0o777 & ~_umask())  # mkdtemp made it private
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
+        _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     progress(f"wrote {out} ({config.model_type}, {sum(v.size for v in tensors.values()):,} params)")
     return out
+
+
+def _write_model(
+    src: Path, config: Any, tensors: dict, dtype: str, tmp: Path, progress: Callable[[str], None]
+) -> None:
+    """The model (safetensors, config) and the tokenizer files into ``tmp``."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    progress("  building the model")
+    model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    state = {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}  # writable
+    if config.tie_word_embeddings:
+        state["lm_head.weight"] = state["model.embed_tokens.weight"]
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise ImportErrorGGUF(f"{src}: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.bos_token_id = config.bos_token_id
+    model.save_pretrained(tmp, safe_serialization=True)
+    progress("  converting the tokenizer (vocabulary, merges, chat template)")
+    tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
+    tokenizer.save_pretrained(tmp)
+
+
+def _converted(src: Path, step: Callable[[], Any]) -> Any:
+    """``step()``, with what the libraries raise on a file they cannot convert (a tensor of
+    the wrong shape, a tokenizer field missing) as one ``ImportErrorGGUF`` line."""
+    try:
+        return step()
+    except ImportErrorGGUF as e:
+        raise ImportErrorGGUF(e.args[0] if str(src) in e.args[0] else f"{src}: {e}") from None
+    except (ValueError, RuntimeError, KeyError, TypeError, IndexError, StopIteration) as e:
+        reason = " ".join(str(e).split())[:300]
+        raise ImportErrorGGUF(f"{src}: cannot convert it ({type(e).__name__}: {reason})") from None
+    except MemoryError:
+        raise ImportErrorGGUF(f"{src}: not enough memory to convert it") from None
+
+
+_SHARD = re.compile(r"model-\d{5}-of-\d{5}\.safetensors$")
+
+
+def _import_files(out: Path) -> set[str]:
+    """Names an import writes in ``out``: the usual ones and those its record lists."""
+    names = set(IMPORT_FILES)
+    try:
+        record = json.loads((out / "agentgym_import.json").read_text())
+        names.update(n for n in record.get("files", []) if isinstance(n, str) and "/" not in n)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return names
+
+
+def _check_out(out: Path, src: Path, overwrite: bool) -> None:
+    """Refuse an ``out`` that holds anything (without ``overwrite``) or anything an import
+    does not write (with it): ``--overwrite`` must never delete a file it did not make."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a directory")
+    present = sorted(p.name for p in out.iterdir())
+    if not present:
+        return
+    if not overwrite:
+        raise FileExistsError(f"{out} exists and is not empty (--overwrite replaces an earlier "
+                              "import there)")  # fmt: skip
+    ours = _import_files(out)
+    foreign = [n for n in present if n not in ours and not _SHARD.match(n) or (out / n).is_dir()]
+    if foreign:
+        more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        shown = ", ".join(foreign[:5]) + more
+        where = " (the GGUF itself is there)" if src.parent == out else ""
+        raise FileExistsError(f"{out} holds files an import does not write{where}: {shown}; "
+                              "--overwrite replaces only an earlier import: use another "
+                              "directory")  # fmt: skip
+
+
+def _swap_in(tmp: Path, out: Path) -> None:
+    """Put the finished directory ``tmp`` at ``out``, an earlier import there set aside by a
+    rename first and deleted after."""
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.replaced-{os.getpid()}")
+        os.rename(out, old)
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _umask() -> int:

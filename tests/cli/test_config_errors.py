@@ -59,8 +59,8 @@ def test_train_reports_every_problem_at_once_and_creates_nothing(tmp_path):
         "(--set learner.max_steps=-5)",
         "learner.nope: unknown key (known: activation_checkpointing, advantage, bf16, "
         "checkpoint_dir, checkpoint_every, device, dist_timeout_s, groups_per_step, horizon, "
-        "keep_checkpoints, loss, max_staleness, max_steps, metrics_path, micro_batch_size, "
-        "micro_batch_tokens, minibatches, optim, pad_token_id, ppo_epochs, "
+        "keep_checkpoints, loss, max_rejected_steps, max_staleness, max_steps, metrics_path, "
+        "micro_batch_size, micro_batch_tokens, minibatches, optim, pad_token_id, ppo_epochs, "
         "publish_weights_every, ranks, seed, shared_prefix, temperature, tensorboard_dir, "
         "wandb_mode, wandb_project, weights_dir, weights_via) "
         "(--set learner.nope=1)",

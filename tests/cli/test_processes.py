@@ -5,6 +5,9 @@ started there is logged, watched and stopped within its grace period."""
 from __future__ import annotations
 
 import ast
+import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -63,3 +66,37 @@ def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path):
     stop_all([child], grace_s=0.5)
     assert 0.4 < time.monotonic() - started < 10.0
     assert child.poll() == -9
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie counts: it no longer runs)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_a_child_dies_with_its_launcher_killed_by_sigkill(tmp_path):
+    launcher = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from agentgym.cli.processes import spawn\n"
+        f"c = spawn('child', [sys.executable, '-c', 'import time; time.sleep(60)'], "
+        f"Path({str(tmp_path / 'child.log')!r}))\n"
+        "print(c.proc.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", launcher], stdout=subprocess.PIPE, text=True)
+    child = int(proc.stdout.readline())
+    assert not _gone(child)
+    proc.kill()  # SIGKILL: the launcher cannot stop its children itself
+    proc.wait()
+    proc.stdout.close()
+    deadline = time.monotonic() + 10
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gone = _gone(child)
+    if not gone:
+        os.kill(child, signal.SIGKILL)
+    assert gone, "the child outlived its launcher"

@@ -5,10 +5,12 @@ prints progress per step, where the files are and, when stopped, how to resume."
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -313,3 +315,106 @@ def test_an_eval_under_other_settings_keeps_the_earlier_result(tmp_path):
     assert result_path(path, levels) == tmp_path / "eval" / "step_30-3.json"
     path.write_text(json.dumps(levels))
     assert result_path(path, dict(levels)) == path
+
+
+def test_a_run_dir_in_use_is_refused_naming_its_holder(tmp_path):
+    run_dir = tmp_path / "run"
+    fake_run(run_dir, step=1)
+    # another run's process holding the lock as lock_run_dir takes it (flock, who in the file)
+    lock = run_dir / ".lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, time; "
+         f"fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
+         "os.write(fd, f'agentgym train (pid {os.getpid()})'.encode()); print('held', flush=True); "
+         "time.sleep(120)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.name != ".lock"}
+        resumed = agentgym("train", "--resume", str(run_dir))
+        fresh = tiny_run.sets(TINY + [f"run_dir={run_dir}", "learner.max_steps=1"])
+        over = agentgym("train", str(tiny_run.QUICKSTART), "--overwrite", *fresh)
+        learner = agentgym("--resume", str(run_dir), module="agentgym.cli.learner")
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    for done in (resumed, over, learner):
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"in use by agentgym train (pid {holder.pid}" in lines[0]
+    assert {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.name != ".lock"} == before
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.slow
+def test_kill_9_of_train_ends_its_children_and_no_second_run_overlaps_them(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "agentgym.cli.main", "train", str(tiny_run.QUICKSTART),
+           *tiny_run.sets(TINY + [f"run_dir={run_dir}", "learner.max_steps=200"])]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    watchdog = threading.Timer(300, proc.kill)
+    watchdog.start()
+    try:
+        while not (line := proc.stdout.readline()).startswith("step "):
+            assert line, "no progress line"
+        children = _children(proc.pid)
+        assert len(children) == 2  # the learner and the actor
+        second = agentgym("train", "--resume", str(run_dir))
+        assert second.returncode == 1 and f"(pid {proc.pid}" in second.stderr, second.stderr
+        proc.kill()  # SIGKILL: the launcher cannot stop its children itself
+        proc.wait()
+        proc.stdout.close()
+        deadline = time.monotonic() + 90  # the learner writes a checkpoint first
+        while any(map(_running, children)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(map(_running, children)), "children outlived the launcher"
+    finally:
+        watchdog.cancel()
+        for pid in _children(proc.pid) if proc.poll() is None else []:
+            os.kill(pid, signal.SIGKILL)
+    step = checkpoint_step(run_dir)
+    resumed = agentgym("train", "--resume", str(run_dir), "--set", f"learner.max_steps={step + 1}")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    steps = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, step + 2)), "no step trained twice"
+
+
+@pytest.mark.slow
+def test_resume_passes_over_a_damaged_checkpoint_for_the_newest_intact(tmp_path):
+    run_dir = tmp_path / "run"
+    first = agentgym(
+        "train", str(tiny_run.QUICKSTART), *tiny_run.sets(TINY + [f"run_dir={run_dir}"])
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    newest = run_dir / "checkpoints" / "step_00000002" / "model.safetensors"
+    with newest.open("r+b") as f:  # 96 bytes overwritten, the size unchanged
+        f.seek(newest.stat().st_size // 2)
+        f.write(b"\xff" * 96)
+    resumed = agentgym("train", "--resume", str(run_dir), "--set", "learner.max_steps=3")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "checkpoint step_00000002 is damaged (model.safetensors differs" in resumed.stdout
+    assert "resuming from the checkpoint at step 1" in resumed.stdout
+    steps = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3]

@@ -6,6 +6,8 @@ Run as a subprocess by the fault tests: ``python fake_agentgym_server.py --mode 
 - ``ok``: a counter env; step ``k`` of an episode answers ``"<task>:<k>:<action>"``, done at 3.
 - ``sleep``: as ``ok``, but ``/step`` sleeps ``--sleep`` seconds first.
 - ``garbage``: as ``ok``, but ``/step`` answers 200 with a body that is not JSON.
+- ``reuse_ids``: as ``ok``, but ``/create`` hands out ids 0 and 1 in turn (a server that
+  reuses ids, or one restarted between two creates).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class State:
     def __init__(self, mode: str, sleep: float, dialect: str):
         self.mode, self.sleep, self.dialect = mode, sleep, dialect
-        self.ids = itertools.count(0)
+        self.ids = itertools.cycle([0, 1]) if mode == "reuse_ids" else itertools.count(0)
         self.sessions: dict[int, dict] = {}
         self.lock = threading.Lock()
         self.steps_received = 0
@@ -101,7 +103,7 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", choices=["ok", "sleep", "garbage"], default="ok")
+    p.add_argument("--mode", choices=["ok", "sleep", "garbage", "reuse_ids"], default="ok")
     p.add_argument("--sleep", type=float, default=5.0)
     p.add_argument("--dialect", choices=["id", "env_idx"], default="id")
     p.add_argument("--port", type=int, default=0)

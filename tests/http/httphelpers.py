@@ -29,7 +29,8 @@ def native_server(env: str, **kwargs):
         from agentgym.envs.textcraft import default_recipes_dir
 
         options.setdefault("recipes_dir", default_recipes_dir())
-    return _envserver.Server(env, host="127.0.0.1", port=0, options=options, **kwargs)
+    kwargs.setdefault("port", 0)
+    return _envserver.Server(env, host="127.0.0.1", options=options, **kwargs)
 
 
 def url_of(server) -> str:

@@ -111,3 +111,54 @@ def test_remote_replies_past_the_cap_fail_their_sessions(babyai_url):
     roomy = EnvPool.remote(babyai_url, "babyai")
     more = roomy.create(2)
     assert all(roomy.reset(more, [0, 1]))
+
+
+def _status_within(port: int, request: bytes, seconds: float) -> tuple[int | None, float]:
+    """Sends ``request`` (a head, maybe part of a body) and reads the status line; the status
+    (None: none within ``seconds``) and how long it took."""
+    start = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(seconds)
+        sock.sendall(request)
+        reply = b""
+        try:
+            while b"\r\n" not in reply and (chunk := sock.recv(4096)):
+                reply += chunk
+        except TimeoutError:
+            return None, time.monotonic() - start
+    status = reply.split(b" ", 2)[1] if reply.startswith(b"HTTP/1.1 ") else b""
+    return int(status) if status.isdigit() else None, time.monotonic() - start
+
+
+UNAUTHENTICATED = {
+    # a body declared 9 MiB (over the 8 MiB cap), no content type, none of it ever sent
+    "9MiB-no-type": b"POST /batch/step HTTP/1.1\r\nHost: h\r\nContent-Length: 9437184\r\n\r\n",
+    "form-post": b"POST /create HTTP/1.1\r\nHost: h\r\nContent-Type: application/x-www-form-"
+    b"urlencoded\r\nContent-Length: 3\r\n\r\na=b",
+    "text-plain": b"POST /step HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\n"
+    b"Content-Length: 2\r\n\r\nhi",
+    "chunked": b"POST /reset HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "foreign-origin": b"GET /health HTTP/1.1\r\nHost: h\r\nOrigin: https://evil.example\r\n\r\n",
+    "origin-null": b"POST /batch/create HTTP/1.1\r\nHost: h\r\nOrigin: null\r\n"
+    b'Content-Type: application/json\r\nContent-Length: 8\r\n\r\n{"n": 1}',
+    "unknown-route": b"GET /nowhere HTTP/1.1\r\nHost: h\r\n\r\n",
+    "wrong-method": b"DELETE /create HTTP/1.1\r\nHost: h\r\n\r\n",
+    "metrics": b"GET /metrics HTTP/1.1\r\nHost: h\r\n\r\n",
+    "other-instance": b"GET /health HTTP/1.1\r\nHost: h\r\nX-Agentgym-Instance: 0\r\n\r\n",
+    "wrong-token": b"GET /health HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer nope\r\n\r\n",
+    "basic-scheme": b"GET /health HTTP/1.1\r\nHost: h\r\nAuthorization: Basic s3cret\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("name", list(UNAUTHENTICATED))
+def test_without_the_token_every_request_is_401_before_its_body_is_read(name):
+    # with a 3 s body timeout, a server that read the body first would answer 408 after 3 s
+    server = native_server("babyai", token="s3cret", body_read_timeout=3.0)
+    try:
+        status, took = _status_within(server.port, UNAUTHENTICATED[name], 10.0)
+        assert status == 401, status
+        assert took < 2.0, f"answered after {took:.1f} s"
+        r = requests.get(url_of(server) + "/health", headers={"Authorization": "Bearer s3cret"})
+        assert r.status_code == 200
+    finally:
+        server.stop()

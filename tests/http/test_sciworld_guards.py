@@ -72,6 +72,19 @@ def test_the_token_is_required_when_set(guarded):
     assert ok.status_code == 200 and ok.json() == {"id": 0}
 
 
+def test_without_the_token_every_request_is_401_first(guarded):
+    s = guarded(token="s3cret")
+    refused_otherwise = [  # a form post, a foreign page, a body over the cap, no type at all
+        {"data": b"a=b", "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
+        {"json": {}, "headers": {"Origin": "https://evil.example"}},
+        {"data": b"x" * (2 << 20), "headers": {"Content-Type": "text/plain"}},
+        {"data": b"x" * 100},
+    ]
+    for request in refused_otherwise:
+        r = requests.post(s.url + "/create", timeout=10, **request)
+        assert r.status_code == 401, (request.get("headers"), r.status_code)
+
+
 def test_cross_site_requests_are_refused(guarded):
     s = guarded()
     text = {"Content-Type": "text/plain"}

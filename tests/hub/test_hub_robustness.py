@@ -5,7 +5,10 @@ reason shown), every request is answered, and no connection holds a thread for l
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
+import tracemalloc
 
 import pytest
 import requests
@@ -224,3 +227,61 @@ def test_allowed_hosts_and_tokens_lift_the_host_rule(tmp_path):
         finally:
             server.shutdown()
             server.server_close()
+
+
+def test_silent_sockets_past_the_cap_do_not_lock_the_user_out(runs):
+    url, _ = runs
+    port = int(url.rsplit(":", 1)[1])
+    silent = [
+        socket.create_connection(("127.0.0.1", port))
+        for _ in range(hub_server.MAX_CONNECTIONS + 64)
+    ]
+    try:
+        time.sleep(0.3)
+        for _ in range(3):  # each newcomer takes the place of the oldest silent socket
+            r = requests.get(f"{url}/api/runs", timeout=5)
+            assert r.status_code == 200
+    finally:
+        for s in silent:
+            s.close()
+
+
+def _peak_bytes(call) -> int:
+    """The most memory Python objects held during ``call()``."""
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_an_unterminated_huge_metrics_line_is_not_held_or_read_again(tmp_path):
+    run = make_run(tmp_path / "r", steps=2)
+    with open(run / "metrics.jsonl", "ab") as f:  # a learner died writing a 64 MB line
+        f.write(b'{"step": 3, "x": "' + b"x" * (64 << 20))
+    hub = Hub([tmp_path])
+    peak = _peak_bytes(lambda: hub.api("metrics", {"run": "r"}))
+    assert peak < 16 << 20, f"{peak:,} bytes held"
+    run_reader = hub.index.get("r").metrics
+    with open(run / "metrics.jsonl", "rb") as probe:  # polls do not read the file again
+        before = probe.seek(0, 2)
+    calls = []
+    real_next = run_reader._next_line
+    run_reader._next_line = lambda f: calls.append(1) or real_next(f)
+    for _ in range(3):
+        assert hub.api("metrics", {"run": "r"})["next"] == 2
+    assert calls == [] and before == (run / "metrics.jsonl").stat().st_size
+
+
+def test_a_huge_trajectory_line_is_a_bad_line_in_bounded_memory(tmp_path):
+    run = make_run(tmp_path / "r", episodes=[TRAJECTORY])
+    with open(run / "trajectories.jsonl", "ab") as f:  # 25 MB of token ids in one sample
+        f.write(b'{"episode_id": 2, "env": "babyai", "tokens": [' + b"1," * (12 << 20) + b"1]}\n")
+        f.write(json.dumps(TRAJECTORY).encode() + b"\n")
+    hub = Hub([tmp_path])
+    peak = _peak_bytes(lambda: hub.api("trajectories", {"run": "r"}))
+    assert peak < 32 << 20, f"{peak:,} bytes held"
+    listing = hub.api("trajectories", {"run": "r"})
+    assert listing["total"] == 2 and listing["bad_lines"] == 1
+    assert hub.api("trajectory", {"run": "r", "index": 1})["episode_id"] == 1

@@ -4,13 +4,16 @@ TCP that way, with the keys kept in the run dir."""
 
 import asyncio
 import os
+import shutil
 import stat
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from transport_helpers import make_traj
 
-from agentgym.cli.common import actor_keys, learner_channels
+from agentgym.cli.common import actor_keys, learner_channels, learner_endpoints
 from agentgym.config import load_config
 from agentgym.transport import (
     ActorChannels,
@@ -137,3 +140,59 @@ def test_an_actor_without_the_keys_file_is_told_where_to_get_it(tmp_path):
     config = tcp_config(tmp_path)
     with pytest.raises(KeysError, match="--keys"):
         actor_keys(config, Endpoints.tcp("10.0.0.1", 5601), None, timeout_s=0.2)
+
+
+def _socket_dir(config) -> Path:
+    """The directory ``learner_endpoints`` puts the run's Unix sockets in."""
+    return Path(learner_endpoints(config).trajectories.removeprefix("ipc://")).parent
+
+
+def test_the_socket_directory_is_private_and_another_users_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    config = tcp_config(tmp_path / "run", kind="ipc")
+    directory = _socket_dir(config)
+    assert stat.S_IMODE(os.lstat(directory).st_mode) == 0o700
+    directory.chmod(0o755)  # this user's, too open: tightened
+    with learner_channels(config) as learner:
+        assert stat.S_IMODE(os.lstat(directory).st_mode) == 0o700
+        assert all(reaches_learner(learner, None).values())
+    shutil.rmtree(directory)
+    decoy = tmp_path / "elsewhere"
+    decoy.mkdir(mode=0o777)
+    directory.symlink_to(decoy)  # a symlink someone planted under the directory's name
+    with pytest.raises(SystemExit, match="not a directory"):
+        learner_channels(config)
+    assert not any(decoy.iterdir()), "nothing was bound through the symlink"
+    directory.unlink()
+    if os.geteuid() != 0:
+        return  # only root can make a directory another user owns
+    directory.mkdir(mode=0o777)
+    os.chown(directory, 12345, 12345)  # made by another local user before the run started
+    with pytest.raises(SystemExit, match="belongs to uid 12345"):
+        learner_channels(config)
+    with pytest.raises(SystemExit, match="belongs to uid 12345"):
+        learner_endpoints(config)  # what an actor of the run computes, too
+    assert not any(directory.iterdir())
+
+
+def test_a_keys_file_others_can_read_is_tightened_and_a_planted_symlink_not_followed(tmp_path):
+    keys = run_keys(tmp_path)
+    path = tmp_path / KEYS_FILE
+    path.chmod(0o644)
+    assert run_keys(tmp_path) == keys  # a resumed run: loaded, and made private again
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not yours")
+    (tmp_path / (KEYS_FILE + ".tmp")).symlink_to(victim)
+    TransportKeys.generate("plain").save(path)
+    assert victim.read_text() == "not yours"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    if os.geteuid() == 0:  # another user's readable file is refused, not changed
+        copy = tmp_path / "copy.json"
+        shutil.copy(path, copy)
+        copy.chmod(0o644)
+        os.chown(copy, 12345, 12345)
+        with pytest.raises(KeysError, match="readable by others"):
+            TransportKeys.load(copy)
+        assert stat.S_IMODE(os.stat(copy).st_mode) == 0o644

@@ -19,6 +19,7 @@ from agentgym.transport import (
     TensorBlob,
     WeightFetchError,
 )
+from agentgym.transport.limits import TrajectoryLimits
 
 
 @pytest.fixture(params=["tcp", "ipc"])
@@ -270,3 +271,37 @@ def test_ids_of_a_relaunch_never_repeat_its_predecessors():
     assert max(islice(next_ids(2**15 - 1, 2**16 - 1), 1)) < 2**63
     with pytest.raises(ValueError, match="out of range"):
         next_ids(2**15, 0)
+
+
+def test_a_trajectory_message_is_bounded_whole_not_frame_by_frame(endpoints):
+    # groups of 4 trajectories of at most 1000 tokens: a legal message is about 70 KB
+    limits = TrajectoryLimits(max_group_size=4, max_batch=4, max_tokens=1000)
+    with LearnerChannels(endpoints, limits=limits) as learner:
+        assert learner.max_message_bytes == limits.message_bytes() < 100_000
+        assert learner._pull.getsockopt(zmq.MAXMSGSIZE) == limits.frame_bytes()
+        assert learner._pull.getsockopt(zmq.RCVHWM) <= 8
+        ctx = zmq.Context.instance()
+        raw = ctx.socket(zmq.PUSH)
+        raw.setsockopt(zmq.LINGER, 0)
+        raw.connect(learner.endpoints.trajectories)
+        frame = limits.frame_bytes()
+        # a frame past the largest legal one never reaches the learner: libzmq drops its sender
+        raw.send_multipart([b"x" * (frame + 1), b"x" * (frame + 1)])
+        time.sleep(0.3)
+        assert learner.recv_trajectories(timeout_s=0.2) == []
+        assert learner.stats.bytes_received == 0
+        raw.close()
+        # frames each within the cap, together past the largest legal message: refused unread
+        raw = ctx.socket(zmq.PUSH)
+        raw.setsockopt(zmq.LINGER, 0)
+        raw.connect(learner.endpoints.trajectories)
+        raw.send_multipart([b"x" * frame] * 5)
+        raw.send_multipart([b""] * 40)  # more frames than any trajectory message has
+        deadline = time.monotonic() + 5
+        while learner.stats.rejected < 2 and time.monotonic() < deadline:
+            learner.recv_trajectories(timeout_s=0.05)
+        assert learner.stats.oversized == 2 and "largest legal batch" in learner.stats.last_error
+        raw.close()
+        with ActorChannels(learner.endpoints) as actor:  # a legal group still arrives
+            actor.send_trajectories([make_traj(i, n=1000) for i in range(4)])
+            assert len(recv_n(learner, 4)) == 4

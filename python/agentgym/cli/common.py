@@ -6,6 +6,7 @@ import argparse
 import hashlib
 import inspect
 import json
+import os
 import re
 import signal
 import sys
@@ -22,6 +23,7 @@ from agentgym.transport.auth import (
     KEYS_FILE,
     TransportKeys,
     curve_available,
+    private_directory,
     run_keys,
     uses_tcp,
     wait_for_keys,
@@ -106,17 +108,21 @@ def learner_endpoints(config: RunConfig) -> Endpoints:
     t = config.transport
     if t.kind == "tcp":
         return Endpoints.tcp(t.host, t.base_port or None)
-    # socket paths are limited to ~100 bytes: keep them short, one directory per run dir
+    # socket paths are limited to ~100 bytes: keep them short, one directory per run dir and
+    # user, which only that user may enter (another user's could hold sockets of theirs)
     key = hashlib.sha256(str(Path(config.run_dir).resolve()).encode()).hexdigest()[:12]
-    directory = Path(tempfile.gettempdir()) / f"agentgym-{key}"
-    directory.mkdir(parents=True, exist_ok=True)
-    return Endpoints.ipc(directory)
+    directory = Path(tempfile.gettempdir()) / f"agentgym-{os.geteuid()}-{key}"
+    try:
+        return Endpoints.ipc(private_directory(directory))
+    except OSError as e:
+        raise SystemExit(f"agentgym: the learner's socket directory: {e}") from None
 
 
 def learner_channels(config: RunConfig, vocab_size: int | None = None) -> LearnerChannels:
     """The learner's bound channels: over TCP, admitting only peers with the run's keys
     (created in the run dir on first use); trajectories checked against ``trajectory_limits``;
-    frames capped at ``transport.max_message_mb``."""
+    messages capped at what the largest legal group needs, at most
+    ``transport.max_message_mb``."""
     endpoints = learner_endpoints(config)
     t = config.transport
     keys = None
@@ -139,6 +145,7 @@ def trajectory_limits(config: RunConfig, vocab_size: int | None = None) -> Traje
     a = config.actor
     return TrajectoryLimits(
         max_group_size=a.group_size,
+        max_batch=a.group_size,  # an actor sends one group per message
         max_tokens=4 * a.max_context_tokens + config.engine.max_new_tokens,
         vocab_size=vocab_size,
         envs=frozenset(e.env.name for e in config.entries),
@@ -181,10 +188,11 @@ def wait_for_endpoints(path: str | Path, timeout_s: float, poll_s: float = 0.05)
 
 
 def on_terminate(callback: Callable[[], None]) -> None:
-    """Call ``callback`` on SIGINT or SIGTERM (main thread only; a no-op elsewhere)."""
+    """Call ``callback`` on SIGINT, SIGTERM or SIGHUP (a closed terminal; main thread only, a
+    no-op elsewhere)."""
     if threading.current_thread() is not threading.main_thread():
         return
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", signal.SIGTERM)):
         signal.signal(sig, lambda *_: callback())
 
 

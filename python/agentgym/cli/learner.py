@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -28,8 +29,10 @@ from agentgym.cli.common import (
     set_torch_threads,
     write_endpoints,
 )
+from agentgym.cli.rundir import LOCK_ENV, RunDirBusy, lock_run_dir
 from agentgym.config import RunConfig
 from agentgym.configtools import ConfigError
+from agentgym.durable import DiskFull
 from agentgym.transport.malloc import tune_malloc
 
 log = logging.getLogger("agentgym.learner")
@@ -74,7 +77,15 @@ def main(argv: list[str] | None = None) -> int:
             return report_config_error("agentgym-learner", e)
     else:
         config = config_from_args(args, "agentgym-learner")
-    run_learner(config, resume=args.resume is not None, max_steps=args.max_steps)
+    from agentgym.learner.checkpoint import CheckpointError
+    from agentgym.learner.learner import Stalled
+
+    try:
+        run_learner(config, resume=args.resume is not None, max_steps=args.max_steps)
+    except (CheckpointError, DiskFull, Stalled) as e:  # the run's state, said in one line
+        log.error("%s", " ".join(str(e).split()))
+        print(f"agentgym-learner: {' '.join(str(e).split())}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
@@ -128,6 +139,11 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
     dist = from_environment(config.learner.device, config.learner.dist_timeout_s)
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
+        if LOCK_ENV not in os.environ:  # a launcher's child holds its lock already
+            try:
+                lock_run_dir(run_dir, "agentgym-learner")
+            except RunDirBusy as e:
+                raise SystemExit(f"agentgym-learner: {e}") from None
         prepare_model(config)
     dist.barrier()  # the other ranks load the model rank 0 built
     model, tokenizer = load_policy(config, device=config.learner.device)

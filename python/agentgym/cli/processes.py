@@ -5,12 +5,16 @@ env servers a run starts (``agentgym.cli.servers``) share this: a ``Child`` has 
 code, a log and a way to be stopped; ``Processes`` starts the learner and the actors somewhere
 (this machine, or a Ray cluster); ``stop_all`` stops a set of children within one grace period.
 A local child runs in its own process session, so a terminal's Ctrl-C reaches only the launcher,
-which stops the children in order (the learner first: it checkpoints).
+which stops the children in order (the learner first: it checkpoints). A local child dies with
+its launcher: on Linux it gets SIGTERM when the launcher ends, however it ends (``kill -9``
+included; the parent-death signal), and stops as if told to.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -93,17 +97,42 @@ class LocalChild:
 
 
 def spawn(
-    name: str, cmd: Sequence[str], log_path: Path, env: dict[str, str] | None = None
+    name: str,
+    cmd: Sequence[str],
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> LocalChild:
     """Start ``cmd`` as ``name`` in its own process session, its output appended to
-    ``log_path``; returns the ``LocalChild``."""
+    ``log_path``, dying with this process (see the module doc); ``pass_fds``: descriptors it
+    inherits (the run dir's lock). Returns the ``LocalChild``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "ab")  # noqa: SIM115 - closed in LocalChild.wait
     environ = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     proc = subprocess.Popen(
-        list(cmd), stdout=log, stderr=subprocess.STDOUT, env=environ, start_new_session=True
-    )
+        list(cmd), stdout=log, stderr=subprocess.STDOUT, env=environ, start_new_session=True,
+        pass_fds=tuple(pass_fds), preexec_fn=_die_with(os.getpid()),
+    )  # fmt: skip
     return LocalChild(name, proc, log_path, log)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent: int):
+    """A ``preexec_fn`` that gives the child SIGTERM when ``parent`` (the calling thread) ends
+    (Linux's ``PR_SET_PDEATHSIG``), and SIGTERM at once if it already has; None elsewhere."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    except (OSError, AttributeError):
+        return None
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the launcher died before the signal was armed
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
 
 
 def stop_all(children: Sequence[Child], grace_s: float) -> None:

@@ -41,6 +41,7 @@ from typing import Any
 
 from agentgym.cli.common import RESOLVED_CONFIG
 from agentgym.cli.processes import START_TIMEOUT_S, Child, ChildDied, log_tail
+from agentgym.cli.rundir import LOCK_ENV
 from agentgym.config import RunConfig
 
 PR_SET_PDEATHSIG = 1
@@ -218,8 +219,11 @@ class RayProcesses:
         ips = self._wait([h.node_ip.remote() for h in hosts], "the learner ranks", stopping)
         port = self._wait([hosts[0].free_port.remote()], "rank 0", stopping)[0]
         args = [*args, *self._transport_sets(ips[0])]
+        # the launcher holds the run dir's lock for processes it cannot hand the descriptor to
+        held = {LOCK_ENV: "held by the launcher"}
         envs = [
-            rank_env(r, ips, port, gpu="GPU" in bundle) if ranks > 1 else {} for r in range(ranks)
+            {**(rank_env(r, ips, port, gpu="GPU" in bundle) if ranks > 1 else {}), **held}
+            for r in range(ranks)
         ]
         starts = [
             h.start.remote("agentgym.cli.learner", args, env, self.cwd)

@@ -6,13 +6,22 @@ metrics, trajectories and checkpoints never mix. Inputs that other commands put 
 tiny model in ``model/``, ``sft/``, demos) are not the run's and stay. ``agentgym sft`` and
 ``agentgym dpo`` keep their own run in ``RUN_DIR/sft/`` and ``RUN_DIR/dpo/`` under the same
 rules (``offline_files``).
+
+A run holds its directory locked (``lock_run_dir``: ``RUN_DIR/.lock``, ``flock``) from its
+start until its last process exits: the launcher takes it and its children inherit it, so a
+second ``agentgym train`` (a ``--resume`` included) is refused while any process of the first
+is alive, naming who holds it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import shutil
+import sys
+import time
 from pathlib import Path
 
 from agentgym.cli.common import RESOLVED_CONFIG
@@ -23,7 +32,38 @@ RUN_FILES = (
     "logs", "actors", "actors.json", "weights", "endpoints.json", "transport_keys.json",
 )  # fmt: skip
 EVAL_DIR = "eval"
+LOCK_FILE = ".lock"
+"""Held (``flock``) by the processes of the run using the run dir; says who took it."""
+LOCK_ENV = "AGENTGYM_RUN_LOCK"
+"""Set in the children of a launcher holding the lock: the descriptor they inherited."""
 _STEP = re.compile(r"step_(\d+)$")
+
+
+class RunDirBusy(RuntimeError):
+    """The run dir is locked by another run's processes; the message names the holder."""
+
+
+def lock_run_dir(run_dir: Path, what: str) -> int:
+    """Lock ``run_dir`` for this process and the children that inherit the returned descriptor
+    (it stays locked until the last of them exits: ``kill -9`` of the launcher leaves it
+    locked while its children live). ``RunDirBusy`` when another run holds it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(run_dir / LOCK_FILE, flags, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise RunDirBusy(
+            f"{run_dir} is in use by {holder}: wait for that run to end, or stop it (its "
+            "processes hold the run dir until the last one exits)"
+        ) from None
+    since = time.strftime("%Y-%m-%d %H:%M:%S")
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{what} (pid {os.getpid()}, since {since}: {' '.join(sys.argv)[:300]})\n"
+              .encode(), 0)  # fmt: skip
+    return fd
 
 
 def run_files(run_dir: Path) -> list[str]:
@@ -82,19 +122,25 @@ def step_of(checkpoint: Path) -> int | None:
 def trim_metrics(run_dir: Path, step: int) -> list[int]:
     """Drop the lines of ``metrics.jsonl`` for steps after ``step``: updates made after the
     newest checkpoint (a learner that was killed), which a resumed run makes again, so each
-    step appears once. Returns the dropped steps."""
+    step appears once; and a torn last line (no newline: the learner died writing it), which
+    the next line would otherwise be appended to. Returns the dropped steps."""
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return []
     kept, dropped = [], []
-    for line in path.read_text().splitlines(keepends=True):
+    text = path.read_text(errors="replace")
+    torn = not text.endswith("\n") and bool(text)
+    lines = text.splitlines(keepends=True)
+    if torn:
+        lines.pop()
+    for line in lines:
         try:
             record_step = json.loads(line)["step"]
         except (json.JSONDecodeError, KeyError, TypeError):
             kept.append(line)  # not a metrics record: not ours to judge
             continue
         (dropped.append(record_step) if record_step > step else kept.append(line))
-    if dropped:
+    if dropped or torn:
         tmp = path.with_suffix(".tmp")
         tmp.write_text("".join(kept))
         tmp.replace(path)

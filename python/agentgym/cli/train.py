@@ -7,7 +7,9 @@ a run is refused (``--overwrite`` deletes its files first; ``agentgym.cli.rundir
 (or SIGTERM) asks the learner to checkpoint and stop, and the command to resume is printed; a
 child that dies stops the run, and its log tail is printed. ``--resume RUN_DIR`` continues a
 run from its newest checkpoint with its saved config (``agentgym-learner --resume RUN_DIR``
-takes the same form).
+takes the same form). The run holds its run dir locked until its last process exits (a second
+``agentgym train`` there is refused, saying who holds it), and the children die with the
+launcher, however it ends (``agentgym.cli.processes``).
 ``--ray [ADDRESS]`` places the same processes on a Ray cluster (``agentgym.cli.ray_launch``).
 """
 
@@ -33,11 +35,21 @@ from agentgym.cli.processes import (
     stop_all,
 )
 from agentgym.cli.progress import duration
-from agentgym.cli.rundir import checkpoint_step, clear_run, refuse_existing, trim_metrics
+from agentgym.cli.rundir import (
+    LOCK_ENV,
+    RunDirBusy,
+    checkpoint_step,
+    clear_run,
+    lock_run_dir,
+    refuse_existing,
+    step_of,
+    trim_metrics,
+)
 from agentgym.cli.servers import ServerFailed, served
 from agentgym.cli.stepline import LEGEND, SignalWatch, StepLine
 from agentgym.config import RunConfig, absolute_paths, dump_config, load_config, sync_problem
 from agentgym.configtools import ConfigError
+from agentgym.durable import newest_intact, write_atomic
 
 MODEL_WAIT_S = START_TIMEOUT_S  # actors wait this long for the learner's tiny-model build
 LEARNER_GRACE_S = 60.0  # the learner checkpoints before it exits
@@ -103,37 +115,38 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(problem)  # reported like every config problem (exit code 2)
     run_dir = Path(config.run_dir)
     step = 0
-    if args.resume is None:
+    # what only reads the run dir first; what changes it once the run holds its lock
+    if args.resume is None and not args.overwrite:
         _claim(run_dir, args)
-    else:
+    elif args.resume is not None:
         done = _resumable(config)
         if done is not None:  # nothing to do is not success: a script must not read it so
             raise SystemExit(done)
-        step = checkpoint_step(run_dir) or 0
-        dropped = trim_metrics(run_dir, step)
-        if dropped:
-            print(
-                f"agentgym train: metrics.jsonl: removed steps {dropped[0]}-{dropped[-1]}, made "
-                f"after the checkpoint at step {step}; they are trained again",
-                flush=True,
-            )
-    start = f", resuming from the checkpoint at step {step}" if args.resume else ""
-    print(
-        f"agentgym train: run dir {run_dir} ({_mode(args.sync, config)}, "
-        f"{config.actor.num_actors} actor(s){start})",
-        flush=True,
-    )
     if args.ray is not None and config.env.serve:
         raise SystemExit(
             "agentgym train: env.serve starts env servers on this machine, which actors on "
             "other Ray nodes may not reach; with --ray set env.remote to servers they can reach"
         )
     _prepare_model(config, build=args.ray is not None)  # a refusal here leaves no run files
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = lock_run_dir(run_dir, "agentgym train")
+    except RunDirBusy as e:
+        raise SystemExit(f"agentgym train: {e}") from None
+    if args.resume is None:
+        _claim(run_dir, args)
+    else:
+        step = _resume_step(run_dir)
+        _trim(run_dir, step)
+    start = f", resuming from the checkpoint at step {step}" if args.resume else ""
+    print(
+        f"agentgym train: run dir {run_dir} ({_mode(args.sync, config)}, "
+        f"{config.actor.num_actors} actor(s){start})",
+        flush=True,
+    )
     try:
         with served(config, run_dir / "logs") as (config, servers):
             dump_config(config, run_dir / RESOLVED_CONFIG)  # with the servers' URLs
-            processes: Processes = LocalProcesses(config)
+            processes: Processes = LocalProcesses(config, lock)
             if args.ray is not None:
                 from agentgym.cli.ray_launch import RayProcesses
 
@@ -147,6 +160,29 @@ def run(args: argparse.Namespace) -> int:
     except ServerFailed as e:
         print(f"agentgym train: {e}", file=sys.stderr, flush=True)
         return 1
+
+
+def _resume_step(run_dir: Path) -> int:
+    """The step the learner resumes from: its newest intact checkpoint's (a damaged newer one
+    is passed over, saying so, as the learner does)."""
+    path, skipped = newest_intact(run_dir / "checkpoints")
+    for damaged, why in skipped:
+        print(f"agentgym train: checkpoint {damaged.name} is damaged ({why}); passed over",
+              flush=True)  # fmt: skip
+    if path is None:
+        raise SystemExit(f"agentgym train: --resume: {run_dir} has no intact checkpoint")
+    return step_of(path) or 0
+
+
+def _trim(run_dir: Path, step: int) -> None:
+    """Drop the metrics lines a resumed run makes again (and a torn last one), saying so."""
+    dropped = trim_metrics(run_dir, step)
+    if dropped:
+        print(
+            f"agentgym train: metrics.jsonl: removed steps {dropped[0]}-{dropped[-1]}, made "
+            f"after the checkpoint at step {step}; they are trained again",
+            flush=True,
+        )
 
 
 def _mode(sync: bool, config: RunConfig) -> str:
@@ -228,11 +264,13 @@ def _resumable(config: RunConfig) -> str | None:
 
 class LocalProcesses:
     """The learner (through torchrun when ``learner.ranks`` > 1) and the actors as local
-    subprocesses, each in its own session and logging to ``RUN_DIR/logs/<name>.log``."""
+    subprocesses, each in its own session and logging to ``RUN_DIR/logs/<name>.log``; they
+    inherit ``lock`` (the run dir's, ``lock_run_dir``), which they hold while they live."""
 
-    def __init__(self, config: RunConfig):
+    def __init__(self, config: RunConfig, lock: int | None = None):
         self.config = config
         self.run_dir = Path(config.run_dir)
+        self.lock = lock
 
     def start_learner(self, args: list[str], stopping: Callable[[], bool]) -> list[Child]:
         module = "agentgym.cli.learner"
@@ -256,7 +294,10 @@ class LocalProcesses:
         return [[str(self.run_dir / RESOLVED_CONFIG), *extra] for extra in extras]
 
     def _spawn(self, name: str, cmd: list[str]) -> LocalChild:
-        return spawn(name, cmd, self.run_dir / "logs" / f"{name}.log")
+        log = self.run_dir / "logs" / f"{name}.log"
+        if self.lock is None:
+            return spawn(name, cmd, log)
+        return spawn(name, cmd, log, env={LOCK_ENV: str(self.lock)}, pass_fds=(self.lock,))
 
 
 @dataclass
@@ -474,7 +515,11 @@ class Launcher:
             "last_metrics": dict(self.progress.last),
             "actors": actor_totals(self.run_dir),
         }
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        try:
+            write_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=1))
+        except OSError as e:  # a full disk: said once, the run's outcome is printed anyway
+            print(f"agentgym train: could not write summary.json: {e}", file=sys.stderr,
+                  flush=True)  # fmt: skip
 
 
 def actor_totals(run_dir: Path) -> dict[str, float]:

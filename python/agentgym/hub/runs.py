@@ -4,7 +4,9 @@ Everything here reads the files a run writes (``config.yaml``, ``metrics.jsonl``
 ``trajectories.jsonl``, ``summary.json``, ``actors.json``) and never writes. Files may be
 appended to while they are read: only complete lines (ending in a newline) are read, and a
 reader remembers the byte offset it stopped at, so a live run is followed by reading what was
-appended since.
+appended since (a file that has not grown is not read at all). A line longer than
+``MAX_LINE_BYTES`` is a bad line, skipped without being held whole, so one huge line (an
+unterminated tail included) costs neither memory nor a re-read on every poll.
 
 Any file may be damaged (cut short, not UTF-8, the wrong shape, nested without end, a YAML
 alias that refers to itself, thousands of metric names): a bad file costs only its own run the
@@ -35,6 +37,9 @@ MAX_METRIC_NAMES = 2048
 MAX_METRIC_NAME_CHARS = 200
 MAX_FILE_BYTES = 16 << 20
 """Largest ``config.yaml``, ``summary.json``, ``actors.json`` or eval result read."""
+MAX_LINE_BYTES = 4 << 20
+"""Longest line of ``metrics.jsonl``, ``trajectories.jsonl`` or eval episodes read (a sampled
+episode of 32k tokens takes about 1 MB); a longer one is a bad line."""
 
 RUNNING_WITHIN_S = 60.0
 """A run without ``summary.json`` counts as running when one of its files changed this recently;
@@ -170,6 +175,10 @@ class LineFile:
     bad: int = 0
     bad_lines: list[int] = field(default_factory=list)
     lines_seen: int = 0
+    size: int = -1
+    """The file's size when last read (a file that has not changed is not read again)."""
+    skip_from: int | None = None
+    """Where the search for the end of an over-long line goes on (it began at ``end``)."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def refresh(self, on_record=None) -> None:
@@ -182,13 +191,16 @@ class LineFile:
                 return
             with f:
                 size = f.seek(0, 2)
+                if size == self.size:
+                    return
                 if size < self.end:  # the file was replaced: start over
                     self.offsets, self.end, self.bad, self.bad_lines = [], 0, 0, []
-                    self.lines_seen = 0
-                f.seek(self.end)
-                for line in _complete_lines(f):
+                    self.lines_seen, self.skip_from = 0, None
+                self.size = size
+                f.seek(self.end if self.skip_from is None else self.skip_from)
+                while (line := self._next_line(f)) is not None:
                     self.lines_seen += 1
-                    record = _json_object(line)
+                    record = _json_object(line) if line else None
                     if record is None:
                         self.bad += 1
                         if len(self.bad_lines) < 20:
@@ -197,23 +209,36 @@ class LineFile:
                         if on_record is not None:
                             on_record(len(self.offsets), record)
                         self.offsets.append(self.end)
-                    self.end += len(line)
+                    self.end = f.tell()
+
+    def _next_line(self, f) -> bytes | None:
+        """The next complete line at ``f``'s position; ``b""`` for one longer than
+        ``MAX_LINE_BYTES`` (read past in blocks, never held); None when the rest is not a
+        complete line yet (an over-long one: where its search stopped is kept)."""
+        if self.skip_from is None:
+            line = f.readline(MAX_LINE_BYTES + 1)
+            if line.endswith(b"\n"):
+                return line
+            if len(line) <= MAX_LINE_BYTES:
+                return None  # being written: read it next time
+            self.skip_from = f.tell()
+        while block := f.read(1 << 20):
+            newline = block.find(b"\n")
+            if newline >= 0:
+                f.seek(f.tell() - len(block) + newline + 1)
+                self.skip_from = None
+                return b""
+        self.skip_from = f.tell()
+        return None
 
     def read(self, index: int) -> dict[str, Any]:
         """The record of valid line ``index``."""
         with open(self.path, "rb") as f:
             f.seek(self.offsets[index])
-            record = _json_object(f.readline())
+            record = _json_object(f.readline(MAX_LINE_BYTES + 1))
         if record is None:  # the file was rewritten under us
             raise UnknownTrajectory(index)
         return record
-
-
-def _complete_lines(f) -> Iterator[bytes]:
-    for line in f:
-        if not line.endswith(b"\n"):
-            return  # being written: read it next time
-        yield line
 
 
 def _json_object(line: bytes) -> dict[str, Any] | None:
@@ -407,7 +432,12 @@ class Run:
             raise UnknownEval(name)
         records, bad = [], 0
         with open(path, "rb") as f:
-            for line in f:
+            while line := f.readline(MAX_LINE_BYTES + 1):
+                if len(line) > MAX_LINE_BYTES:  # the rest of an over-long line: skipped
+                    while (rest := f.readline(1 << 20)) and not rest.endswith(b"\n"):
+                        pass
+                    bad += 1
+                    continue
                 record = _json_object(line)
                 if record is None:
                     bad += 1

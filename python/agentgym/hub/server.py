@@ -23,7 +23,10 @@ Guards: requests a browser makes for another site's page are refused (``agentgym
 JSON bodies only, no foreign ``Origin``, and without a token no ``Host`` but this server's);
 a request's head must arrive within ``HEAD_TIMEOUT_S`` of the connection's last request (or
 its opening) and its body within ``BODY_TIMEOUT_S``; at most ``MAX_CONNECTIONS`` connections
-are served at once (more are closed at once); ``keys=`` names at most ``MAX_KEYS`` metrics.
+are open at once: a new one past them takes the place of the one that has waited longest
+without a request in progress (first those that never sent one, then idle kept-alive ones),
+and is closed only when every open connection has a request being answered, so silent sockets
+cannot lock the user out; ``keys=`` names at most ``MAX_KEYS`` metrics.
 A bad run file costs only its own run (its ``problems`` say why); an error in a route is
 answered 500 with the reason, and the server goes on.
 """
@@ -231,12 +234,22 @@ class Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.rfile = _DeadlineReader(self.rfile, self.connection)
+        self.activity = self.server.track(self.connection)
+
+    def finish(self) -> None:
+        self.server.untrack(self.connection)
+        super().finish()
 
     def handle_one_request(self) -> None:
         """One request; its head must arrive within ``HEAD_TIMEOUT_S`` (an idle kept-alive
         connection is closed then, as one that sends nothing or too slowly)."""
         self.rfile.deadline = time.monotonic() + HEAD_TIMEOUT_S
+        self.activity.waiting(True)
         super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        self.activity.waiting(False)  # a request head arrived: not to be pushed out
+        return super().parse_request()
 
     def _refused(self) -> bool:
         """Answers a request the cross-site rules refuse; whether it did."""
@@ -397,19 +410,65 @@ def name_is_library(path: Any) -> bool:
     return str(path).endswith("plotly.min.js")
 
 
+class _Activity:
+    """What one connection is doing, for eviction at the cap."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.is_waiting, self.served, self.since = True, False, time.monotonic()
+
+    def waiting(self, now_waiting: bool) -> None:
+        if now_waiting and not self.is_waiting:
+            self.served = True
+        self.is_waiting, self.since = now_waiting, time.monotonic()
+
+
 class HubServer(ThreadingHTTPServer):
-    """One thread per connection, at most ``MAX_CONNECTIONS`` (a connection past them is
-    closed at once); a client that hangs up mid-request is not an error."""
+    """One thread per connection, at most ``MAX_CONNECTIONS`` open: at the cap a new one takes
+    the place of the one waiting longest without a request (see the module doc), and is closed
+    at once only when every open one has a request in progress; a client that hangs up
+    mid-request is not an error."""
 
     daemon_threads = True
     request_queue_size = 128
+    EVICTION_WAIT_S = 2.0
+    """How long a new connection waits for the place of the one pushed out to be free."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._open: dict[int, _Activity] = {}
+        self._open_lock = threading.Lock()
         super().__init__(*args, **kwargs)
 
+    def track(self, sock: socket.socket) -> _Activity:
+        activity = _Activity(sock)
+        with self._open_lock:
+            self._open[id(sock)] = activity
+        return activity
+
+    def untrack(self, sock: socket.socket) -> None:
+        with self._open_lock:
+            self._open.pop(id(sock), None)
+
+    def _evict_one(self) -> bool:
+        """Shut down the connection waiting longest without a request (never-served first);
+        its thread then ends and frees its place. False when every one has a request."""
+        with self._open_lock:
+            waiting = [a for a in self._open.values() if a.is_waiting]
+            victim = min(waiting, key=lambda a: (a.served, a.since), default=None)
+            if victim is None:
+                return False
+            victim.is_waiting = False  # pushed out once
+        try:
+            victim.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        return True
+
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
+        if not self._slots.acquire(blocking=False) and not (
+            self._evict_one() and self._slots.acquire(timeout=self.EVICTION_WAIT_S)
+        ):
             self.shutdown_request(request)
             return
         try:

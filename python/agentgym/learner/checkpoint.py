@@ -7,8 +7,13 @@ Layout of ``<dir>/step_<version>/``:
   rng.pt              torch CPU RNG, the learner's shuffling generator, numpy and random states
   state.json          version, horizon controller state(s), counters, actor launch counts,
                       the tokenizer's id, the group buffer's totals and task stream positions
+  manifest.json       every file's size and SHA-256 (``agentgym.durable``), written last
 ``<dir>/latest`` names the newest complete checkpoint; a checkpoint is written to a temporary
-directory and renamed into place, so a crash never leaves a half-written ``latest``.
+directory, fsynced, and renamed into place, and ``latest`` is replaced atomically and fsynced,
+so a crash never leaves a half-written one. A checkpoint is checked against its manifest
+before it is loaded (``CheckpointError`` naming the damaged file); resuming from a checkpoint
+root takes the newest intact one (``agentgym.durable.newest_intact``). A write that fails for
+want of space removes its temporary directory and is a one-line ``DiskFull``.
 
 A learner under torchrun writes a sharded checkpoint instead, with the same ``state.json`` and
 ``rng.pt`` beside a ``dcp/`` directory written by ``torch.distributed.checkpoint`` (every
@@ -20,6 +25,7 @@ checkpoint directory on a filesystem every node sees.
 
 from __future__ import annotations
 
+import errno
 import json
 import random
 import shutil
@@ -32,7 +38,63 @@ import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
+from agentgym.durable import (
+    DISK_FULL,
+    DiskFull,
+    fsync_dir,
+    manifest_problem,
+    with_descriptors,
+    write_atomic,
+    write_manifest,
+)
+
 DCP_DIR = "dcp"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded (damaged, cut short); the message is one line."""
+
+
+def check_intact(path: str | Path) -> None:
+    """``CheckpointError`` when ``path`` does not match its manifest."""
+    why = manifest_problem(path)
+    if why is not None:
+        raise CheckpointError(f"checkpoint {path} is damaged: {why}")
+
+
+def _finish(tmp: Path, final: Path) -> None:
+    """Seal ``tmp`` (manifest, fsync), rename it to ``final`` and point ``latest`` at it."""
+    write_manifest(tmp)
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    fsync_dir(final.parent)
+    write_atomic(final.parent / "latest", final.name)
+
+
+def _clear(tmp: Path) -> None:
+    """Remove ``tmp``; errors go up (no descriptor left: ``with_descriptors`` waits)."""
+    try:
+        shutil.rmtree(tmp)
+    except FileNotFoundError:
+        pass
+
+
+def _failed_write(tmp: Path, error: BaseException) -> BaseException:
+    """The error to raise for a checkpoint whose writing failed, its temporary directory gone:
+    a one-line ``DiskFull`` when the disk is full (torch and safetensors report it their own
+    ways), else ``error``."""
+    shutil.rmtree(tmp, ignore_errors=True)
+    full = isinstance(error, OSError) and error.errno in DISK_FULL
+    full = full or "No space left" in str(error)
+    try:
+        full = full or shutil.disk_usage(tmp.parent).free == 0
+    except OSError:
+        pass
+    if full:
+        return DiskFull(tmp.parent, OSError(DISK_FULL[0], "no space left on device"))
+    if not isinstance(error, OSError) and "Too many open files" in str(error):
+        return OSError(errno.EMFILE, str(error))  # as with_descriptors knows it
+    return error
 
 
 @dataclass
@@ -72,21 +134,26 @@ def save_checkpoint(
     root = Path(directory)
     final = root / f"step_{state.version:08d}"
     tmp = root / f".tmp_step_{state.version:08d}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_model(model, str(tmp / "model.safetensors"))
-    if extra is not None:
-        save_file(
-            {k: v.contiguous() for k, v in extra.state_dict().items()},
-            str(tmp / "extra.safetensors"),
-        )
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    torch.save(_rng_state(generator), tmp / "rng.pt")
-    (tmp / "state.json").write_text(json.dumps(state.__dict__, indent=1))
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    (root / "latest.tmp").write_text(final.name)
-    (root / "latest.tmp").rename(root / "latest")
+
+    def write() -> None:
+        _clear(tmp)  # a try cut short by a descriptor shortage may have left it
+        try:
+            tmp.mkdir(parents=True)
+            save_model(model, str(tmp / "model.safetensors"))
+            if extra is not None:
+                save_file(
+                    {k: v.contiguous() for k, v in extra.state_dict().items()},
+                    str(tmp / "extra.safetensors"),
+                )
+            torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+            torch.save(_rng_state(generator), tmp / "rng.pt")
+            (tmp / "state.json").write_text(json.dumps(state.__dict__, indent=1))
+            _finish(tmp, final)
+        except Exception as e:  # noqa: BLE001 - the writers' errors, sorted by _failed_write
+            raise _failed_write(tmp, e) from None
+
+    # no descriptor left (a flood of connections holds them): wait for one and write again
+    with_descriptors(write, f"writing checkpoint {final}")
     return final
 
 
@@ -113,13 +180,13 @@ def save_sharded_checkpoint(
     model_sd, optim_sd = get_state_dict(modules, optimizer)
     dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp / DCP_DIR))
     if dist.is_main:
-        torch.save(_rng_state(generator), tmp / "rng.pt")
-        meta = {**state.__dict__, "world_size": dist.world_size}
-        (tmp / "state.json").write_text(json.dumps(meta, indent=1))
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        (root / "latest.tmp").write_text(final.name)
-        (root / "latest.tmp").rename(root / "latest")
+        try:
+            torch.save(_rng_state(generator), tmp / "rng.pt")
+            meta = {**state.__dict__, "world_size": dist.world_size}
+            (tmp / "state.json").write_text(json.dumps(meta, indent=1))
+            _finish(tmp, final)
+        except Exception as e:  # noqa: BLE001 - sorted by _failed_write
+            raise _failed_write(tmp, e) from None
     dist.barrier()
     return final
 
@@ -135,6 +202,7 @@ def load_sharded_checkpoint(
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
     path = Path(path)
+    check_intact(path)
     model_sd, optim_sd = get_state_dict(modules, optimizer)
     check_compatible(path, model_sd)
     _dcp_load({"model": model_sd, "optim": optim_sd}, path)
@@ -242,8 +310,21 @@ def load_checkpoint(
     generator: torch.Generator,
     extra: torch.nn.Module | None = None,
 ) -> TrainingState:
-    """Restore a checkpoint into the given objects (in place) and return its ``TrainingState``."""
+    """Restore a checkpoint into the given objects (in place) and return its ``TrainingState``;
+    ``CheckpointError`` (one line) for one that is damaged or cannot be read."""
     path = Path(path)
+    check_intact(path)
+    try:
+        return _load_checkpoint(path, model, optimizer, generator, extra)
+    except CheckpointError:
+        raise
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as e:
+        reason = " ".join(str(e).split())[:300]
+        raise CheckpointError(f"checkpoint {path} cannot be read ({type(e).__name__}: "
+                              f"{reason})") from None  # fmt: skip
+
+
+def _load_checkpoint(path, model, optimizer, generator, extra) -> TrainingState:
     device = next(model.parameters()).device
     check_compatible(path, model.state_dict())
     missing, unexpected = load_model(model, str(path / "model.safetensors"), device=str(device))

@@ -230,6 +230,11 @@ class LearnerConfig:
     keep_checkpoints: int | None = None
     """Keep only the newest this many checkpoints (older ones are deleted after each save);
     None: keep all."""
+    max_rejected_steps: int = 3
+    """Stop with an error once this many steps' worth of trajectory messages
+    (``groups_per_step`` each) were rejected in a row with none accepted: actors whose every
+    trajectory is refused (NaN log-probs from damaged weights) would otherwise keep the run
+    busy and silent. 0: never."""
 
     @property
     def aggregation(self) -> str:
@@ -260,6 +265,7 @@ class LearnerConfig:
             ("pad_token_id", self.pad_token_id >= 0, "must be >= 0"),
             ("keep_checkpoints", none_or(self.keep_checkpoints, lambda v: v >= 1),
              "must be >= 1 (or null: keep all)"),
+            ("max_rejected_steps", self.max_rejected_steps >= 0, "must be >= 0 (0: never)"),
             ("tensorboard_dir", self.tensorboard_dir is None or _installed("tensorboard"),
              "needs the tensorboard package (pip install tensorboard), or null"),
             ("wandb_project", self.wandb_project is None or _installed("wandb"),

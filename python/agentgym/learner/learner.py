@@ -36,14 +36,15 @@ from torch import Tensor, nn
 
 from agentgym import attention
 from agentgym.curriculum import Curriculum, CurriculumConfig, EnvMix
+from agentgym.durable import newest_intact, write_atomic
 from agentgym.horizon import HorizonController, HorizonStats
 from agentgym.learner import advantages as adv_fns
 from agentgym.learner import packing
 from agentgym.learner.batch import GroupBuffer, TrainBatch, collate
 from agentgym.learner.checkpoint import (
+    CheckpointError,
     TrainingState,
     is_sharded,
-    latest_checkpoint,
     load_checkpoint,
     load_sharded_checkpoint,
     prune_checkpoints,
@@ -672,9 +673,11 @@ class Learner:
         channels.actors.restore_launches(self._actor_launches)
         self._registry = channels.actors
         self.publish(channels, weights=True)
+        refusals = _Refusals(channels, self.cfg.max_rejected_steps * self.cfg.groups_per_step)
         try:
             while (max_steps is None or done < max_steps) and not (should_stop and should_stop()):
                 self.ingest(channels.recv_trajectories(timeout_s=poll_s))
+                refusals.check()
                 metrics = self.train_ready()
                 if metrics is None:
                     if self.buffer.changed:  # task streams moved, or groups were dropped
@@ -687,6 +690,7 @@ class Learner:
                 metrics["rejected_messages_total"] = channels.stats.rejected
                 metrics["rejected_trajectories_total"] = channels.stats.rejected_trajectories
                 metrics["refused_connections_total"] = channels.refused_connections
+                metrics["shed_connections_total"] = channels.shed_connections
                 metrics.update({f"actors/{k}": v for k, v in channels.actors.counts().items()})
                 if extra_metrics is not None:
                     metrics.update(extra_metrics(self.version))
@@ -715,13 +719,16 @@ class Learner:
 
     def _write_actors(self, channels: LearnerChannels) -> None:
         """Per-actor counts (trajectories, last seen, connected) to ``actors.json`` beside the
-        metrics file, replaced atomically."""
+        metrics file, replaced atomically. Informational: a write that fails (no descriptor
+        left while a flood of connections holds them, a full disk) is logged and skipped, and
+        the next step writes it again."""
         if self.cfg.metrics_path is None:
             return
         path = Path(self.cfg.metrics_path).with_name("actors.json")
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(channels.actors.snapshot(), indent=1))
-        tmp.replace(path)
+        try:
+            write_atomic(path, json.dumps(channels.actors.snapshot(), indent=1))
+        except OSError as e:
+            log.warning("could not write %s (%s); the next step tries again", path, e)
 
     def _lead(self, command: str, arg: Any = None) -> Any:
         """Run ``command`` here and, under torchrun, on every other rank (rank 0 decides)."""
@@ -842,11 +849,12 @@ class Learner:
         return path
 
     def load_checkpoint(self, path: str | Path) -> None:
-        """Resume from a checkpoint directory (or a checkpoint root holding ``latest``); every
-        rank calls this. A sharded checkpoint resumes on any number of ranks."""
+        """Resume from a checkpoint directory (or a checkpoint root holding ``latest``: its
+        newest intact checkpoint, a damaged newer one passed over with a line saying so);
+        every rank calls this. A sharded checkpoint resumes on any number of ranks."""
         path = Path(path)
         if (path / "latest").exists():
-            path = latest_checkpoint(path)
+            path = self._intact(path)
         if is_sharded(path):
             modules = self._modules()
             state = load_sharded_checkpoint(path, modules, self.optimizer, self.generator)
@@ -878,12 +886,49 @@ class Learner:
         self._actor_launches = {int(k): int(v) for k, v in state.actor_launches.items()}
         log.info("resumed from %s at version %d", path, self.version)
 
+    @staticmethod
+    def _intact(root: Path) -> Path:
+        """The newest checkpoint in ``root`` that matches its manifest (``CheckpointError``
+        when none does)."""
+        path, skipped = newest_intact(root)
+        for damaged, why in skipped:
+            log.warning("checkpoint %s is damaged (%s): passed over", damaged, why)
+        if path is None:
+            reasons = "; ".join(f"{p.name}: {why}" for p, why in skipped)
+            raise CheckpointError(f"{root}: no intact checkpoint to resume from ({reasons})")
+        if skipped:
+            log.warning("resuming from %s, the newest intact checkpoint", path)
+        return path
+
     def _modules(self) -> nn.ModuleDict:
         """The trained modules under the names sharded checkpoints use."""
         modules = {"policy": self.model}
         if self.value_head is not None:
             modules["value_head"] = self.value_head
         return nn.ModuleDict(modules)
+
+
+class Stalled(RuntimeError):
+    """Every trajectory message of a while was rejected: the run cannot make progress."""
+
+
+class _Refusals:
+    """Stops a learner whose last ``limit`` trajectory messages were all rejected, none
+    accepted (``learner.max_rejected_steps`` steps' worth; 0: never)."""
+
+    def __init__(self, channels: LearnerChannels, limit: int):
+        self.stats, self.limit = channels.stats, limit
+        self.accepted, self.rejected = self.stats.received, self.stats.rejected
+
+    def check(self) -> None:
+        if self.stats.received != self.accepted:
+            self.accepted, self.rejected = self.stats.received, self.stats.rejected
+        elif self.limit and self.stats.rejected - self.rejected >= self.limit:
+            raise Stalled(
+                f"the last {self.stats.rejected - self.rejected} trajectory messages were all "
+                f"rejected and none accepted (the last: {self.stats.last_error}): the actors "
+                "produce nothing this learner can train on (damaged weights?); stopping"
+            )
 
 
 def _enable_activation_checkpointing(model: nn.Module) -> None:

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentgym.durable import DISK_FULL, DiskFull, with_descriptors
+
 log = logging.getLogger(__name__)
 
 
@@ -30,9 +32,13 @@ class MetricsWriter:
         wandb: dict[str, Any] | None = None,
     ):
         self._file = None
+        self._path = path
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in close()
+            _drop_torn_line(Path(path))
+            # a flood of connections may hold every descriptor just now: wait for one
+            opened = lambda: open(path, "a", buffering=1)  # noqa: E731, SIM115
+            self._file = with_descriptors(opened, f"opening {path}")
         self._tb = _tensorboard(tensorboard_dir) if tensorboard_dir else None
         self._wandb = _wandb_run(wandb) if wandb else None
 
@@ -41,7 +47,12 @@ class MetricsWriter:
         if self._file is not None:
             metrics = {k: _finite_or_none(v) for k, v in metrics.items()}
             row = {"step": step, "time": round(time.time(), 3), **metrics}
-            self._file.write(json.dumps(row, allow_nan=False, default=_jsonable) + "\n")
+            try:
+                self._file.write(json.dumps(row, allow_nan=False, default=_jsonable) + "\n")
+            except OSError as e:
+                if e.errno in DISK_FULL:
+                    raise DiskFull(self._path, e) from None
+                raise
         scalars = {
             k: v for k, v in metrics.items() if isinstance(v, int | float) and math.isfinite(v)
         }
@@ -96,3 +107,24 @@ def _wandb_run(settings: dict[str, Any]) -> Any:
         resume="allow",
         id=settings.get("id"),
     )
+
+
+def _drop_torn_line(path: Path) -> None:
+    """Cut a last line without its newline (a learner killed while writing it), which the next
+    record would be appended to and lost with."""
+    try:
+        with path.open("rb+") as f:
+            size = f.seek(0, 2)
+            if size == 0:
+                return
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            start = max(size - (1 << 20), 0)
+            f.seek(start)
+            tail = f.read()
+            keep = start + tail.rfind(b"\n") + 1 if b"\n" in tail else 0
+            f.truncate(keep)
+            log.warning("%s: dropped a torn last line (%d bytes)", path, size - keep)
+    except FileNotFoundError:
+        return

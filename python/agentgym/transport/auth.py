@@ -15,6 +15,11 @@ Every actor reads the same file (a shared run dir, or a copy next to it: ``agent
 The check runs in the learner's ZAP handler (``ZapHandler``), which libzmq consults on every
 connection to a socket with a ZAP domain, before a single message is delivered: a peer
 without the keys can neither push trajectories, say hello, fetch weights nor read control.
+
+The keys file is created with ``O_EXCL | O_NOFOLLOW`` (a planted symlink is never written
+through) and mode 0600; a keys file others may read is tightened when it is this user's and
+refused when it is not. Unix sockets (``transport.kind: ipc``) take no keys: they live in a
+directory only this user can enter (``private_directory``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import json
 import logging
 import os
 import secrets
+import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,6 +52,10 @@ Mechanism = Literal["curve", "plain"]
 
 class KeysError(RuntimeError):
     """A keys file that is missing, unreadable, or unusable with this libzmq."""
+
+
+class UnsafeDirectory(PermissionError):
+    """A socket directory another user could replace sockets in; the message says whose."""
 
 
 def curve_available() -> bool:
@@ -79,10 +89,13 @@ class TransportKeys:
 
     @classmethod
     def load(cls, path: str | Path) -> TransportKeys:
-        """Keys written by ``save``; ``KeysError`` naming the file when they are unusable."""
+        """Keys written by ``save``; ``KeysError`` naming the file when they are unusable. A
+        file that others may read or write is made private (0600, with a warning) when it is
+        this user's, and refused when it is not."""
         try:
-            data = json.loads(Path(path).read_text())
-            keys = cls(**data)
+            with open(path, "rb") as f:
+                _keep_private(f.fileno(), path)
+                keys = cls(**json.loads(f.read()))
         except (OSError, ValueError, TypeError) as e:
             raise KeysError(f"cannot read the transport keys in {path}: {e}") from None
         if keys.mechanism not in ("curve", "plain"):
@@ -94,12 +107,21 @@ class TransportKeys:
         return keys
 
     def save(self, path: str | Path) -> None:
-        """Write the keys, readable and writable by the owner only (atomically)."""
+        """Write the keys, readable and writable by the owner only (atomically). The temporary
+        file is created anew (``O_EXCL | O_NOFOLLOW``): one left there, or a symlink planted
+        under its name, is removed (never followed) and the file created again."""
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileExistsError:
+            tmp.unlink()  # removes a symlink itself, not what it points to
+            fd = os.open(tmp, flags, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(asdict(self), f)
+            f.flush()
+            os.fsync(f.fileno())
         tmp.replace(path)
 
     def serve(self, sock: zmq.Socket) -> None:
@@ -136,6 +158,44 @@ class TransportKeys:
             and len(credentials) == 2
             and hmac.compare_digest(credentials[1], self.token.encode())
         )
+
+
+def _keep_private(fd: int, path: str | Path) -> None:
+    """Refuse, or tighten to 0600, an open keys file others may read or write."""
+    st = os.fstat(fd)
+    if not st.st_mode & 0o077:
+        return
+    if st.st_uid != os.geteuid():
+        raise KeysError(
+            f"{path} is readable by others (mode {stat.S_IMODE(st.st_mode):o}) and belongs to "
+            f"uid {st.st_uid}, not this user: make it private (chmod 600) or copy it"
+        )
+    os.fchmod(fd, 0o600)
+    log.warning("%s was readable by others (mode %o): made it private (0600)",
+                path, stat.S_IMODE(st.st_mode))  # fmt: skip
+
+
+def private_directory(path: str | Path) -> Path:
+    """``path`` as a directory only this user can enter: created with mode 0700, or an
+    existing one checked (a directory, not a symlink, owned by this user) and tightened to
+    0700. ``UnsafeDirectory`` when another user owns it or it is not a real directory: a
+    directory another user can write is one where they can replace the learner's sockets."""
+    path = Path(path)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeDirectory(f"{path} is not a directory (a symlink or a file): remove it")
+    if st.st_uid != os.geteuid():
+        raise UnsafeDirectory(
+            f"{path} belongs to uid {st.st_uid}, not this user ({os.geteuid()}): another user "
+            "could replace the learner's sockets there; remove it, or set TMPDIR elsewhere"
+        )
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
 
 
 def run_keys(run_dir: str | Path, mechanism: Mechanism | None = None) -> TransportKeys:

@@ -15,8 +15,10 @@ The learner binds three sockets; actors connect to them and may come and go at a
 Receivers never crash on bad input: a message that fails to decode, or whose values are out of
 bounds (``agentgym.transport.limits``), is counted in ``stats.rejected``, logged (at most a
 line a second) and dropped. Over TCP the learner admits only peers holding the run's keys
-(``agentgym.transport.auth``), and caps the size of a message frame (``max_message_bytes``) and
-the number of actor names it keeps.
+(``agentgym.transport.auth``), caps the connections of each socket
+(``agentgym.transport.conns``), the size of a trajectory message and of its frames (what the
+largest legal batch needs: ``TrajectoryLimits.message_bytes``) and the number of actor names
+it keeps.
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ from pathlib import Path
 import zmq
 import zmq.asyncio
 
-from agentgym.transport.auth import TransportKeys, ZapHandler
-from agentgym.transport.limits import TrajectoryLimits, actor_name_problem
+from agentgym.transport.auth import TransportKeys, ZapHandler, uses_tcp
+from agentgym.transport.conns import ConnectionCap, connection_cap
+from agentgym.transport.limits import TrajectoryLimits, actor_name_problem, raise_open_file_limit
 from agentgym.transport.wire import (
     SCHEMA_VERSION,
+    TRAJECTORY_FRAMES,
     Control,
     Hello,
     TensorBlob,
@@ -100,6 +104,8 @@ class ChannelStats:
     sent: int = 0
     rejected: int = 0
     rejected_trajectories: int = 0
+    oversized: int = 0
+    """Of ``rejected``: messages of more frames or bytes than the largest legal one."""
     bytes_received: int = 0
     last_error: str | None = None
     _logged_at: float = field(default=0.0, repr=False)
@@ -344,7 +350,7 @@ class LearnerChannels:
         self,
         endpoints: Endpoints,
         *,
-        rcvhwm: int = 64,
+        rcvhwm: int = 8,
         republish_s: float = 0.1,
         chunk_bytes: int = 64 << 20,
         context: zmq.Context | None = None,
@@ -352,12 +358,18 @@ class LearnerChannels:
         limits: TrajectoryLimits | None = None,
         max_message_bytes: int = 64 << 20,
         max_actors: int = 1024,
+        max_connections: int | None = None,
     ):
         """``keys``: admit only peers holding them (``agentgym.transport.auth``; the sockets
         then get a context of their own, whose ZAP handler checks every connection).
         ``limits``: bounds on the trajectories accepted. ``max_message_bytes``: the largest
-        frame of a trajectory message (``ZMQ_MAXMSGSIZE``; a larger one closes its sender's
-        connection before it is buffered). ``max_actors``: actor names kept."""
+        trajectory message, all frames together (lowered to what ``limits`` allow); libzmq
+        bounds frames, not messages, so each frame is capped too (``ZMQ_MAXMSGSIZE``: the
+        largest legal frame; a larger one closes its sender's connection before it is
+        buffered) and a message of more frames or bytes is refused unread. With ``rcvhwm``
+        such messages queued at most, that bounds what the socket buffers. ``max_actors``:
+        actor names kept. ``max_connections``: TCP connections per socket (default: room for
+        ``max_actors`` within the open-file limit, which is first raised to its hard limit)."""
         self._own_ctx = keys is not None and context is None
         self._ctx = zmq.Context() if self._own_ctx else (context or zmq.Context.instance())
         self._keys = keys
@@ -366,6 +378,11 @@ class LearnerChannels:
         self.weight_stats = ChannelStats()
         self.weights = WeightStore(chunk_bytes)
         self.actors = ActorRegistry(max_actors=max_actors)
+        self.max_message_bytes = min(max_message_bytes, self.limits.message_bytes())
+        self._cap: ConnectionCap | None = None
+        if uses_tcp(endpoints.trajectories, endpoints.control, endpoints.weights):
+            cap = max_connections or connection_cap(max_actors, raise_open_file_limit())
+            self._cap = ConnectionCap(self._ctx, cap)
         self._zap: ZapHandler | None = None
         self._republish_s = republish_s
         self._control: Control | None = None
@@ -383,9 +400,12 @@ class LearnerChannels:
         self._pull = self._ctx.socket(zmq.PULL)
         self._pull.setsockopt(zmq.RCVHWM, rcvhwm)
         self._pull.setsockopt(zmq.LINGER, 0)
-        self._pull.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
+        frame_cap = min(self.max_message_bytes, self.limits.frame_bytes())
+        self._pull.setsockopt(zmq.MAXMSGSIZE, frame_cap)
         if keys is not None:
             keys.serve(self._pull)
+        if self._cap is not None:
+            self._cap.watch(self._pull, "trajectories")
         try:
             if len(bound) != 2:
                 raise RuntimeError(f"could not bind learner sockets: {bound}")
@@ -399,6 +419,11 @@ class LearnerChannels:
     def refused_connections(self) -> int:
         """Connections refused for want of the run's keys (0 without keys)."""
         return self._zap.refused if self._zap is not None else 0
+
+    @property
+    def shed_connections(self) -> int:
+        """TCP connections shut down at the per-socket cap (``agentgym.transport.conns``)."""
+        return self._cap.shed if self._cap is not None else 0
 
     # --- trajectories -----------------------------------------------------------------------
 
@@ -414,7 +439,14 @@ class LearnerChannels:
                 frames = self._pull.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 break
-            self.stats.bytes_received += sum(len(f) for f in frames)
+            size = sum(len(f) for f in frames)
+            self.stats.bytes_received += size
+            if len(frames) != TRAJECTORY_FRAMES or size > self.max_message_bytes:
+                self.stats.oversized += 1
+                self.stats.reject("trajectories", (
+                    f"{len(frames)} frames of {size:,} bytes, past the largest legal batch "
+                    f"({TRAJECTORY_FRAMES} frames, {self.max_message_bytes:,} bytes)"))  # fmt: skip
+                continue
             try:
                 sender, batch = decode_trajectory_batch([f.buffer for f in frames])
             except WireError as e:
@@ -459,6 +491,8 @@ class LearnerChannels:
 
     def close(self) -> None:
         """Stop the background thread and close every socket (never hangs: linger is 0)."""
+        if self._cap is not None and getattr(self, "_pull", None) is not None:
+            self._cap.unwatch(self._pull)  # while its monitor's reader is open
         self._stop.set()
         self._thread.join()
         if getattr(self, "_pull", None) is not None:
@@ -486,6 +520,9 @@ class LearnerChannels:
             s.setsockopt(zmq.LINGER, 0)
             if self._keys is not None:
                 self._keys.serve(s)
+        if self._cap is not None:
+            self._cap.watch(pub, "control")
+            self._cap.watch(router, "weights")
         router.setsockopt(zmq.MAXMSGSIZE, MAX_REQUEST_BYTES)
         try:
             pub.bind(endpoints.control)
@@ -504,10 +541,15 @@ class LearnerChannels:
             self._close_serving(pub, router)
 
     def _close_serving(self, pub: zmq.Socket, router: zmq.Socket) -> None:
+        if self._cap is not None:
+            self._cap.unwatch(pub)
+            self._cap.unwatch(router)
         pub.close()
         router.close()
         if self._zap is not None:
             self._zap.close()
+        if self._cap is not None:
+            self._cap.close()
 
     def _serve_loop(self, pub: zmq.Socket, router: zmq.Socket) -> None:
         poller = zmq.Poller()
@@ -521,6 +563,8 @@ class LearnerChannels:
                 self._zap.handle()
             if router in ready:
                 self._answer_weights(router)
+            if self._cap is not None:
+                self._cap.handle()
             with self._lock:
                 control, dirty, self._control_dirty = self._control, self._control_dirty, False
             now = time.monotonic()

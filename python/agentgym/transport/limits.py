@@ -6,11 +6,16 @@ finite rewards and log-probs, token ids inside the model's vocabulary, a prompt 
 the episode, turn counts that match the turn versions, group sizes no larger than the run's,
 bounded names and lengths. A batch with one bad trajectory is refused whole (a group is
 trained whole or not at all), and the reason names the trajectory and the field.
+
+The same bounds give the largest legal message (``TrajectoryLimits.message_bytes``) and
+frame (``frame_bytes``), which cap what the learner's socket takes before anything is
+decoded, and ``raise_open_file_limit`` gives the learner all the descriptors it may have.
 """
 
 from __future__ import annotations
 
 import math
+import resource
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +33,9 @@ MAX_NAME_CHARS = 64
 MAX_TIMINGS = 16
 """Most timing entries per trajectory."""
 MAX_ACTOR_NAME_CHARS = 256
+HEADER_BYTES_PER_TRAJECTORY = 4096
+"""Room for one trajectory's scalars in a message header (ids, names, 16 timings), with
+margin: a real one takes a few hundred bytes."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,21 @@ class TrajectoryLimits:
     """Token ids must be below this (the model's embedding rows); None: not checked."""
     envs: frozenset[str] | None = None
     """The env names the run trains on; None: any name."""
+
+    def frame_bytes(self) -> int:
+        """The largest frame of a legal trajectory message: its header, or its token ids
+        (``max_batch`` trajectories of ``max_tokens`` int32 tokens, the largest array)."""
+        return max(self.max_batch * self.max_tokens * 4, self._header_bytes())
+
+    def message_bytes(self) -> int:
+        """The largest legal trajectory message, all its frames together: ``max_batch``
+        trajectories of ``max_tokens`` tokens (token id and log-prob 4 bytes each, loss mask
+        1) and as many turns (a turn samples a token; 4 bytes each), with their header."""
+        turns = min(self.max_turns, self.max_tokens)
+        return self.max_batch * (self.max_tokens * 9 + turns * 4) + self._header_bytes()
+
+    def _header_bytes(self) -> int:
+        return self.max_batch * HEADER_BYTES_PER_TRAJECTORY + 4096
 
     def problem(self, batch: Sequence[Trajectory]) -> str | None:
         """Why ``batch`` is refused, or None when every trajectory in it is within bounds."""
@@ -117,3 +140,18 @@ def actor_name_problem(name: str) -> str | None:
     if not 0 < len(name) <= MAX_ACTOR_NAME_CHARS or not name.isprintable():
         return f"actor name must be 1-{MAX_ACTOR_NAME_CHARS} printable characters"
     return None
+
+
+def raise_open_file_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit (a learner serving TCP
+    holds a descriptor per connection; many systems start processes at 1024 with a far higher
+    hard limit); returns the soft limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    except (ValueError, OSError):  # a hard limit over the kernel's nr_open
+        return soft
+    return wanted

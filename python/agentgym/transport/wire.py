@@ -404,6 +404,8 @@ _TRAJ_ARRAYS = (
     ("turn_finish", "uint8"),
 )
 """The array frames of a trajectory message, in frame order (frame 0 is the header)."""
+TRAJECTORY_FRAMES = 1 + len(_TRAJ_ARRAYS)
+"""Frames of every trajectory message."""
 
 
 _scalar_row = operator.attrgetter(*_TRAJ_SCALARS, "num_tokens")

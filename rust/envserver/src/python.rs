@@ -451,7 +451,8 @@ pool_pymethods! { PyRemotePool, remote_to_py, step,
         Ok(self.inner.info(&ids).map_err(remote_to_py)?.iter().map(|v| v.to_string()).collect())
     }
 
-    /// Counters: steps, resets, step_errors, env_panics (always 0), transport_errors, close_errors.
+    /// Counters: steps, resets, step_errors, env_panics (always 0), transport_errors, close_errors,
+    /// lost_sessions.
     fn stats(&self) -> BTreeMap<&'static str, u64> {
         use std::sync::atomic::Ordering::Relaxed;
         let s = &self.inner.stats;
@@ -462,6 +463,7 @@ pool_pymethods! { PyRemotePool, remote_to_py, step,
             ("env_panics", 0),
             ("transport_errors", s.transport_errors.load(Relaxed)),
             ("close_errors", s.close_errors.load(Relaxed)),
+            ("lost_sessions", s.lost_sessions.load(Relaxed)),
         ])
     }
 }

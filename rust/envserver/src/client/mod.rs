@@ -10,4 +10,15 @@ mod runtime;
 mod server;
 
 pub use runtime::{Io, ProcessClients};
-pub use server::{CallError, ClientOptions, ServerClient, DEFAULT_MAX_REPLY_BYTES};
+pub use server::{CallError, ClientOptions, Reply, ServerClient, DEFAULT_MAX_REPLY_BYTES};
+
+/// The header in which agentgym-envserver names its instance (an id drawn when it starts) on
+/// every authorized reply, and in which a client names the instance its sessions were created
+/// on: a server of another instance (restarted on the same address) refuses such a request
+/// with 410 instead of acting on sessions that now belong to someone else.
+pub const INSTANCE_HEADER: &str = "x-agentgym-instance";
+
+/// The header in which a client numbers each request and agentgym-envserver echoes the number
+/// on its reply: a reply carrying another number answers another request (a server or proxy
+/// that sent two responses to one request), and the connection it came on is dropped.
+pub const REQUEST_HEADER: &str = "x-agentgym-request";

@@ -11,6 +11,14 @@
 //! - A server that dies, hangs or answers garbage fails only its own sessions, each with an error
 //!   naming the server and the cause. A step whose request may have reached the server is never
 //!   retried (the env may have moved); the session is then marked failed until it is reset.
+//! - Sessions are bound to the server instance that created them: agentgym-envserver names its
+//!   instance on every reply ([`crate::client::INSTANCE_HEADER`]) and refuses (410) requests for
+//!   another instance's sessions, so after a restart on the same address the old sessions are
+//!   reported lost instead of stepping the new sessions' envs. A server that hands out a remote
+//!   id twice (in one reply, or one an open session holds: a restarted server that does not name
+//!   its instances) is not believed: duplicates in a reply are refused, and the open session
+//!   that held the id is lost. A lost session sends nothing more (not even its close) and can
+//!   only be closed; `stats()["lost_sessions"]` counts them.
 //! - The runtime and connections are built per process id ([`ProcessClients`]), so a forked
 //!   child gets fresh ones.
 //! - Observations are the last ones the servers returned, kept here; `info` adds the reset
@@ -23,7 +31,7 @@
 
 mod wire;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -98,6 +106,11 @@ pub enum RemoteError {
 struct Session {
     server: usize,
     remote_id: u64,
+    /// The server instance that created it (agentgym-envserver), sent with each request.
+    instance: Option<Arc<str>>,
+    /// Why the session is gone from its server (restarted, or its id handed to another): it
+    /// is failed for good and nothing more is sent for it.
+    lost: Option<String>,
     phase: Phase,
     steps: u32,
     task_id: Option<u64>,
@@ -111,7 +124,19 @@ struct Session {
 struct Target {
     server: usize,
     remote_id: u64,
+    instance: Option<Arc<str>>,
     phase: Phase,
+    lost: Option<String>,
+}
+
+/// The requests of one batch that go together: one server, one instance of it.
+type Group = (usize, Option<Arc<str>>);
+
+/// Why one session's request failed; `lost` when its server says the session is gone.
+#[derive(Debug, Clone)]
+struct Failure {
+    message: String,
+    lost: bool,
 }
 
 /// Counters since the pool was built.
@@ -124,6 +149,8 @@ pub struct RemoteStats {
     pub transport_errors: AtomicU64,
     /// Close requests that failed (the session is forgotten here anyway).
     pub close_errors: AtomicU64,
+    /// Sessions found gone from their server (restarted, or their remote id handed out again).
+    pub lost_sessions: AtomicU64,
 }
 
 /// What a server said about itself (`None` fields: not an agentgym server).
@@ -138,6 +165,9 @@ pub struct RemotePool {
     io: ProcessClients,
     probes: Mutex<Vec<Option<Probe>>>,
     sessions: Mutex<IdMap<Session>>,
+    /// Which session holds each (server, remote id): locked after `sessions`, never alone
+    /// around it.
+    holders: Mutex<HashMap<(usize, u64), u64>>,
     next_id: AtomicU64,
     horizon: HorizonCap,
     pub stats: RemoteStats,
@@ -166,6 +196,7 @@ impl RemotePool {
             io,
             probes,
             sessions: Mutex::new(IdMap::default()),
+            holders: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             horizon: HorizonCap::default(),
             stats: RemoteStats::default(),
@@ -232,7 +263,7 @@ impl RemotePool {
         for (i, e) in self.probe_all()? {
             errors.insert(i, e);
         }
-        let mut created: Vec<(usize, u64)> = Vec::with_capacity(n);
+        let mut created: Vec<(usize, wire::Created)> = Vec::with_capacity(n);
         for _round in 0..2 {
             let usable: Vec<usize> = (0..io.clients.len()).filter(|i| !errors.contains_key(i)).collect();
             if usable.is_empty() || created.len() == n {
@@ -248,21 +279,33 @@ impl RemotePool {
             }
         }
         if created.len() < n {
-            self.close_remote(&io, &created);
+            let made: Vec<(usize, u64, Option<Arc<str>>)> =
+                created.into_iter().map(|(server, (id, instance))| (server, id, instance.map(Arc::from))).collect();
+            {
+                // the server gave these ids out anew: a session here that held one is lost
+                let mut table = self.sessions.lock();
+                for &(server, remote_id, _) in &made {
+                    self.take_remote_id(&mut table, None, server, remote_id);
+                }
+            }
+            self.close_remote(&io, &made);
             let detail: Vec<String> = errors.iter().map(|(i, e)| format!("{}: {e}", self.config.urls[*i])).collect();
             return Err(RemoteError::Unavailable(format!(
                 "could create only {} of {n} sessions; {}",
-                created.len(),
+                made.len(),
                 detail.join("; ")
             )));
         }
         let first = self.next_id.fetch_add(n as u64, Ordering::Relaxed);
         let mut table = self.sessions.lock();
         let ids: Vec<u64> = (first..first + n as u64).collect();
-        for (&id, &(server, remote_id)) in ids.iter().zip(&created) {
+        for (&id, (server, (remote_id, instance))) in ids.iter().zip(created) {
+            self.take_remote_id(&mut table, Some(id), server, remote_id);
             let session = Session {
                 server,
                 remote_id,
+                instance: instance.map(Arc::from),
+                lost: None,
                 phase: Phase::Fresh,
                 steps: 0,
                 task_id: None,
@@ -287,20 +330,28 @@ impl RemotePool {
         }
         let sessions = self.targets(ids)?;
         let io = self.io()?;
-        let groups = group_by_server(&sessions, (0..ids.len()).collect());
-        let jobs = groups.iter().map(|(server, items)| {
+        let mut out: Vec<Result<String, String>> = vec![Err(String::new()); ids.len()];
+        let mut live = Vec::with_capacity(ids.len());
+        for (i, s) in sessions.iter().enumerate() {
+            match &s.lost {
+                Some(why) => out[i] = Err(why.clone()),
+                None => live.push(i),
+            }
+        }
+        let groups = group_by_target(&sessions, live);
+        let jobs = groups.iter().map(|(group, items)| {
             let remote: Vec<u64> = items.iter().map(|&i| sessions[i].remote_id).collect();
             let tasks: Vec<u64> = items.iter().map(|&i| task_ids[i] as u64).collect();
-            self.reset_on(&io, *server, remote, tasks)
+            self.reset_on(&io, group, remote, tasks)
         });
         let replies = io.runtime.block_on(join_all(jobs));
-        let mut out: Vec<Result<String, String>> = vec![Err(String::new()); ids.len()];
         let mut table = self.sessions.lock();
-        for ((server, items), results) in groups.iter().zip(replies) {
+        for (((server, _), items), results) in groups.iter().zip(replies) {
             for (&i, result) in items.iter().zip(results) {
                 let (id, s) = (ids[i], &sessions[i]);
                 let entry = table.get_mut(&id);
-                out[i] = match result.and_then(|r| self.opening(r)) {
+                let result = result.and_then(|r| self.opening(r).map_err(|message| Failure { message, lost: false }));
+                out[i] = match result {
                     Ok(reply) => {
                         if let Some(e) = entry {
                             e.phase = Phase::Running;
@@ -313,14 +364,10 @@ impl RemotePool {
                         Ok(reply.observation)
                     }
                     Err(e) => {
-                        let msg = self.session_error(
-                            id,
-                            *server,
-                            s.remote_id,
-                            &format!("reset to task {} failed: {e}", task_ids[i]),
-                        );
+                        let what = format!("reset to task {} failed: {}", task_ids[i], e.message);
+                        let msg = self.session_error(id, *server, s.remote_id, &what);
                         if let Some(entry) = entry {
-                            entry.phase = Phase::Failed(msg.clone());
+                            self.fail(entry, &msg, e.lost);
                         }
                         Err(msg)
                     }
@@ -362,15 +409,15 @@ impl RemotePool {
             }
         }
         let io = self.io()?;
-        let groups = group_by_server(&sessions, ready);
-        let jobs = groups.iter().map(|(server, items)| {
+        let groups = group_by_target(&sessions, ready);
+        let jobs = groups.iter().map(|(group, items)| {
             let remote: Vec<u64> = items.iter().map(|&i| sessions[i].remote_id).collect();
             let acts: Vec<&str> = items.iter().map(|&i| actions[i].as_ref().map_or("", AsRef::as_ref)).collect();
-            self.step_on(&io, *server, remote, acts)
+            self.step_on(&io, group, remote, acts)
         });
         let replies = io.runtime.block_on(join_all(jobs));
         let mut table = self.sessions.lock();
-        for ((server, items), results) in groups.iter().zip(replies) {
+        for (((server, _), items), results) in groups.iter().zip(replies) {
             for (&i, result) in items.iter().zip(results) {
                 let (id, remote_id) = (ids[i], sessions[i].remote_id);
                 out[i] = Some(match (result, table.get_mut(&id)) {
@@ -383,9 +430,9 @@ impl RemotePool {
                         error: None,
                     },
                     (Err(e), entry) => {
-                        let msg = self.session_error(id, *server, remote_id, &e);
+                        let msg = self.session_error(id, *server, remote_id, &e.message);
                         if let Some(entry) = entry {
-                            entry.phase = Phase::Failed(msg.clone());
+                            self.fail(entry, &msg, e.lost);
                         }
                         failed(msg)
                     }
@@ -404,13 +451,23 @@ impl RemotePool {
     /// Forgets the sessions here and asks their servers to close them; a server that fails to
     /// answer is counted in `close_errors`, never an error of this call. Returns how many closed.
     pub fn close(&self, ids: &[u64]) -> Result<usize, RemoteError> {
-        let removed: Vec<(usize, u64)> = {
+        let removed: Vec<Session> = {
             let mut table = self.sessions.lock();
             check_ids(ids, |id| table.contains_key(&id))?;
-            ids.iter().filter_map(|id| table.remove(id)).map(|s| (s.server, s.remote_id)).collect()
+            let removed: Vec<(u64, Session)> = ids.iter().filter_map(|id| table.remove(id).map(|s| (*id, s))).collect();
+            let mut holders = self.holders.lock();
+            for (id, s) in &removed {
+                if holders.get(&(s.server, s.remote_id)) == Some(id) {
+                    holders.remove(&(s.server, s.remote_id));
+                }
+            }
+            removed.into_iter().map(|(_, s)| s).collect()
         };
+        // a lost session's remote id may be another session's now: its close is not sent
+        let remote: Vec<(usize, u64, Option<Arc<str>>)> =
+            removed.iter().filter(|s| s.lost.is_none()).map(|s| (s.server, s.remote_id, s.instance.clone())).collect();
         let io = self.io()?;
-        self.close_remote(&io, &removed);
+        self.close_remote(&io, &remote);
         Ok(removed.len())
     }
 
@@ -431,7 +488,10 @@ impl RemotePool {
                 info.insert("remote_id".into(), s.remote_id.into());
                 info.insert("pool_steps".into(), s.steps.into());
                 info.insert("task_id".into(), s.task_id.map_or(Value::Null, Value::from));
-                info.insert("phase".into(), phase_name(&s.phase).into());
+                info.insert("phase".into(), if s.lost.is_some() { "lost" } else { phase_name(&s.phase) }.into());
+                if let Some(instance) = &s.instance {
+                    info.insert("instance".into(), instance.to_string().into());
+                }
                 if let Phase::Failed(msg) = &s.phase {
                     info.insert("error".into(), msg.clone().into());
                 }
@@ -447,85 +507,93 @@ impl RemotePool {
         io: &'a Io,
         server: usize,
         k: usize,
-    ) -> impl Future<Output = (Vec<u64>, Option<String>)> + 'a {
+    ) -> impl Future<Output = (Vec<wire::Created>, Option<String>)> + 'a {
         let c = &io.clients[server];
         let d = self.config.dialect;
         let batch = self.uses_batch(server);
         async move {
             if batch {
                 return match wire::batch_create(c, k).await {
-                    Ok(ids) => (ids, None),
+                    Ok((ids, instance)) => (ids.into_iter().map(|id| (id, instance.clone())).collect(), None),
                     Err(e) => (Vec::new(), Some(self.count_failure(e))),
                 };
             }
             let results = join_all((0..k).map(|_| wire::create(c, d))).await;
-            let mut ids = Vec::with_capacity(k);
+            let mut made: Vec<wire::Created> = Vec::with_capacity(k);
             let mut error = None;
             for r in results {
                 match r {
-                    Ok(id) => ids.push(id),
+                    // one env on the server is one session here: a repeated id is not a new one
+                    Ok((id, _)) if made.iter().any(|(m, _)| *m == id) => {
+                        self.stats.transport_errors.fetch_add(1, Ordering::Relaxed);
+                        error = Some(format!("/create handed out remote id {id} twice"));
+                    }
+                    Ok(created) => made.push(created),
                     Err(e) => error = Some(self.count_failure(e)),
                 }
             }
-            (ids, error)
+            (made, error)
         }
     }
 
     async fn reset_on(
         &self,
         io: &Io,
-        server: usize,
+        (server, instance): &Group,
         remote: Vec<u64>,
         tasks: Vec<u64>,
-    ) -> Vec<Result<wire::ResetReply, String>> {
-        let c = &io.clients[server];
-        if self.uses_batch(server) {
-            return match wire::batch_reset(c, &remote, &tasks).await {
+    ) -> Vec<Result<wire::ResetReply, Failure>> {
+        let (c, instance) = (&io.clients[*server], instance.as_deref());
+        if self.uses_batch(*server) {
+            return match wire::batch_reset(c, &remote, &tasks, instance).await {
                 Ok(slots) => slots
                     .into_iter()
-                    .map(|r| r.map(|observation| wire::ResetReply { observation, extra: Map::new() }))
+                    .map(|r| {
+                        r.map(|observation| wire::ResetReply { observation, extra: Map::new() })
+                            .map_err(|message| Failure { message, lost: false })
+                    })
                     .collect(),
-                Err(e) => vec![Err(self.count_failure(e)); remote.len()],
+                Err(e) => vec![Err(self.failure(e, false)); remote.len()],
             };
         }
         let d = self.config.dialect;
-        let calls = remote.iter().zip(&tasks).map(|(&r, &t)| wire::reset(c, d, r, t));
-        join_all(calls).await.into_iter().map(|r| r.map_err(|e| self.count_failure(e))).collect()
+        let calls = remote.iter().zip(&tasks).map(|(&r, &t)| wire::reset(c, d, r, t, instance));
+        join_all(calls).await.into_iter().map(|r| r.map_err(|e| self.failure(e, false))).collect()
     }
 
     async fn step_on(
         &self,
         io: &Io,
-        server: usize,
+        (server, instance): &Group,
         remote: Vec<u64>,
         actions: Vec<&str>,
-    ) -> Vec<Result<wire::StepReply, String>> {
-        let c = &io.clients[server];
-        if self.uses_batch(server) {
-            return match wire::batch_step(c, &remote, &actions).await {
-                Ok(slots) => slots,
-                Err(e) => vec![Err(self.step_failure(e)); remote.len()],
+    ) -> Vec<Result<wire::StepReply, Failure>> {
+        let (c, instance) = (&io.clients[*server], instance.as_deref());
+        if self.uses_batch(*server) {
+            return match wire::batch_step(c, &remote, &actions, instance).await {
+                Ok(slots) => slots.into_iter().map(|r| r.map_err(|message| Failure { message, lost: false })).collect(),
+                Err(e) => vec![Err(self.failure(e, true)); remote.len()],
             };
         }
         let (d, score) = (self.config.dialect, self.config.score_field.as_deref());
-        let calls = remote.iter().zip(&actions).map(|(&r, a)| wire::step(c, d, r, a, score));
-        join_all(calls).await.into_iter().map(|r| r.map_err(|e| self.step_failure(e))).collect()
+        let calls = remote.iter().zip(&actions).map(|(&r, a)| wire::step(c, d, r, a, score, instance));
+        join_all(calls).await.into_iter().map(|r| r.map_err(|e| self.failure(e, true))).collect()
     }
 
-    fn close_remote(&self, io: &Io, sessions: &[(usize, u64)]) {
-        let mut by_server: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
-        for &(server, remote_id) in sessions {
-            by_server.entry(server).or_default().push(remote_id);
+    fn close_remote(&self, io: &Io, sessions: &[(usize, u64, Option<Arc<str>>)]) {
+        let mut by_target: BTreeMap<Group, Vec<u64>> = BTreeMap::new();
+        for (server, remote_id, instance) in sessions {
+            by_target.entry((*server, instance.clone())).or_default().push(*remote_id);
         }
         let d = self.config.dialect;
-        let jobs = by_server.iter().map(|(&server, remote)| {
-            let c = &io.clients[server];
-            let batch = self.uses_batch(server);
+        let jobs = by_target.iter().map(|((server, instance), remote)| {
+            let (c, instance) = (&io.clients[*server], instance.as_deref());
+            let batch = self.uses_batch(*server);
             async move {
                 if batch {
-                    return usize::from(wire::batch_close(c, remote).await.is_err()) * remote.len();
+                    return usize::from(wire::batch_close(c, remote, instance).await.is_err()) * remote.len();
                 }
-                let results = join_all(remote.iter().map(|&r| wire::close(c, d, r))).await;
+                let results = join_all(remote.iter().map(|&r| wire::close(c, d, r, instance))).await;
                 results.iter().filter(|r| r.is_err()).count()
             }
         });
@@ -572,7 +640,7 @@ impl RemotePool {
     }
 
     /// How many of `n` new sessions each usable server gets: fewest open sessions first.
-    fn shares(&self, n: usize, usable: &[usize], pending: &[(usize, u64)]) -> Vec<(usize, usize)> {
+    fn shares(&self, n: usize, usable: &[usize], pending: &[(usize, wire::Created)]) -> Vec<(usize, usize)> {
         let mut load: BTreeMap<usize, usize> = usable.iter().map(|&i| (i, 0)).collect();
         for s in self.sessions.lock().values() {
             if let Some(l) = load.get_mut(&s.server) {
@@ -608,13 +676,22 @@ impl RemotePool {
             .iter()
             .map(|id| {
                 let s = &table[id];
-                Target { server: s.server, remote_id: s.remote_id, phase: s.phase.clone() }
+                Target {
+                    server: s.server,
+                    remote_id: s.remote_id,
+                    instance: s.instance.clone(),
+                    phase: s.phase.clone(),
+                    lost: s.lost.clone(),
+                }
             })
             .collect())
     }
 
     /// Why session `id` cannot step now, if it cannot; checked before anything is sent.
     fn refuse_step<S: AsRef<str>>(&self, id: u64, s: &Target, action: &Result<S, String>) -> Option<String> {
+        if let Some(lost) = &s.lost {
+            return Some(lost.clone());
+        }
         if let Some(refusal) = s.phase.step_refusal(id) {
             return Some(refusal);
         }
@@ -634,19 +711,60 @@ impl RemotePool {
     }
 
     fn count_failure(&self, e: CallError) -> String {
-        if !matches!(e, CallError::Server(_)) {
+        if !matches!(e, CallError::Server(_) | CallError::Gone(_)) {
             self.stats.transport_errors.fetch_add(1, Ordering::Relaxed);
         }
         e.to_string()
     }
 
-    fn step_failure(&self, e: CallError) -> String {
-        let retry_note = if e.may_have_reached() && !matches!(e, CallError::Server(_) | CallError::Status { .. }) {
-            "; the step may have reached the server and was not retried: reset or close the session"
-        } else {
-            ""
+    /// One request's failure, for each of its sessions (`step`: a step, which is never
+    /// retried once it may have reached the server). A 410 of agentgym-envserver is a lost
+    /// session: the server was restarted.
+    fn failure(&self, e: CallError, step: bool) -> Failure {
+        let lost = matches!(e, CallError::Gone(_));
+        let retry_note =
+            if step && e.may_have_reached() && !matches!(e, CallError::Server(_) | CallError::Status { .. }) {
+                "; the step may have reached the server and was not retried: reset or close the session"
+            } else {
+                ""
+            };
+        let message = self.count_failure(e);
+        let message = if step { format!("step failed: {message}{retry_note}") } else { message };
+        Failure { message, lost }
+    }
+
+    /// Marks a session failed (`lost`: for good, gone from its server).
+    fn fail(&self, entry: &mut Session, message: &str, lost: bool) {
+        entry.phase = Phase::Failed(message.to_string());
+        if lost && entry.lost.is_none() {
+            entry.lost = Some(format!("{message}; the session is lost: close it"));
+            self.stats.lost_sessions.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The server handed out `remote_id` anew, to session `id` (None: to a session being closed
+    /// again): an open session of this pool that held it is lost (the server restarted, or
+    /// reuses ids), as two sessions here must never drive one env there.
+    fn take_remote_id(&self, table: &mut IdMap<Session>, id: Option<u64>, server: usize, remote_id: u64) {
+        let mut holders = self.holders.lock();
+        let old = match id {
+            Some(id) => holders.insert((server, remote_id), id),
+            None => holders.remove(&(server, remote_id)),
         };
-        format!("step failed: {}{retry_note}", self.count_failure(e))
+        drop(holders);
+        let Some(old) = old else { return };
+        if let Some(holder) = table.get_mut(&old).filter(|s| s.lost.is_none()) {
+            let msg = self.session_error(
+                old,
+                server,
+                remote_id,
+                "the server handed out this remote id again to a new session (it was restarted, or \
+                 reuses ids): this session's env there is gone",
+            );
+            holder.phase = Phase::Failed(msg.clone());
+            holder.lost = Some(format!("{msg}; the session is lost: close it"));
+            self.stats.lost_sessions.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -676,11 +794,11 @@ fn failed(message: String) -> StepResult {
     StepResult { observation: String::new(), reward: 0.0, done: false, truncated: false, error: Some(message) }
 }
 
-/// Positions `items` grouped by server, servers in ascending order.
-fn group_by_server(sessions: &[Target], items: Vec<usize>) -> Vec<(usize, Vec<usize>)> {
-    let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+/// Positions `items` grouped by server and server instance, servers in ascending order.
+fn group_by_target(sessions: &[Target], items: Vec<usize>) -> Vec<(Group, Vec<usize>)> {
+    let mut groups: BTreeMap<Group, Vec<usize>> = BTreeMap::new();
     for i in items {
-        groups.entry(sessions[i].server).or_default().push(i);
+        groups.entry((sessions[i].server, sessions[i].instance.clone())).or_default().push(i);
     }
     groups.into_iter().collect()
 }
@@ -703,6 +821,8 @@ mod tests {
         Session {
             server: 0,
             remote_id: 0,
+            instance: None,
+            lost: None,
             phase: Phase::Running,
             steps: 0,
             task_id: Some(0),

@@ -4,7 +4,11 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::client::{CallError, ServerClient};
+use crate::client::{CallError, Reply, ServerClient};
+
+/// A new session's remote id and the server instance that made it (None: a server that does
+/// not name its instances).
+pub type Created = (u64, Option<String>);
 
 /// How a server names sessions on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,28 +72,33 @@ pub struct StepReply {
     pub score: Option<f64>,
 }
 
-pub async fn create(c: &ServerClient, d: WireDialect) -> Result<u64, CallError> {
-    match d {
+pub async fn create(c: &ServerClient, d: WireDialect) -> Result<Created, CallError> {
+    // SearchQA's /create requires a body `{"id": item}`; WebShop's ignores it.
+    let body = if d == WireDialect::EnvIdx { json!({"id": 0}) } else { json!({}) };
+    let Reply { value: reply, instance } = c.post_to("/create", &body, None).await?;
+    let id = match d {
         WireDialect::Id => {
-            let reply = c.post("/create", &json!({})).await?;
             uint(&reply["id"]).ok_or_else(|| garbage("/create", "an object with an integer `id`", &reply))
         }
-        WireDialect::EnvIdx => {
-            // SearchQA's /create requires a body `{"id": item}`; WebShop's ignores it.
-            let reply = c.post("/create", &json!({"id": 0})).await?;
-            uint(&reply).ok_or_else(|| garbage("/create", "an integer", &reply))
-        }
+        WireDialect::EnvIdx => uint(&reply).ok_or_else(|| garbage("/create", "an integer", &reply)),
         WireDialect::WebArena => {
-            let reply = c.post("/create", &json!({})).await?;
             uint(&reply["env_idx"]).ok_or_else(|| garbage("/create", "an object with an integer `env_idx`", &reply))
         }
-    }
+    }?;
+    Ok((id, instance))
 }
 
-pub async fn reset(c: &ServerClient, d: WireDialect, remote_id: u64, task_id: u64) -> Result<ResetReply, CallError> {
+pub async fn reset(
+    c: &ServerClient,
+    d: WireDialect,
+    remote_id: u64,
+    task_id: u64,
+    instance: Option<&str>,
+) -> Result<ResetReply, CallError> {
+    let post = |path: &'static str, body: Value| async move { c.post_to(path, &body, instance).await.map(|r| r.value) };
     match d {
         WireDialect::Id => {
-            let reply = c.post("/reset", &json!({"id": remote_id, "data_idx": task_id})).await?;
+            let reply = post("/reset", json!({"id": remote_id, "data_idx": task_id})).await?;
             let mut extra = match reply {
                 Value::Object(m) => m,
                 other => return Err(garbage("/reset", "an object with `observation`", &other)),
@@ -101,7 +110,7 @@ pub async fn reset(c: &ServerClient, d: WireDialect, remote_id: u64, task_id: u6
         }
         WireDialect::EnvIdx => {
             let body = json!({"env_idx": remote_id, "id": task_id, "session_id": task_id});
-            let reply = c.post("/reset", &body).await?;
+            let reply = post("/reset", body).await?;
             let observation = match &reply {
                 Value::String(s) => Some(s.clone()),
                 Value::Array(items) => items.first().and_then(Value::as_str).map(str::to_string),
@@ -112,7 +121,7 @@ pub async fn reset(c: &ServerClient, d: WireDialect, remote_id: u64, task_id: u6
                 .ok_or_else(|| garbage("/reset", "a string (or [string, null])", &reply))
         }
         WireDialect::WebArena => {
-            let reply = c.post("/reset", &json!({"env_idx": remote_id, "seed": 0, "idx": task_id})).await?;
+            let reply = post("/reset", json!({"env_idx": remote_id, "seed": 0, "idx": task_id})).await?;
             match reply.get("observation").and_then(Value::as_str) {
                 Some(observation) => Ok(ResetReply { observation: observation.to_string(), extra: Map::new() }),
                 None => Err(garbage("/reset", "an object with a string `observation`", &reply)),
@@ -127,8 +136,9 @@ pub async fn step(
     remote_id: u64,
     action: &str,
     score_field: Option<&str>,
+    instance: Option<&str>,
 ) -> Result<StepReply, CallError> {
-    let reply = c.post("/step", &d.body(remote_id, "action", action.into())).await?;
+    let reply = c.post_to("/step", &d.body(remote_id, "action", action.into()), instance).await?.value;
     let Some(mut parsed) = parse_step(&reply) else {
         return Err(garbage("/step", "an object with `observation`, `reward`, `done`", &reply));
     };
@@ -143,10 +153,10 @@ pub async fn step(
     Ok(parsed)
 }
 
-pub async fn close(c: &ServerClient, d: WireDialect, remote_id: u64) -> Result<(), CallError> {
+pub async fn close(c: &ServerClient, d: WireDialect, remote_id: u64, instance: Option<&str>) -> Result<(), CallError> {
     let mut body = json!({});
     body[d.key()] = remote_id.into();
-    match c.post("/close", &body).await {
+    match c.post_to("/close", &body, instance).await {
         // WebArena's server answers a successful close with the plain text `closed`
         Err(CallError::Garbage(_)) if d == WireDialect::WebArena => Ok(()),
         other => other.map(|_| ()),
@@ -155,22 +165,29 @@ pub async fn close(c: &ServerClient, d: WireDialect, remote_id: u64) -> Result<(
 
 // --- agentgym-envserver batch routes ---------------------------------------------------------
 
-pub async fn batch_create(c: &ServerClient, n: usize) -> Result<Vec<u64>, CallError> {
-    let reply = c.post("/batch/create", &json!({"n": n})).await?;
+/// `n` new sessions' remote ids (all different) and the instance that made them.
+pub async fn batch_create(c: &ServerClient, n: usize) -> Result<(Vec<u64>, Option<String>), CallError> {
+    let Reply { value: reply, instance } = c.post_to("/batch/create", &json!({"n": n}), None).await?;
     let ids: Option<Vec<u64>> = reply["ids"].as_array().and_then(|a| a.iter().map(uint).collect());
     match ids {
-        Some(ids) if ids.len() == n => Ok(ids),
-        _ => Err(garbage("/batch/create", &format!("{{\"ids\": [{n} integers]}}"), &reply)),
+        Some(ids) if ids.len() == n && all_different(&ids) => Ok((ids, instance)),
+        _ => Err(garbage("/batch/create", &format!("{{\"ids\": [{n} different integers]}}"), &reply)),
     }
+}
+
+fn all_different(ids: &[u64]) -> bool {
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    ids.iter().all(|id| seen.insert(*id))
 }
 
 pub async fn batch_reset(
     c: &ServerClient,
     ids: &[u64],
     tasks: &[u64],
+    instance: Option<&str>,
 ) -> Result<Vec<Result<String, String>>, CallError> {
-    let reply = c.post("/batch/reset", &json!({"ids": ids, "data_idxs": tasks})).await?;
-    parse_batch_reset(reply, ids.len())
+    let reply = c.post_to("/batch/reset", &json!({"ids": ids, "data_idxs": tasks}), instance).await?;
+    parse_batch_reset(reply.value, ids.len())
 }
 
 /// A `/batch/reset` reply of `n` slots: each an observation or an error. The observations are
@@ -196,9 +213,10 @@ pub async fn batch_step(
     c: &ServerClient,
     ids: &[u64],
     actions: &[&str],
+    instance: Option<&str>,
 ) -> Result<Vec<Result<StepReply, String>>, CallError> {
-    let reply = c.post("/batch/step", &json!({"ids": ids, "actions": actions})).await?;
-    parse_batch_step(reply, ids.len())
+    let reply = c.post_to("/batch/step", &json!({"ids": ids, "actions": actions}), instance).await?;
+    parse_batch_step(reply.value, ids.len())
 }
 
 /// A `/batch/step` reply of `n` slots (columns `observations`, `rewards`, `dones`, `errors`,
@@ -229,8 +247,8 @@ fn parse_batch_step(mut reply: Value, n: usize) -> Result<Vec<Result<StepReply, 
     Ok(out)
 }
 
-pub async fn batch_close(c: &ServerClient, ids: &[u64]) -> Result<(), CallError> {
-    c.post("/batch/close", &json!({"ids": ids})).await.map(|_| ())
+pub async fn batch_close(c: &ServerClient, ids: &[u64], instance: Option<&str>) -> Result<(), CallError> {
+    c.post_to("/batch/close", &json!({"ids": ids}), instance).await.map(|_| ())
 }
 
 /// `GET /health` of an agentgym-envserver; `None` for other servers (no such route).
@@ -240,7 +258,7 @@ pub async fn health(c: &ServerClient) -> Result<Option<Map<String, Value>>, Call
             Ok(Some(m))
         }
         Ok(_) => Ok(None),
-        Err(CallError::Status { .. }) | Err(CallError::Garbage(_)) | Err(CallError::Server(_)) => Ok(None),
+        Err(CallError::Status { .. } | CallError::Garbage(_) | CallError::Server(_) | CallError::Gone(_)) => Ok(None),
         Err(e) => Err(e),
     }
 }

@@ -20,6 +20,7 @@ use super::error::{json_body_response, ok, ApiError, ApiResult};
 use super::json::to_body;
 use super::metrics::Metrics;
 use super::sessions::AppState;
+pub use crate::client::{INSTANCE_HEADER, REQUEST_HEADER};
 
 type AppRef = State<Arc<AppState>>;
 
@@ -177,16 +178,30 @@ pub async fn method_not_allowed(req: Request<Body>) -> ApiError {
     ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("{} is not allowed on {}", req.method(), req.uri().path()))
 }
 
-/// Wraps every request: the cross-site rules, the bearer-token check, then metrics (route,
-/// status, latency).
+/// Wraps every request: the bearer-token check first (an unauthenticated request gets 401
+/// whatever its route, method, headers or body, and nothing of the body is read), then the
+/// cross-site rules and the instance check, then metrics (route, status, latency). An
+/// authorized reply carries this server's instance id and echoes the request's id
+/// ([`REQUEST_HEADER`]), so that a client can tell a reply to another request apart.
 pub async fn guard(State(s): AppRef, req: Request, next: Next) -> Response {
     let start = std::time::Instant::now();
     let route = Metrics::route_index(req.uri().path());
-    let allowed = s.limits.cross_site.check(req.method(), req.headers()).and_then(|()| authorize(&s, &req));
-    let response = match allowed {
+    if let Err(e) = authorize(&s, &req) {
+        let response = e.into_response();
+        s.metrics.record(route, response.status().as_u16(), start.elapsed());
+        return response;
+    }
+    let request_id = req.headers().get(REQUEST_HEADER).cloned();
+    let allowed = s.limits.cross_site.check(req.method(), req.headers()).and_then(|()| s.check_instance(req.headers()));
+    let mut response = match allowed {
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     };
+    let headers = response.headers_mut();
+    headers.insert(INSTANCE_HEADER, s.instance_header());
+    if let Some(id) = request_id {
+        headers.insert(REQUEST_HEADER, id);
+    }
     s.metrics.record(route, response.status().as_u16(), start.elapsed());
     response
 }

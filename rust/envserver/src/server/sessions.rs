@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
@@ -15,6 +15,7 @@ use super::cross_site::CrossSite;
 use super::dialect::{reward_json, Dialect};
 use super::error::ApiError;
 use super::metrics::Metrics;
+use crate::client::INSTANCE_HEADER;
 use crate::env::{CustomTask, EnvError};
 use crate::pool::{EnvPool, PoolError, StepResult};
 
@@ -63,6 +64,9 @@ pub struct AppState {
     sessions: Mutex<HashMap<u64, Meta>>,
     /// Bytes of custom episodes the open sessions hold (see `Limits::max_custom_bytes`).
     custom_bytes: AtomicUsize,
+    /// This server's instance id, drawn when it starts: a restarted server numbers its
+    /// sessions from 1 again, and the id tells a client that its sessions are not these.
+    instance: HeaderValue,
 }
 
 /// One slot of a batch reply: what the pool said, or why the item was not sent to it.
@@ -72,7 +76,35 @@ impl AppState {
     pub fn new(pool: EnvPool, limits: Limits) -> Self {
         let dialect = Dialect::for_env(pool.env_name());
         let sessions = Mutex::new(HashMap::new());
-        Self { pool, dialect, limits, metrics: Metrics::default(), sessions, custom_bytes: AtomicUsize::new(0) }
+        let custom_bytes = AtomicUsize::new(0);
+        let instance = HeaderValue::from_str(&new_instance_id()).expect("hex digits are a header value");
+        Self { pool, dialect, limits, metrics: Metrics::default(), sessions, custom_bytes, instance }
+    }
+
+    /// This server's instance id (sent with every authorized reply and in `/health`).
+    pub fn instance(&self) -> &str {
+        self.instance.to_str().unwrap_or_default()
+    }
+
+    pub fn instance_header(&self) -> HeaderValue {
+        self.instance.clone()
+    }
+
+    /// Refuses (410) a request that names another instance ([`INSTANCE_HEADER`]): its sessions
+    /// were another run of this server's, and their ids may now be other sessions'.
+    pub fn check_instance(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        match headers.get(INSTANCE_HEADER) {
+            Some(given) if given != self.instance => Err(ApiError::new(
+                StatusCode::GONE,
+                format!(
+                    "this server is instance {}, not {}: it was restarted, and the sessions of that \
+                     instance are gone",
+                    self.instance(),
+                    String::from_utf8_lossy(given.as_bytes())
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     // --- AgentGym's single-session endpoints -------------------------------------------------
@@ -307,6 +339,7 @@ impl AppState {
             "max_sessions": self.limits.max_sessions,
             "max_action_bytes": self.limits.max_action_bytes,
             "batch": true,
+            "instance": self.instance(),
         })
     }
 
@@ -404,6 +437,17 @@ impl AppState {
     }
 }
 
+/// 16 hex digits that differ between runs of the server: std's hasher keys are drawn from the
+/// OS's randomness per process, and the clock and pid are mixed in.
+fn new_instance_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    h.write_u128(now.as_nanos());
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+}
+
 fn split_slot(slot: Slot<String>) -> (Value, Value) {
     match slot {
         Ok(obs) => (Value::String(obs), Value::Null),
@@ -460,6 +504,21 @@ mod tests {
         assert!(s.close_one(first));
         assert_eq!(s.custom_bytes(), 0);
         s.create_one(custom()).unwrap();
+    }
+
+    #[test]
+    fn requests_for_another_instance_are_refused_as_gone() {
+        let (s, other) = (state(), state());
+        assert_ne!(s.instance(), other.instance(), "each start draws its own instance");
+        let mut headers = HeaderMap::new();
+        assert!(s.check_instance(&headers).is_ok(), "a request naming no instance is served");
+        headers.insert(INSTANCE_HEADER, s.instance_header());
+        assert!(s.check_instance(&headers).is_ok());
+        headers.insert(INSTANCE_HEADER, other.instance_header());
+        let refused = s.check_instance(&headers).unwrap_err();
+        assert_eq!(refused.status, StatusCode::GONE);
+        assert!(refused.message.contains("restarted"), "{}", refused.message);
+        assert_eq!(s.health()["instance"], s.instance());
     }
 
     #[test]
