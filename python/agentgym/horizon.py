@@ -70,11 +70,21 @@ class HorizonConfig:
     collapse_drop: float | None = 0.2
     """adaptive: lower the cap when success falls this far below its level before the last
     raise (None: never lower)."""
+    strict: bool = False
+    """For schedule ablations: every update trains only episodes of the cap its schedule gives
+    it. Actors start a group with the cap of the update it is expected to be trained at (the
+    learner sends the caps of the next ``max_staleness`` updates), and the learner drops a
+    group of another cap (``dropped_cap_mismatch``; the actor may start another). Off: a
+    group takes the cap in force when it starts, so near a stage boundary an update can train
+    the previous stage's cap (``horizon_cap_data/<cap>`` in the metrics says which).
+    fixed, stepwise and linear only."""
 
     def __post_init__(self) -> None:
         growing = self.schedule in ("linear", "adaptive")
         check(
             self,
+            ("strict", not self.strict or self.schedule != "adaptive",
+             "needs a schedule known in advance (fixed, stepwise, linear), not adaptive"),
             ("rounds", self.schedule != "stepwise" or bool(self.rounds),
              "must be a non-empty list of caps for the stepwise schedule"),
             ("rounds", all(r >= 1 for r in self.rounds), "caps must be >= 1"),
@@ -127,6 +137,13 @@ class HorizonController:
     def cap(self) -> int | None:
         """The cap for episodes that start now (None: uncapped)."""
         return self._cap
+
+    def upcoming(self, n: int) -> tuple[int | None, ...]:
+        """The caps of the next ``n`` updates (of versions steps + 1 .. steps + n), as the
+        schedule gives them; an adaptive cap is assumed to hold."""
+        if self.config.schedule == "adaptive":
+            return (self._cap,) * n
+        return tuple(self._scheduled_cap(self.steps + k) for k in range(1, n + 1))
 
     def observe(self, stats: HorizonStats) -> bool:
         """Account for one finished update; True when the cap changed."""

@@ -57,8 +57,8 @@ CASES = [
     ),
     (
         "bench_learner_memory.py",
-        ["--model", "tiny", "--tokens", "128", "--updates", "1"],
-        "| on |",
+        ["--model", "tiny", "--tokens", "128", "--updates", "2", "--actor"],
+        "| engine (actor), no trims |",
         ["torch", "transformers"],
     ),
     (

@@ -62,7 +62,7 @@ def test_train_reports_every_problem_at_once_and_creates_nothing(tmp_path):
         "keep_checkpoints, loss, max_rejected_steps, max_staleness, max_steps, metrics_path, "
         "micro_batch_size, micro_batch_tokens, minibatches, optim, pad_token_id, ppo_epochs, "
         "publish_weights_every, ranks, seed, shared_prefix, temperature, tensorboard_dir, "
-        "wandb_mode, wandb_project, weights_dir, weights_via) "
+        "train_order, wandb_mode, wandb_project, weights_dir, weights_via) "
         "(--set learner.nope=1)",
     ])  # fmt: skip
     assert not run_dir.exists()

@@ -173,6 +173,28 @@ def test_load_weights_sets_version_and_changes_outputs(tiny_dir) -> None:
     assert after.token_ids != before.token_ids
 
 
+def test_each_batch_and_weight_load_gives_the_freed_heap_back(tiny, monkeypatch) -> None:
+    """The actor's engine trims its heap (``agentgym.transport.malloc.trim_heap``) after each
+    batch (its key/value slabs) and each weight load (the received state dict)."""
+    import agentgym.engines.hf as hf
+
+    calls = []
+    monkeypatch.setattr(hf, "trim_heap", lambda: calls.append(1) or True)
+    model, _ = tiny
+    engine = make_engine(tiny)
+    run(engine.generate(PROMPTS[:2], SamplingParams(max_new_tokens=2, temperature=0.0)))
+    assert len(calls) == engine.batches_run == 1
+    run(engine.load_weights(dict(model.state_dict()), version=1))
+    assert len(calls) == 2
+
+    async def stream():
+        for item in model.state_dict().items():
+            yield item
+
+    run(engine.load_weights_stream(stream(), version=2))
+    assert len(calls) == 3 and engine.version == 2
+
+
 def test_load_weights_rejects_unknown_names(tiny) -> None:
     engine = make_engine(tiny)
     with pytest.raises(KeyError):

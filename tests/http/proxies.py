@@ -32,6 +32,10 @@ class DuplicatingProxy:
     def __init__(self, upstream: int, path: str, *, at_once: bool):
         self.upstream, self.path, self.at_once = upstream, path.encode(), at_once
         self.duplicated = 0
+        # set once the request that followed a held (late) copy has been answered upstream: the
+        # client refuses that copy and drops the connection, but the server still acts on the
+        # request, so a test waits for it before it resets what that request stepped
+        self.late_request_done = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
         threading.Thread(target=self._accept, daemon=True).start()
@@ -49,11 +53,14 @@ class DuplicatingProxy:
         with client, socket.create_connection(("127.0.0.1", self.upstream)) as up:
             from_client, from_up = client.makefile("rb"), up.makefile("rb")
             while (request := _read_message(from_client)) is not None:
-                if held is not None:
+                late = held is not None
+                if late:
                     client.sendall(held)
                     held = None
                 up.sendall(request)
                 reply = _read_message(from_up)
+                if late:
+                    self.late_request_done.set()
                 if reply is None:
                     return
                 twice = not self.duplicated and request.split(b" ", 2)[1] == self.path

@@ -27,6 +27,7 @@ def main() -> None:
     cfg = LearnerConfig(
         optim=OptimConfig(lr=1e-3), groups_per_step=1, micro_batch_size=4, max_staleness=4,
         metrics_path=str(run_dir / "metrics.jsonl"),
+        train_order="completion",  # the test's groups carry ids of no actor's task stream
     )  # fmt: skip
     learner = Learner(tiny_model(), cfg)
     with LearnerChannels(Endpoints.tcp(), keys=keys, republish_s=0.05) as channels:

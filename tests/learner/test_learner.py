@@ -26,7 +26,10 @@ from agentgym.learner.config import KL_REWARD_ESTIMATORS  # noqa: E402
 
 
 def config(**kw) -> LearnerConfig:
-    base = dict(optim=OptimConfig(lr=3e-3), micro_batch_size=3, groups_per_step=2)
+    # make_groups' group ids are not task stream positions: groups leave as they complete
+    # (the start order, by stream position, has tests of its own below)
+    base = dict(optim=OptimConfig(lr=3e-3), micro_batch_size=3, groups_per_step=2,
+                train_order="completion")  # fmt: skip
     return LearnerConfig(**{**base, **kw})
 
 
@@ -90,7 +93,7 @@ def test_every_estimator_trains(estimator):
 
 def test_stale_groups_are_dropped_and_counted():
     model = tiny_model()
-    buf = GroupBuffer(max_staleness=2)
+    buf = GroupBuffer(max_staleness=2, order="completion")
     fresh = make_groups(model, num_groups=1, version=5, seed=1)
     old = make_groups(model, num_groups=1, version=2, seed=2)
     partial = make_groups(model, num_groups=1, version=1, seed=3)[:2]
@@ -116,7 +119,7 @@ def test_incomplete_groups_of_a_relaunched_actor_are_dropped_and_counted():
     model = tiny_model()
     a, b, c = (make_groups(model, num_groups=1, seed=s) for s in (1, 2, 3))
     old0, new0, one = next(next_ids(0, 0)), next(next_ids(0, 1)), next(next_ids(1, 0))
-    buf = GroupBuffer(max_staleness=2)
+    buf = GroupBuffer(max_staleness=2, order="completion")
     buf.add([replace(t, group_id=old0) for t in a[:2]])
     buf.add([replace(t, group_id=one) for t in b[:3]])
     assert buf.num_pending == 5
@@ -176,7 +179,7 @@ def test_task_streams_go_on_where_the_learner_received_and_after_a_resume_where_
 def test_groups_leave_the_buffer_in_id_order_whatever_order_they_arrived_in():
     model = tiny_model()
     groups = [make_groups(model, num_groups=1, seed=s) for s in (3, 1, 2)]
-    buf = GroupBuffer(max_staleness=2)
+    buf = GroupBuffer(max_staleness=2, order="completion")
     for g in groups:
         buf.add(list(reversed(g)))
     popped = buf.pop_groups(3, version=0)
@@ -505,3 +508,39 @@ def test_a_periodic_eval_leaves_activation_checkpointing_on(tmp_path):
     ):
         plain.step(make_groups(plain.model, num_groups=2, seed=3))
     assert sum(saved) < 0.7 * sum(saved_plain)
+
+
+def test_the_caps_an_update_trained_are_logged_and_a_strict_schedule_keeps_them_pure():
+    """stepwise [2, 4] every 1 with the actor one update ahead: the groups for updates 0 and
+    1 both start at version 0 under cap 2, so update 1 (whose schedule says 4) trains cap-2
+    episodes, and its metrics say so. Strict: that group is refused, the actor is told the
+    cap of the update a new group will be trained at, and update 1 trains cap 4 alone."""
+    from agentgym.horizon import HorizonConfig as H
+
+    for strict in (False, True):
+        horizon = H(schedule="stepwise", rounds=(2, 4), every=1, strict=strict)
+        model = tiny_model()
+        learner = Learner(model, config(groups_per_step=1, max_staleness=1, horizon=horizon))
+        ahead = [make_groups(model, num_groups=1, seed=s, cap=2) for s in (1, 2)]
+        assert learner.control().cap_plans == ({"": (4,)} if strict else {})
+        learner.ingest(ahead[0])
+        first = learner.train_ready()
+        assert first["horizon_cap_data/2"] == 4 and first["horizon_cap_trained"] == 2
+        learner.ingest(ahead[1])
+        second = learner.train_ready()
+        if not strict:
+            assert second["horizon_cap_trained"] == 4 and second["horizon_cap_data/2"] == 4
+            continue
+        assert second is None and learner.buffer.stats.dropped_cap_mismatch == 4
+        assert learner.control().cap_of("babyai", ahead=1) == 4
+        learner.ingest(make_groups(model, num_groups=1, seed=3, cap=4))
+        second = learner.train_ready()
+        assert second["horizon_cap_data/4"] == 4 and "horizon_cap_data/2" not in second
+        assert second["dropped_cap_mismatch_total"] == 4
+
+
+def test_a_strict_schedule_must_be_known_in_advance():
+    from agentgym.configtools import ConfigError
+
+    with pytest.raises((ConfigError, ValueError), match="strict"):
+        HorizonConfig(schedule="adaptive", strict=True)

@@ -53,6 +53,7 @@ def test_learner_and_actor_over_zmq(tmp_path, transport):
         max_staleness=1,
         horizon=HorizonConfig(schedule="stepwise", rounds=(2, 3, 4), every=1),
         metrics_path=str(tmp_path / "metrics.jsonl"),
+        train_order="completion",  # the fake actor's group ids are not stream positions
     )
     learner = Learner(tiny_model(), cfg)
     seen: dict = {"caps": [], "versions": []}

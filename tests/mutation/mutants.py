@@ -33,8 +33,14 @@ SUITES: dict[str, tuple[str, ...]] = {
         "tests/learner/test_direction.py",
         QUICKSTART,
     ),
-    "batch": ("tests/learner/test_direction.py", "tests/learner/test_learner.py", QUICKSTART),
+    "batch": (
+        "tests/learner/test_group_order.py",
+        "tests/learner/test_direction.py",
+        "tests/learner/test_learner.py",
+        QUICKSTART,
+    ),
     "actor": (
+        "tests/actor/test_budget_cuts.py",
         "tests/agent/test_turns.py",
         "tests/http/test_sciworld_rules.py",
         "tests/actor/test_actor.py",
@@ -274,8 +280,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "invalid-reply penalty added instead of subtracted", "actor/episodes.py",
-        "reward=spec.task_reward * e.reward - spec.invalid_reply_penalty * e.invalid_replies,",
-        "reward=spec.task_reward * e.reward + spec.invalid_reply_penalty * e.invalid_replies,",
+        "reward=spec.task_reward * e.reward - format_penalty(spec, e),",
+        "reward=spec.task_reward * e.reward + format_penalty(spec, e),",
         "actor",
     ),
     Mutant(
@@ -300,6 +306,43 @@ MUTANTS: tuple[Mutant, ...] = (
         "a group runs on the first env's pool", "actor/actor.py",
         "pool = self.pools[spec.env]",
         "pool = next(iter(self.pools.values()))",
+        "actor",
+    ),
+    # --- issue 49: what a step trains on, and with what weight ------------------------------------
+    Mutant(
+        "token sum divided by the batch's tokens, not the run's constant", LOSSES,
+        "return (values * m).sum() / norm_tokens",
+        "return (values * m).sum() / m.sum().clamp(min=1)",
+        "losses",
+    ),
+    Mutant(
+        "a step without signal still runs the optimizer", LEARNER,
+        "flat = self._without_signal(prep)",
+        "flat = False",
+        "learner",
+    ),
+    Mutant(
+        "groups leave in completion order", BATCH,
+        'eligible = self._ready if self.order == "completion" else self._in_start_order()',
+        "eligible = self._ready",
+        "batch",
+    ),
+    Mutant(
+        "a strict schedule admits groups of another cap", LEARNER,
+        "lambda g: self._strict(g[0].env) and g[0].horizon_cap != self._cap_now(g[0].env),",
+        "lambda g: False,",
+        "learner",
+    ),
+    Mutant(
+        "a budget cut counted as a format error", "actor/episodes.py",
+        "ep.budget_cuts += int(cut)",
+        "ep.budget_cuts += 0",
+        "actor",
+    ),
+    Mutant(
+        "the per-episode penalty is the per-reply one", "actor/episodes.py",
+        "return spec.invalid_reply_penalty * penalised / max(len(e.turn_finish), 1)",
+        "return spec.invalid_reply_penalty * penalised",
         "actor",
     ),
     # --- eval -----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from agentgym.transport import (
     WeightFetchError,
 )
 from agentgym.transport.limits import TrajectoryLimits
+from agentgym.transport.wire import TRAJECTORY_FRAMES
 
 
 @pytest.fixture(params=["tcp", "ipc"])
@@ -67,7 +68,7 @@ def test_garbage_is_counted_not_fatal(learner):
     raw.connect(learner.endpoints.trajectories)
     raw.send(b"not msgpack at all")
     header = b"\x82\xa1v\x07\xa4kind\xactrajectories"  # {"v": 7, "kind": ...}
-    raw.send_multipart([header, b"", b"", b"", b""])
+    raw.send_multipart([header] + [b""] * (TRAJECTORY_FRAMES - 1))
     with ActorChannels(learner.endpoints) as actor:
         actor.send_trajectories([make_traj(1)])
         got = recv_n(learner, 1)

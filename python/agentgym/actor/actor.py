@@ -331,6 +331,14 @@ class Actor:
         budget = (c.policy_version - self._first_version + self.s.max_staleness + 1) * self.s.share
         return self._groups_usable() < budget
 
+    def _updates_ahead(self) -> int:
+        """How many updates from now the group about to start is expected to be trained at:
+        the learner trains ``share`` of this actor's groups per update, in turn (a strict
+        horizon schedule gives it that update's cap)."""
+        assert self._control is not None and self._first_version is not None
+        target = self._first_version + self._groups_usable() // self.s.share
+        return max(target - self._control.policy_version, 0)
+
     def _groups_usable(self) -> int:
         """Groups started that the learner can still train on: neither lost here (nothing
         pushed) nor dropped there as too stale."""
@@ -370,7 +378,7 @@ class Actor:
             task_id=rng.choice(self._open_tasks(draw)),
             group_id=group_id,
             group_size=self.s.group_size,
-            horizon_cap=self._control.cap_of(draw.name),
+            horizon_cap=self._control.cap_of(draw.name, self._updates_ahead()),
             reply_format=self.s.reply_format,  # type: ignore[arg-type]
             system_prompt=self.s.system_prompt,
             max_context_tokens=self.s.max_context_tokens,
@@ -403,9 +411,17 @@ class Actor:
         self._count(result)
         if result.trajectories:
             await self._push(result.trajectories)
-        else:  # every episode failed: the learner never sees this group
+        else:  # every episode failed: the learner must not wait for this group
             self.stats.groups_lost += 1
             self._changed.set()
+            await self._report_lost(spec.group_id)
+
+    async def _report_lost(self, group_id: int) -> None:
+        """Tell the learner a group will never arrive (it trains groups in the order they
+        started, and would wait for it)."""
+        while not self._stop.is_set():
+            if await self._channels.send_trajectories([], self.s.push_timeout_s, [group_id]):
+                return
 
     def _count(self, result: GroupResult) -> None:
         self.stats.generated_tokens += result.generated_tokens

@@ -35,6 +35,7 @@ from agentgym.engines.kv import (
 from agentgym.engines.prefix_cache import Layers, PrefixStore
 from agentgym.engines.sampling import greedy_rows, processed_logprobs, sample_rows
 from agentgym.models import cache_keyword, cache_layers, keeps_logits, new_cache, output_cache
+from agentgym.transport.malloc import trim_heap
 
 
 @dataclass
@@ -213,6 +214,7 @@ class HFEngine:
             self._lock.release()
             if self._whole and self._whole_again is not None:
                 self._whole_again.set()
+        await asyncio.to_thread(trim_heap)  # the stream's received buffers, back to the OS
 
     async def close(self) -> None:
         """Stop the batcher; queued requests fail with CancelledError."""
@@ -291,6 +293,8 @@ class HFEngine:
             if self._untied:
                 load_untied_heads(self.model, self._untied, set(tensors))
             self._version = version
+            del tensors
+        trim_heap()  # the received state dict's buffers, freed, back to the OS
 
     def _generate_batch(
         self, prompts: list[list[int]], seeds: list[int], params: SamplingParams
@@ -322,6 +326,7 @@ class HFEngine:
                 g.metrics["batch_size"] = float(len(prompts))
         self.batches_run += 1
         self.rows_run += len(prompts)
+        trim_heap()  # the batch's caches, freed, back to the OS (agentgym.transport.malloc)
         return gens
 
 

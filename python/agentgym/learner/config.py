@@ -177,6 +177,12 @@ class LearnerConfig:
     menu policy, flash attention) run padded rows either way."""
     max_staleness: int = 4
     """Drop trajectories whose oldest turn is more than this many versions behind."""
+    train_order: Literal["start", "completion"] = "start"
+    """Which complete groups an update takes: start, in the order they started (per actor, by
+    task stream position; a group waits for those started before it); completion, the first
+    to complete. A group lasts as long as its slowest episode, so completion order trains the
+    short groups first and lets the ones with an episode run to the cap (those with a learning
+    signal, mostly) go stale and be dropped: it biases what a run learns from."""
     temperature: float = 1.0
     """The actors' sampling temperature; log-probs are computed at it. In a run config it
     defaults to ``engine.temperature``."""

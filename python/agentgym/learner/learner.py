@@ -70,6 +70,10 @@ from agentgym.transport.wire import TRUNCATIONS, Control, Trajectory
 
 log = logging.getLogger(__name__)
 
+BLOCKED_WARN_S = 60.0
+"""How long complete groups may wait for an earlier group of their stream before the learner
+says so (and again every as long while they wait)."""
+
 TaskGroup = Callable[[str, int], "str | None"]
 """(env, task id) -> the group the task counts in (BabyAI: ``level 3``), or None."""
 
@@ -200,7 +204,7 @@ class Learner:
         self.curricula = {env: Curriculum(c) for env, c in (curricula or {}).items()}
         self.env_mix = env_mix
         """Moves the env weights of a multi-env run (None: the configured weights hold)."""
-        self.buffer = GroupBuffer(config.max_staleness)
+        self.buffer = GroupBuffer(config.max_staleness, order=config.train_order)
         self.counters: Counter[str] = Counter()
         self._actor_launches: dict[int, int] = {}
         self._registry: ActorRegistry | None = None  # the channels' actors, while running
@@ -305,7 +309,8 @@ class Learner:
         metrics.update(
             version=self.version,
             horizon_cap=self.horizon.cap,
-            horizon_cap_trained=cap,
+            horizon_cap_trained=cap,  # the schedule's cap at this update
+            **{f"horizon_cap_data/{c}": n for c, n in _caps_of(trajectories).items()},
             **{f"horizon_cap/{env}": h.cap for env, h in self.horizons.items()},
             **{f"horizon_cap_trained/{env}": c for env, c in env_caps.items()},
             **{f"curriculum_stage/{env}": c.stage for env, c in self.curricula.items()},
@@ -373,7 +378,26 @@ class Learner:
         return Control(self.version, self.horizon.cap, stop=stop, env_caps=caps,
                        env_stages=stages, env_weights=self._env_weights(),
                        dropped_groups=dict(self.buffer.stats.dropped_groups),
-                       task_streams=self.buffer.task_streams())  # fmt: skip
+                       task_streams=self.buffer.task_streams(),
+                       cap_plans=self._cap_plans())  # fmt: skip
+
+    def _controllers(self) -> dict[str, HorizonController]:
+        """Each horizon controller by the env it caps ("" for the run's own)."""
+        return {"": self.horizon, **self.horizons}
+
+    def _cap_plans(self) -> dict[str, tuple[int | None, ...]]:
+        """For strict schedules, the caps of the next updates an actor's new group may be
+        trained at (``Control.cap_plans``): as many as the staleness bound lets it run ahead."""
+        ahead = max(self.cfg.max_staleness, 1)
+        return {env: h.upcoming(ahead) for env, h in self._controllers().items()
+                if h.config.strict}  # fmt: skip
+
+    def _cap_now(self, env: str) -> int | None:
+        """The cap the schedule gives ``env``'s episodes at this update."""
+        return self.horizons[env].cap if env in self.horizons else self.horizon.cap
+
+    def _strict(self, env: str) -> bool:
+        return (self.horizons[env] if env in self.horizons else self.horizon).config.strict
 
     def _env_weights(self) -> dict[str, float]:
         moving = self.env_mix is not None and self.env_mix.config.mode != "fixed"
@@ -629,8 +653,32 @@ class Learner:
         """Hand trajectories to the group buffer (staleness is checked when they are used)."""
         self.buffer.add(trajectories)
 
+    def _say_blocked(self, since: float | None) -> float | None:
+        """While complete groups wait for an earlier group of their actor's stream (start
+        order), say so every ``BLOCKED_WARN_S``: which position, how many wait behind it.
+        Returns when the wait was last said (None: nothing waits)."""
+        blocked = self.buffer.blocked()
+        if not blocked:
+            return None
+        now = time.monotonic()
+        if since is None:
+            return now
+        if now - since < BLOCKED_WARN_S:
+            return since
+        for index, (position, behind) in sorted(blocked.items()):
+            log.warning(
+                "%d complete group(s) of actor %d wait for its group at stream position %d "
+                "(learner.train_order: start); it is still running, or was lost without its "
+                "actor saying so", behind, index, position,
+            )  # fmt: skip
+        return now
+
     def train_ready(self) -> dict[str, Any] | None:
         """One update if ``groups_per_step`` fresh complete groups are ready, else None."""
+        self.buffer.drop_where(
+            lambda g: self._strict(g[0].env) and g[0].horizon_cap != self._cap_now(g[0].env),
+            "cap_mismatch",
+        )
         groups = self.buffer.pop_groups(self.cfg.groups_per_step, self.version)
         if groups is None:
             return None
@@ -641,7 +689,9 @@ class Learner:
             dropped_duplicate_total=s.dropped_duplicate,
             dropped_superseded_total=s.dropped_superseded,
             dropped_incomplete_total=s.dropped_incomplete,
+            dropped_cap_mismatch_total=s.dropped_cap_mismatch,
             received_total=s.received,
+            **s.profile_metrics(),
         )
         return metrics
 
@@ -674,12 +724,16 @@ class Learner:
         self._registry = channels.actors
         self.publish(channels, weights=True)
         refusals = _Refusals(channels, self.cfg.max_rejected_steps * self.cfg.groups_per_step)
+        blocked_since: float | None = None
         try:
             while (max_steps is None or done < max_steps) and not (should_stop and should_stop()):
                 self.ingest(channels.recv_trajectories(timeout_s=poll_s))
+                for group_id in channels.take_lost():
+                    self.buffer.note_lost(group_id)
                 refusals.check()
                 metrics = self.train_ready()
                 if metrics is None:
+                    blocked_since = self._say_blocked(blocked_since)
                     if self.buffer.changed:  # task streams moved, or groups were dropped
                         self.buffer.changed = False
                         channels.publish_control(self.control())
@@ -687,6 +741,7 @@ class Learner:
                         self._lead("wait")  # the other ranks' collective must not time out
                     continue
                 done += 1
+                blocked_since = None
                 metrics["rejected_messages_total"] = channels.stats.rejected
                 metrics["rejected_trajectories_total"] = channels.stats.rejected_trajectories
                 metrics["refused_connections_total"] = channels.refused_connections
@@ -948,6 +1003,14 @@ def _enable_activation_checkpointing(model: nn.Module) -> None:
     for module in inner.modules():
         if getattr(module, "gradient_checkpointing", False) is True:
             module.training = True
+
+
+def _caps_of(trajectories: Sequence[Trajectory]) -> dict[str, int]:
+    """Episodes per horizon cap they ran under ("none": uncapped), in cap order: what an
+    update trained, which near a stage boundary is not the cap its schedule gives it."""
+    counts = Counter(t.horizon_cap for t in trajectories)
+    order = sorted(counts, key=lambda c: (c is None, c or 0))
+    return {"none" if c is None else str(c): counts[c] for c in order}
 
 
 def _padded_micro(ordered: Tensor, lengths: Tensor, budget: int) -> list[Tensor]:

@@ -51,7 +51,7 @@ from agentgym.transport.wire import (
     WireError,
     decode_control,
     decode_hello,
-    decode_trajectory_batch,
+    decode_trajectory_message,
     decode_weight_reply,
     decode_weight_request,
     decode_welcome,
@@ -375,6 +375,8 @@ class LearnerChannels:
         self._keys = keys
         self.limits = limits or TrajectoryLimits()
         self.stats = ChannelStats()
+        self.lost_groups: list[int] = []
+        """Ids of groups actors reported lost since the last ``take_lost``."""
         self.weight_stats = ChannelStats()
         self.weights = WeightStore(chunk_bytes)
         self.actors = ActorRegistry(max_actors=max_actors)
@@ -448,7 +450,7 @@ class LearnerChannels:
                     f"({TRAJECTORY_FRAMES} frames, {self.max_message_bytes:,} bytes)"))  # fmt: skip
                 continue
             try:
-                sender, batch = decode_trajectory_batch([f.buffer for f in frames])
+                sender, batch, lost = decode_trajectory_message([f.buffer for f in frames])
             except WireError as e:
                 self.stats.reject("trajectories", e)
                 continue
@@ -459,10 +461,17 @@ class LearnerChannels:
                 self.stats.reject("trajectories", problem, len(batch))
                 continue
             out.extend(batch)
+            self.lost_groups.extend(lost)
             self.stats.received += 1
             if sender is not None:
                 self.actors.seen(sender, trajectories=len(batch))
         return out
+
+    def take_lost(self) -> list[int]:
+        """The ids of groups actors reported lost since the last call (``recv_trajectories``
+        collects them)."""
+        lost, self.lost_groups = self.lost_groups, []
+        return lost
 
     # --- control and weights ----------------------------------------------------------------
 
@@ -880,10 +889,14 @@ class AsyncActorChannels:
         self.stats = ChannelStats()
 
     async def send_trajectories(
-        self, trajectories: Sequence[Trajectory], timeout_s: float | None = None
+        self,
+        trajectories: Sequence[Trajectory],
+        timeout_s: float | None = None,
+        lost: Sequence[int] = (),
     ) -> bool:
-        """Send one batch; False if the learner's queue stayed full for ``timeout_s``."""
-        payload = encode_trajectories(trajectories, self.actor)
+        """Send one batch (and the ids of groups lost here: ``encode_trajectories``); False if
+        the learner's queue stayed full for ``timeout_s``."""
+        payload = encode_trajectories(trajectories, self.actor, lost)
         if timeout_s is None:
             await self._push.send_multipart(payload, copy=False)
         elif not await _async_send_by(

@@ -64,9 +64,10 @@ class TrajectoryLimits:
     def message_bytes(self) -> int:
         """The largest legal trajectory message, all its frames together: ``max_batch``
         trajectories of ``max_tokens`` tokens (token id and log-prob 4 bytes each, loss mask
-        1) and as many turns (a turn samples a token; 4 bytes each), with their header."""
+        1) and as many turns (a turn samples a token; its version 4 bytes, its finish reason
+        1), with their header."""
         turns = min(self.max_turns, self.max_tokens)
-        return self.max_batch * (self.max_tokens * 9 + turns * 4) + self._header_bytes()
+        return self.max_batch * (self.max_tokens * 9 + turns * 5) + self._header_bytes()
 
     def _header_bytes(self) -> int:
         return self.max_batch * HEADER_BYTES_PER_TRAJECTORY + 4096

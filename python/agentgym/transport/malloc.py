@@ -18,7 +18,9 @@ after each update: a CPU update frees gigabytes of activations whose blocks glib
 so without it the learner's resident memory stays at the largest step's peak plus the holes
 between differently sized steps (SmolLM2-135M, micro-batches of 2 x 614-1,024 tokens: 4.3-4.7 GB
 resident between steps, 2.4 GB with the trim; figures in ``bench/RESULTS.md``), memory that the
-actor on the same machine cannot use.
+actor on the same machine cannot use. The transformers engine (``agentgym.engines.hf``) calls it
+after each batch and each weight load, for the decode's key/value slabs and the received state
+dict (``bench/bench_learner_memory.py --actor`` measures the actor's side).
 """
 
 from __future__ import annotations

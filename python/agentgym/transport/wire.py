@@ -217,9 +217,17 @@ class Control:
     """Per actor index: the position in its task stream (``next_ids``) at which a process of
     that index starts: one past the newest group the learner received from the index, or,
     in a run resumed from a checkpoint, one past the newest group trained before it."""
+    cap_plans: Mapping[str, tuple[int | None, ...]] = field(default_factory=dict)
+    """With a strict horizon schedule: per env ("" for the run's own), the caps of the next
+    updates (versions policy_version + 1, + 2, ...), so that a group starts with the cap of
+    the update it will be trained at; empty otherwise."""
 
-    def cap_of(self, env: str) -> int | None:
-        """The turn cap for new episodes of ``env``."""
+    def cap_of(self, env: str, ahead: int = 0) -> int | None:
+        """The turn cap for new episodes of ``env``; ``ahead`` > 0: of those to be trained
+        that many updates from now, where a strict schedule says (else the cap in force)."""
+        plan = self.cap_plans.get(env, self.cap_plans.get(""))
+        if ahead > 0 and plan:
+            return plan[min(ahead, len(plan)) - 1]
         return self.env_caps.get(env, self.horizon_cap)
 
 
@@ -411,12 +419,18 @@ TRAJECTORY_FRAMES = 1 + len(_TRAJ_ARRAYS)
 _scalar_row = operator.attrgetter(*_TRAJ_SCALARS, "num_tokens")
 
 
-def encode_trajectories(trajectories: Sequence[Trajectory], sender: str | None = None) -> list[Any]:
+def encode_trajectories(
+    trajectories: Sequence[Trajectory], sender: str | None = None, lost: Sequence[int] = ()
+) -> list[Any]:
     """Encode a batch of trajectories column-wise: ``[header, *array frames]``; ``sender``
-    names the actor (the learner counts trajectories per actor)."""
+    names the actor (the learner counts trajectories per actor); ``lost``: ids of groups
+    the actor will never send (every episode's env failed), so the learner does not wait for
+    them (``GroupBuffer.note_lost``)."""
     msg: dict[str, Any] = {"v": SCHEMA_VERSION, "kind": "trajectories", "n": len(trajectories)}
     if sender is not None:
         msg["sender"] = sender
+    if lost:
+        msg["lost"] = [int(g) for g in lost]
     columns = list(zip(*map(_scalar_row, trajectories), strict=True))
     if not columns:
         columns = [()] * (len(_TRAJ_SCALARS) + 1)
@@ -450,6 +464,7 @@ def encode_control(control: Control) -> bytes:
             "env_weights": dict(control.env_weights),
             "dropped_groups": [[i, launch, n] for (i, launch), n in control.dropped_groups.items()],
             "task_streams": [[i, position] for i, position in control.task_streams.items()],
+            "cap_plans": {env: list(plan) for env, plan in control.cap_plans.items()},
         },
         use_bin_type=True,
     )
@@ -561,6 +576,14 @@ def decode_trajectories(frames: Sequence[Any]) -> list[Trajectory]:
 
 def decode_trajectory_batch(frames: Sequence[Any]) -> tuple[str | None, list[Trajectory]]:
     """(sender, trajectories) of a trajectory batch (sender None when the actor named none)."""
+    sender, trajectories, _ = decode_trajectory_message(frames)
+    return sender, trajectories
+
+
+def decode_trajectory_message(
+    frames: Sequence[Any],
+) -> tuple[str | None, list[Trajectory], list[int]]:
+    """(sender, trajectories, lost group ids) of a trajectory message."""
     if not frames:
         raise WireError("trajectories: an empty message")
     msg = _unpack(frames[0], "trajectories")  # first: another schema may have other frames
@@ -578,7 +601,10 @@ def decode_trajectory_batch(frames: Sequence[Any]) -> tuple[str | None, list[Tra
     if len(arrays["turn_versions"]) != turns or len(arrays["turn_finish"]) != turns:
         raise WireError("trajectories: turn_versions or turn_finish does not match turn_counts")
     sender = _field(msg, "sender", str) if "sender" in msg else None
-    return sender, _build_trajectories(n, cols, lengths, turn_counts, arrays)
+    lost = _field(msg, "lost", list) if "lost" in msg else []
+    if not all(type(g) is int and 0 <= g < 1 << 63 for g in lost):
+        raise WireError("trajectories: 'lost' must list group ids")
+    return sender, _build_trajectories(n, cols, lengths, turn_counts, arrays), lost
 
 
 def _header_columns(msg: dict[str, Any]) -> tuple[int, dict[str, list], list[int], list[int]]:
@@ -698,7 +724,18 @@ def decode_control(buf: Any) -> Control:
         env_weights=_env_weights(_field(msg, "env_weights", dict)),
         dropped_groups=_dropped_groups(_field(msg, "dropped_groups", list)),
         task_streams=_task_streams(_field(msg, "task_streams", list)),
+        cap_plans=_cap_plans(_field(msg, "cap_plans", dict)),
     )
+
+
+def _cap_plans(plans: dict) -> dict[str, tuple[int | None, ...]]:
+    for env, plan in plans.items():
+        ok = isinstance(plan, list) and all(
+            c is None or (type(c) is int and c >= 1) for c in plan
+        )  # fmt: skip
+        if not isinstance(env, str) or not ok:
+            raise WireError(f"control: cap_plans must map env names to lists of caps: {plans!r}")
+    return {env: tuple(plan) for env, plan in plans.items()}
 
 
 def _int_rows(rows: list, width: int, name: str, limits: Sequence[int]) -> list[list[int]]:
