@@ -10,6 +10,12 @@ writes the result into the config's run dir: ``eval/step_N.json`` for the run's 
 ``eval/sft_step_N.json`` for ``RUN_DIR/sft/checkpoints``, ``eval/model.json`` for the untrained
 model (numbered, ``step_N-2.json``, rather than replacing a result of other settings), and to
 ``--out`` as well when given. Without ``--checkpoint`` it says which paths the run has.
+
+``--policy SPEC`` plays the eval tasks with a policy without a model instead (a constant reply,
+the family's scripted rule, copying the worked example, or the env's expert:
+``agentgym.envs.baselines``), written to ``eval/policy_<spec>_cap<cap>.json``: the baselines a
+learning figure is set beside. ``--caps 2,4,6`` evaluates under each turn cap in turn and prints the
+matrix, with the share of episodes solved within each number of turns.
 """
 
 from __future__ import annotations
@@ -57,15 +63,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the JSON result here (it goes to RUN_DIR/eval/ anyway)",
     )
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks")
+    parser.add_argument(
+        "--policy",
+        default=None,
+        metavar="SPEC",
+        help="evaluate a policy without a model instead of a checkpoint: constant:ACTION, "
+        "scripted[:NAME] (the env family's rule), copy-example, bot (agentgym.envs.baselines)",
+    )
+    parser.add_argument(
+        "--caps",
+        default=None,
+        metavar="N,N,...",
+        help="evaluate under each of these turn caps (a matrix: a row per cap; 'none' for "
+        "uncapped) instead of eval.horizon_cap",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """``agentgym eval``: prints the table, writes the JSON; returns the exit code."""
     config = load_config(args.config, args.overrides)
+    try:
+        caps = parse_caps(args.caps)
+    except ValueError as e:
+        print(f"agentgym eval: --caps: {e}", file=sys.stderr)
+        return 2
+    if caps is not None:
+        return _run_matrix(args, config, caps)
+    return _run_one(args, config)[0]
+
+
+def _run_one(args: argparse.Namespace, config: RunConfig) -> tuple[int, dict | None]:
+    """One eval (a checkpoint's or ``--policy``'s) under the config's cap: the exit code and
+    the result written (None when it failed)."""
+    if args.policy is not None:
+        return _run_policy(args, config)
     refusal = checkpoint_refusal(args.checkpoint, Path(config.run_dir))
     if refusal is not None:
         print(f"agentgym eval: {refusal}", file=sys.stderr)
-        return 2
+        return 2, None
     ckpt = resolve_checkpoint(args.checkpoint)
     conflict = model_conflict(config)
     if conflict is not None:  # e.g. another seed's menu model: refused before any work
@@ -74,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
             f"(agentgym eval RUN_DIR/config.yaml --checkpoint ...)",
             file=sys.stderr,
         )
-        return 2
+        return 2, None
     step = step_of(ckpt)
     what = f"step {step} ({ckpt})" if step is not None else f"the model directory {ckpt}"
     print(f"agentgym eval: evaluating {what}", flush=True)
@@ -84,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             result = evaluate(config, ckpt, limit=args.limit, progress=progress)
     except ServerFailed as e:
         print(f"agentgym eval: {e}", file=sys.stderr, flush=True)
-        return 1
+        return 1, None
     finally:
         progress.finish()
     ev = config.eval
@@ -100,7 +135,142 @@ def run(args: argparse.Namespace) -> int:
         write_episodes(episodes_path(out), records)
     print(format_table(result))
     print(f"evaluated {what}; written to {' and '.join(map(str, outs))}")
+    return 0, result
+
+
+def parse_caps(text: str | None) -> list[int | None] | None:
+    """``--caps 2,4,6`` as [2, 4, 6] ("none": uncapped); None when not given."""
+    if text is None:
+        return None
+    caps: list[int | None] = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        if part == "none":
+            caps.append(None)
+        elif part.isdigit() and int(part) >= 1:
+            caps.append(int(part))
+        else:
+            raise ValueError(f"{part!r} is not a cap (a whole number >= 1, or none)")
+    if not caps:
+        raise ValueError("no caps given")
+    return caps
+
+
+def _run_matrix(args: argparse.Namespace, config: RunConfig, caps: list[int | None]) -> int:
+    """``--caps``: one eval per cap (each written to the run dir as a single-cap eval writes
+    it; ``--out`` gets the list of them), then the matrix: a row per cap with the env's
+    Avg@k, Pass@k, score and the share of episodes solved within each number of turns."""
+    results = []
+    for cap in caps:
+        print(f"agentgym eval: cap {cap if cap is not None else 'none'}", flush=True)
+        one = argparse.Namespace(**{**vars(args), "caps": None, "out": None})
+        capped = replace(config, eval=replace(config.eval, horizon_cap=cap))
+        code, result = _run_one(one, capped)
+        if result is None:
+            return code
+        results.append(result)
+    print(format_matrix(results))
+    if args.out:  # the matrix: one result per cap, in the order of --caps
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(results, indent=1))
+        print(f"the matrix is written to {args.out}")
     return 0
+
+
+def format_matrix(results: list[dict[str, Any]]) -> str:
+    """Rows of single-cap results of one policy: cap, Avg@k, Pass@k, score, and how many of
+    the episodes had succeeded by each turn (``within t``: the share solved in at most t)."""
+    k = results[0]["k"]
+    caps = [r["horizon_cap"] for r in results]
+    longest = max([c for c in caps if c is not None] or [1])
+    if None in caps:  # uncapped: as far as an episode went
+        longest = max(longest, *(int(e.get("turns", 0)) for r in results for e in r["episodes"]))
+    shown = sorted(t for t in {1, 2, 4, 6, 8, 13, *(c for c in caps if c)} if t <= longest)
+    head = f"{'cap':>6}{f'avg@{k}':>9}{f'pass@{k}':>9}{'score':>8}" + "".join(
+        f"{f'<={t}':>7}" for t in shown
+    )
+    lines = [head, "-" * len(head)]
+    for r in results:
+        cap = r["horizon_cap"]
+        row = r["rows"][r["env"]]
+        episodes = [e for e in r["episodes"] if "error" not in e]
+        within = [sum(1 for e in episodes if e.get("success") and e.get("turns", 0) <= t)
+                  / max(len(episodes), 1) for t in shown]  # fmt: skip
+        lines.append(
+            f"{'none' if cap is None else cap:>6}{row[f'avg@{k}']:>9.3f}{row[f'pass@{k}']:>9.3f}"
+            f"{row['score']:>8.3f}" + "".join(f"{w:>7.3f}" for w in within)
+        )
+    lines.append("<=t: share of episodes solved within t turns (what a cap of t would have kept)")
+    return "\n".join(lines)
+
+
+def _run_policy(args: argparse.Namespace, config: RunConfig) -> tuple[int, dict | None]:
+    """``--policy SPEC``: the eval tasks played by a policy without a model
+    (``agentgym.envs.baselines``); written to ``RUN_DIR/eval/policy_<spec>_cap<cap>.json``."""
+    from agentgym.envs.baselines import parse_policy
+
+    if args.checkpoint is not None:
+        print("agentgym eval: --policy and --checkpoint exclude each other", file=sys.stderr)
+        return 2, None
+    try:
+        policy = parse_policy(args.policy)
+    except ValueError as e:
+        print(f"agentgym eval: --policy: {e}", file=sys.stderr)
+        return 2, None
+    print(f"agentgym eval: evaluating the policy {policy.label}", flush=True)
+    progress = EvalProgress(Progress())
+    try:
+        with served(config, Path(config.run_dir) / "logs") as (config, _):
+            result = evaluate_baseline(config, policy, limit=args.limit, progress=progress)
+    except ServerFailed as e:
+        print(f"agentgym eval: {e}", file=sys.stderr, flush=True)
+        return 1, None
+    except ValueError as e:  # the family has no such rule, example or expert
+        print(f"agentgym eval: --policy {policy.label}: {e}", file=sys.stderr, flush=True)
+        return 2, None
+    finally:
+        progress.finish()
+    result.update(step=None, policy=policy.label)
+    result["settings"] = {"policy": policy.label, "limit": args.limit,
+                          "tasks": [asdict(e.tasks.eval) for e in config.entries]}  # fmt: skip
+    out_dir = Path(config.run_dir) / "eval"
+    cap = result["horizon_cap"]
+    caps = "-".join(f"{e}{c}" for e, c in cap.items()) if isinstance(cap, dict) else cap
+    outs = [result_path(out_dir / f"policy_{policy.slug}_cap{caps}.json", result)]
+    if args.out:
+        outs.append(Path(args.out))
+    for out in outs:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1))
+    print(format_table(result))
+    print(f"evaluated the policy {policy.label}; written to {' and '.join(map(str, outs))}")
+    return 0, result
+
+
+def evaluate_baseline(
+    config: RunConfig, policy: Any, *, limit: int | None, progress: EvalProgress | None = None
+) -> dict:
+    """The held-out tasks of every env played once by ``policy`` (``agentgym.envs.baselines``)
+    under the eval's cap, summarised as a model's eval is (k = 1: the policies are
+    deterministic)."""
+    from agentgym.envs.baselines import play
+
+    results = []
+    for entry in config.entries:
+        tasks = entry.tasks.eval.ids()[:limit]
+        cap = config.eval.horizon_cap
+        if cap is None:
+            cap = final_cap(config.horizon_of(entry))
+        env = entry.env.name
+        pool = entry.env.pool()
+        if progress is not None:
+            progress.start(env, len(tasks), 1)
+        on_task = (lambda ok: progress.task_done([ok], 0)) if progress is not None else None
+        episodes = play(pool, env, policy, tasks, cap, _levels(env, pool, tasks), on_task)
+        result = summarize(env, episodes, 1)
+        result.update(horizon_cap=cap, num_tasks=len(tasks))
+        results.append(result)
+    return results[0] if len(results) == 1 else combine(results)
 
 
 def checkpoint_refusal(checkpoint: str | None, run_dir: Path) -> str | None:

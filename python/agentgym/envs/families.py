@@ -28,7 +28,7 @@ deliberately differs from Search-R1, WebArena and minigrid is listed in ``docs/f
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,6 +235,67 @@ def _line_after(prefix: str) -> Callable[[str], str | None]:
     return goal
 
 
+# Scripted baselines (``EnvFamily.baselines``, ``agentgym.envs.baselines``): the simplest rule
+# per family, for the eval tables. Each maps (observations so far, actions taken) -> an action.
+_AVAILABLE = re.compile(r"^Available actions: (\[.*\])\s*$", re.M)
+_GOAL_OBJECT = re.compile(r"\b(go to|pick up|open|put)\b(?: the| a)? (\w+ (?:ball|box|key|door))")
+
+
+def _listed_actions(observation: str) -> list[str]:
+    """The actions a BabyAI observation lists (its "Available actions:" line)."""
+    import json
+
+    m = _AVAILABLE.search(observation)
+    try:
+        return [str(a) for a in json.loads(m.group(1))] if m else []
+    except ValueError:
+        return []
+
+
+def _babyai_goal_object(observations: Sequence[str], actions: Sequence[str]) -> str:
+    """BabyAI ``goal-object``: the goal's first object, acted on when an action on it is listed
+    (``pickup`` for pick up, ``toggle`` for open, else ``go to``; the first instance), else
+    ``turn left``. On GoTo levels this is the rule "go to the red ball if listed, else turn"."""
+    goal = (_line_after("Your goal: ")(observations[0]) or "").lower()
+    listed = _listed_actions(observations[-1])
+    m = _GOAL_OBJECT.search(goal)
+    if m:
+        verb, obj = m.group(1), m.group(2)
+        prefixes = {"pick up": ("pickup ",), "open": ("toggle",)}.get(verb, ()) + ("go to ",)
+        color, kind = obj.split(" ", 1)
+        for prefix in prefixes:
+            for action in listed:
+                words = action.split()
+                if (
+                    action.startswith(prefix)
+                    and kind in words
+                    and (color in words or color in ("a", "the"))
+                ):
+                    return action
+    return "turn left"
+
+
+_CRAFT_LINE = re.compile(r"^craft (\d+) (.+?) using (.+)$")
+
+
+def _textcraft_first_recipe(observations: Sequence[str], actions: Sequence[str]) -> str | None:
+    """TextCraft ``first-recipe``: get each ingredient of the goal's first listed recipe (once),
+    then craft the goal with it; stops after the craft. No tags, no nested recipes."""
+    goal = _line_after("Goal: craft ")(observations[0])
+    recipe = None
+    for line in observations[0].splitlines():
+        m = _CRAFT_LINE.match(line.strip())
+        if m and goal is not None and m.group(2) == goal:
+            recipe = m
+            break
+    if recipe is None:
+        return None
+    gets = [f"get {part.strip()}" for part in recipe.group(3).split(",")]
+    craft = recipe.group(0).strip()
+    plan = [*gets, craft]
+    return plan[len(actions)] if len(actions) < len(plan) else None
+
+
 # Worked examples: the first observations of BabyAI task 804 (level 4, GoToLocalS8N7, seed 20:
 # a purple box among a purple ball and other distractors, so copying the reply solves none of the
 # red-ball levels) and TextCraft task 3, as the envs write them; both training tasks, never held
@@ -319,6 +380,13 @@ class EnvFamily:
     line, TextCraft's "Goal:" line), or None; ``agentgym demos --goal-in-thought`` restates it
     at the start of every thought. None: the family states no goal line."""
 
+    baselines: Mapping[str, Callable[[Sequence[str], Sequence[str]], str | None]] = field(
+        default_factory=dict
+    )
+    """Scripted baselines by name, the first the default (``agentgym eval --policy
+    scripted[:NAME]``, ``agentgym.envs.baselines``): (observations so far, the first stating
+    the goal; actions taken) -> the next action, or None to stop."""
+
     def group(self, env: str, task_id: int, info: Mapping[str, Any]) -> str:
         """The eval row of ``task_id`` (the env's name when the family has no grouping)."""
         return self.eval_group(task_id, info) if self.eval_group else env
@@ -342,6 +410,7 @@ FAMILIES: dict[str, EnvFamily] = {
             group_needs_info=False,
             reward_scale="0..1 (1 - 0.9 * steps / max_steps at the goal, else 0)",
             goal=_line_after("Your goal: "),
+            baselines={"goal-object": _babyai_goal_object},
             example=(
                 _BABYAI_EXAMPLE_OBSERVATION,
                 _agentgym_reply(
@@ -359,6 +428,7 @@ FAMILIES: dict[str, EnvFamily] = {
             eval_group=lambda task_id, info: f"depth {info['depth']}",
             reward_scale="0..1 (1 when the goal item is crafted)",
             goal=_line_after("Goal: "),
+            baselines={"first-recipe": _textcraft_first_recipe},
             example=(
                 _TEXTCRAFT_EXAMPLE_OBSERVATION,
                 _agentgym_reply(
