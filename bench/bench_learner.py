@@ -49,14 +49,21 @@ def tiny_qwen2():
     return Qwen2ForCausalLM(cfg), spec
 
 
-def episodes(groups: int, group_size: int, tokens: int, vocab: int, seed: int) -> list:
-    """``groups`` x ``group_size`` episodes of ``tokens`` tokens, half of them generated."""
+def episodes(
+    groups: int, group_size: int, tokens: int, vocab: int, seed: int, shared: int = 0
+) -> list:
+    """``groups`` x ``group_size`` episodes of ``tokens`` tokens, half of them generated;
+    ``shared``: the first this many tokens are the same in every episode of a group (a GRPO
+    group's opening: instruction, example, first observation), none of them generated."""
     rng = np.random.default_rng(seed)
     mask = ((np.arange(tokens) // 32) % 2).astype(np.uint8)
-    mask[:64] = 0
+    mask[: max(64, shared)] = 0
     out = []
     for g in range(groups):
+        opening = rng.integers(0, vocab, shared, dtype=np.int32)
         for i in range(group_size):
+            tokens_i = rng.integers(0, vocab, tokens, dtype=np.int32)
+            tokens_i[:shared] = opening
             out.append(
                 Trajectory(
                     episode_id=g * group_size + i,
@@ -66,10 +73,10 @@ def episodes(groups: int, group_size: int, tokens: int, vocab: int, seed: int) -
                     task_id=g,
                     horizon_cap=None,
                     turn_versions=np.zeros(4, np.int32),
-                    tokens=rng.integers(0, vocab, tokens, dtype=np.int32),
+                    tokens=tokens_i,
                     logprobs=(-rng.random(tokens) * mask).astype(np.float32),
                     loss_mask=mask,
-                    prompt_len=64,
+                    prompt_len=max(64, shared),
                     reward=float(rng.random() > 0.5),
                     success=False,
                     truncation="",

@@ -19,7 +19,9 @@ own mode (``max_staleness`` 2). Each arm's run dir is kept under ``--out-dir``.
 
 Per arm and cap: wall seconds per step (between consecutive updates, the first left out: it
 includes start-up), split into the actor's generation, env and weight-load time and the
-learner's update time (per step, from the actor's counters and the metrics); learner tokens
+learner's update time (per step, from the actor's counters and the metrics; steps without
+signal, whose update is skipped, left out of the step and learner figures and counted apart);
+learner tokens
 (the batch's and those its passes ran) and tokens/s; dropped stale groups; peak RSS of the
 learner and the actor processes. Then decode seconds per token step at batch ``--batch`` and
 contexts ``--contexts`` with the engine's fast path on and off (in this process). Prints
@@ -150,14 +152,19 @@ def figures(run_dir: Path, launcher_wall: float) -> dict:
     metrics = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     actors = json.loads((run_dir / "summary.json").read_text())["actors"]
     times = [m["time"] for m in metrics]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    # a step without signal skips its update (skipped_flat_steps): its time is not an update's,
+    # so the step and learner figures are of the other steps (all of them if every one is flat)
+    flat = [bool(m.get("skipped_flat_steps", 0)) for m in metrics]
+    gaps_all = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [g for g, f in zip(gaps_all, flat[1:], strict=True) if not f] or gaps_all
     steps = len(metrics)
-    later = metrics[1:]
+    later = [m for m, f in zip(metrics[1:], flat[1:], strict=True) if not f] or metrics[1:]
     return {
         "steps": steps,
+        "flat_steps": sum(flat),
         "launcher_wall_s": launcher_wall,
         "step_wall_s": statistics.mean(gaps) if gaps else float("nan"),
-        "step_wall_s_each": gaps,
+        "step_wall_s_each": gaps_all,
         "learner_s": statistics.mean(m["step_time_s"] for m in later) if later else float("nan"),
         "generate_s": actors.get("generate_busy_s", 0.0) / steps,
         "env_s": actors.get("env_busy_s", 0.0) / steps,
@@ -214,9 +221,9 @@ def decode_steps(model_dir: str, contexts: list[int], batch: int, fast: bool) ->
 def table(results: dict, caps: list[int], arms: list[str]) -> str:
     head = (
         "| cap | arm | s/step | generation | env | learner | weights | learner tokens (run) | "
-        "learner tok/s | generated | turns | dropped | peak RSS learner / actor GB |"
+        "learner tok/s | generated | turns | dropped | flat steps | peak RSS learner / actor GB |"
     )
-    lines = [head, "|" + "---|" * 13]
+    lines = [head, "|" + "---|" * 14]
     for cap in caps:
         for arm in arms:
             r = results[f"{arm}-{cap}"]
@@ -226,12 +233,13 @@ def table(results: dict, caps: list[int], arms: list[str]) -> str:
                 f"{r['env_s']:.1f} | {r['learner_s']:.1f} | {r['weights_s']:.1f} | "
                 f"{r['tokens']:.0f} ({r['tokens_run']:.0f}) | {r['learner_tokens_per_s']:.0f} | "
                 f"{r['generated_tokens']:.0f} | {r['turns']:.2f} | {r['dropped_stale']} | "
+                f"{r.get('flat_steps', 0)} | "
                 f"{p['learner'] / 2**30:.2f} / {p['actor'] / 2**30:.2f} |"
             )
         base = next((a for a in ("before", "off") if f"{a}-{cap}" in results), None)
         if base and f"all-{cap}" in results:
             ratio = results[f"{base}-{cap}"]["step_wall_s"] / results[f"all-{cap}"]["step_wall_s"]
-            lines.append(f"| {cap} | {base} / all | {ratio:.2f}x | | | | | | | | | | |")
+            lines.append(f"| {cap} | {base} / all | {ratio:.2f}x | | | | | | | | | | | |")
     return "\n".join(lines)
 
 

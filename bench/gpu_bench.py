@@ -71,10 +71,11 @@ def bench_learner(args: argparse.Namespace) -> dict:
     info = describe(model, device)
     cfg = LearnerConfig(
         optim=OptimConfig(lr=1e-5), micro_batch_size=args.micro_batch, bf16=args.bf16,
-        device=args.device, groups_per_step=args.groups,
+        device=args.device, groups_per_step=args.groups, shared_prefix=args.shared_prefix,
     )  # fmt: skip
     learner = Learner(model, cfg, dist=dist)
-    data = episodes(args.groups, args.group_size, args.tokens, args.vocab, 0)
+    shared = int(args.tokens * args.shared_share)
+    data = episodes(args.groups, args.group_size, args.tokens, args.vocab, 0, shared=shared)
     learner.step(data)  # warm-up: kernels, allocator, optimizer state
     sync(device)
     start = time.perf_counter()
@@ -85,6 +86,7 @@ def bench_learner(args: argparse.Namespace) -> dict:
     result = {
         **info, "bench": "learner", "mode": mode, "bf16": args.bf16,
         "episodes": len(data), "tokens_per_episode": args.tokens,
+        "shared_tokens": shared, "shared_prefix": args.shared_prefix,
         "micro_batch": args.micro_batch, "s_per_update": elapsed,
         "tokens_per_s": total / args.steps / elapsed, "peak_gib": peak_gib(device),
     }  # fmt: skip
@@ -118,7 +120,8 @@ def bench_engine(args: argparse.Namespace) -> list[dict]:
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     model = qwen2(args.layers, args.hidden, args.vocab).to(args.device, dtype)
     info = describe(model, args.device)
-    engine = HFEngine(model, stop_token_ids=[], pad_token_id=0, max_batch_size=max(args.batches))
+    engine = HFEngine(model, stop_token_ids=[], pad_token_id=0, max_batch_size=max(args.batches),
+                      fast_decode=args.fast_decode)  # fmt: skip
     params = SamplingParams(max_new_tokens=args.new_tokens, temperature=1.0, seed=0)
     gen = torch.Generator().manual_seed(0)
 
@@ -137,7 +140,7 @@ def bench_engine(args: argparse.Namespace) -> list[dict]:
             seconds, tokens = await run(batch)
             rows.append({
                 **info, "bench": "engine", "sampler": args.sampler, "bf16": args.bf16,
-                "batch": batch,
+                "batch": batch, "fast_decode": args.fast_decode,
                 "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
                 "s": seconds, "tokens_per_s": tokens / seconds, "peak_gib": peak_gib(args.device),
             })  # fmt: skip
@@ -152,10 +155,15 @@ def table_row(r: dict) -> str:
     precision = "bf16" if r["bf16"] else "fp32"
     if r["bench"] == "learner":
         shape = f"{r['episodes']} x {r['tokens_per_episode']} tokens, micro {r['micro_batch']}"
+        if r.get("shared_tokens"):
+            shape += (f", {r['shared_tokens']} shared per group, shared prefix "
+                      f"{'on' if r['shared_prefix'] else 'off'}")  # fmt: skip
         return (f"| learner, {r['mode']} | {r['model']} ({r['params_m']}M) | {precision} | "
                 f"{shape} | {r['s_per_update']:.2f} s/update | {r['tokens_per_s']:,.0f} tokens/s "
                 f"| {peak} |")  # fmt: skip
     shape = f"batch {r['batch']}, {r['prompt_tokens']}-token prompts, {r['new_tokens']} new"
+    if not r.get("fast_decode", True):
+        shape += ", fast_decode off"
     return (f"| HF engine, {r['sampler']} sampler | {r['model']} ({r['params_m']}M) | "
             f"{precision} | {shape} | {r['s']:.2f} s | {r['tokens_per_s']:,.0f} tokens/s | "
             f"{peak} |")  # fmt: skip
@@ -182,6 +190,24 @@ def main() -> None:
         choices=("inverse-cdf", "multinomial"),
         default="inverse-cdf",
         help="multinomial: the baseline (host-side torch.multinomial per row)",
+    )
+    ap.add_argument(
+        "--shared-share",
+        type=float,
+        default=0.0,
+        help="learner: share of each episode that its group shares (its opening)",
+    )
+    ap.add_argument(
+        "--no-shared-prefix",
+        dest="shared_prefix",
+        action="store_false",
+        help="learner: every row forwarded whole (learner.shared_prefix false)",
+    )
+    ap.add_argument(
+        "--no-fast-decode",
+        dest="fast_decode",
+        action="store_false",
+        help="engine: transformers' own cache (engine.fast_decode false)",
     )
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     ap.add_argument("--json", type=Path, default=None, help="append the figures to this file")

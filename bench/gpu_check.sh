@@ -6,11 +6,15 @@
 #                 steps, then agentgym eval of the result
 #   learner       learner tokens/s and peak memory, 272M-parameter Qwen2, bf16, one process
 #   learner-fsdp2 the same as one FSDP2 rank under torchrun (NCCL on CUDA)
+#   learner-prefix the learner on groups whose episodes share 60% of their tokens (a GRPO
+#                 group's opening), the shared-prefix pass on and off
 #   engine        the transformers engine's generated tokens/s at batch 1, 16 and 64, beside
 #                 the baseline sampler (host-side torch.multinomial per row)
+#   engine-slab   the engine with engine.fast_decode off (transformers' DynamicCache), beside
+#                 the engine step's default (the preallocated one-dtype slab)
 #   weights       weight sync (stream) of that model to an engine on the same device
 # Results: OUT/summary.md (device, each step's status, seconds and figures), OUT/results.jsonl
-# (the figures as JSON lines) and OUT/<step>.log. Under 8 minutes on an H100.
+# (the figures as JSON lines) and OUT/<step>.log. Under 10 minutes on an H100.
 #
 # Usage: bash bench/gpu_check.sh [--device cuda|cpu] [--bundle DIR] [--out DIR] [--only S,S]
 #   --device cpu   a dry run on CPU with every size shrunk (the slow tests run it)
@@ -143,9 +147,14 @@ step learner "$T_BENCH" python3 bench/gpu_bench.py learner --device "$DEVICE" \
     "${MODEL[@]}" "${LEARNER[@]}" --json "$JSON"
 step learner-fsdp2 "$T_BENCH" python3 -m torch.distributed.run --standalone --nproc-per-node 1 \
     bench/gpu_bench.py learner --device "$DEVICE" "${MODEL[@]}" "${LEARNER[@]}" --json "$JSON"
+step learner-prefix "$T_BENCH" bash -c 'python3 bench/gpu_bench.py learner --shared-share 0.6 "$@" &&
+    python3 bench/gpu_bench.py learner --shared-share 0.6 --no-shared-prefix "$@"' learner-prefix \
+    --device "$DEVICE" "${MODEL[@]}" "${LEARNER[@]}" --json "$JSON"
 # The engine's sampler, then the baseline sampler (host-side torch.multinomial per row).
 step engine "$T_ENGINE" bash -c 'python3 bench/gpu_bench.py engine "$@" &&
     python3 bench/gpu_bench.py engine --sampler multinomial "$@"' engine --device "$DEVICE" \
+    "${MODEL[@]}" "${ENGINE[@]}" --json "$JSON"
+step engine-slab "$T_ENGINE" python3 bench/gpu_bench.py engine --no-fast-decode --device "$DEVICE" \
     "${MODEL[@]}" "${ENGINE[@]}" --json "$JSON"
 step weights "$T_BENCH" python3 bench/bench_weights.py --model "$SHAPE" --device "$DEVICE" \
     --methods stream --port 5790 --json "$JSON"
@@ -157,7 +166,7 @@ step weights "$T_BENCH" python3 bench/bench_weights.py --model "$SHAPE" --device
     echo "| what | model | precision | shape | time | throughput | peak GiB |"
     echo "|---|---|---|---|---:|---:|---:|"
     grep -h '^| learner\|^| HF engine' "$RESULTS"/learner.log "$RESULTS"/learner-fsdp2.log \
-        "$RESULTS"/engine.log 2>/dev/null
+        "$RESULTS"/learner-prefix.log "$RESULTS"/engine.log "$RESULTS"/engine-slab.log 2>/dev/null
     echo
     echo "| weights | method | seconds | GB/s | learner extra RSS MB | actor extra RSS MB |"
     echo "|---|---|---:|---:|---:|---:|"

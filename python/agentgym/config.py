@@ -154,7 +154,7 @@ class TaskRange:
 
 @dataclass(frozen=True)
 class TasksConfig:
-    """Training and held-out evaluation tasks (the two ranges must not overlap)."""
+    """Training and held-out evaluation tasks (the two must share no task id)."""
 
     train: TaskRange = field(default_factory=TaskRange)
     """Tasks the actors sample from."""
@@ -165,7 +165,13 @@ class TasksConfig:
     null: every level of ``train`` from the start."""
 
     def __post_init__(self) -> None:
-        overlap = self.train.start < self.eval.stop and self.eval.start < self.train.stop
+        # ranges that meet may still hold no common id (strides, levels: TextCraft's even ids
+        # for training and odd ones for eval)
+        overlap = (
+            self.train.start < self.eval.stop
+            and self.eval.start < self.train.stop
+            and not set(self.train.ids()).isdisjoint(self.eval.ids())
+        )
         c = self.curriculum
         staged = set() if c is None else {lvl for s in c.stages for lvl in s}
         first_open = c is None or bool(c.stages and _open_ids(self.train, c))

@@ -13,7 +13,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = ("gpu-tests", "quickstart", "learner", "learner-fsdp2", "engine", "weights")
+STEPS = ("gpu-tests", "quickstart", "learner", "learner-fsdp2", "learner-prefix", "engine",
+         "engine-slab", "weights")  # fmt: skip
 
 
 @pytest.mark.slow
@@ -35,8 +36,13 @@ def test_gpu_check_dry_run_on_cpu(tmp_path: Path) -> None:
     )
     assert kinds == sorted([
         ("learner", "one process"), ("learner", "FSDP2, 1 rank(s)"), ("weights", "stream"),
+        ("learner", "one process"), ("learner", "one process"),  # shared prefix on, off
         ("engine", "inverse-cdf 1"), ("engine", "inverse-cdf 4"),
         ("engine", "multinomial 1"), ("engine", "multinomial 4"),
+        ("engine", "inverse-cdf 1"), ("engine", "inverse-cdf 4"),  # fast_decode off
     ])  # fmt: skip
+    prefix = [r for r in rows if r.get("shared_tokens")]
+    assert sorted(r["shared_prefix"] for r in prefix) == [False, True]
+    assert sorted(r["fast_decode"] for r in rows if r["bench"] == "engine").count(False) == 2
     assert all(r.get("tokens_per_s", 1) > 0 and r.get("s", 1) > 0 for r in rows)
     assert "evaluated step 2" in (out / "quickstart.log").read_text()

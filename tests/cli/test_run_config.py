@@ -101,6 +101,16 @@ def test_stride_spreads_a_limited_range():
         TaskRange(0, 10, stride=0)
 
 
+def test_ranges_that_meet_are_held_out_when_they_share_no_id():
+    """TextCraft's depth-1 split (configs/smollm2-textcraft.yaml): even ids train, odd ids
+    evaluate; the same ranges with a common id are refused."""
+    tasks = TasksConfig(train=TaskRange(0, 125, stride=2), eval=TaskRange(1, 125, stride=2))
+    assert set(tasks.train.ids()).isdisjoint(tasks.eval.ids())
+    assert len(tasks.train.ids()) == 63 and len(tasks.eval.ids()) == 62
+    with pytest.raises(ValueError, match="overlaps tasks.train"):
+        TasksConfig(train=TaskRange(0, 125, stride=2), eval=TaskRange(0, 125, stride=3))
+
+
 def test_dr_grpo_divides_a_token_sum_by_a_constant_fixed_in_the_saved_config(tmp_path):
     """dr_grpo's default aggregation is the token sum over a constant: the most tokens a
     minibatch can generate (max_new_tokens x the largest cap x episodes per minibatch), which

@@ -275,6 +275,16 @@ def _babyai_goal_object(observations: Sequence[str], actions: Sequence[str]) -> 
     return "turn left"
 
 
+def _textcraft_group(task_id: int, info: Mapping[str, Any]) -> str:
+    """TextCraft's eval row: the goal's depth; the depth-1 ``*_planks`` goals apart (their
+    recipe has the worked example's shape, ``craft 4 X planks using 1 X logs``, so copying the
+    example's reasoning solves them)."""
+    depth = info["depth"]
+    if depth == 1 and str(info.get("goal", "")).endswith("planks"):
+        return "depth 1: planks"
+    return f"depth {depth}"
+
+
 _CRAFT_LINE = re.compile(r"^craft (\d+) (.+?) using (.+)$")
 
 
@@ -425,7 +435,7 @@ FAMILIES: dict[str, EnvFamily] = {
             TEXTCRAFT_INSTRUCTION,
             strict_actions=True,
             aliases={"look": "inventory"},
-            eval_group=lambda task_id, info: f"depth {info['depth']}",
+            eval_group=_textcraft_group,
             reward_scale="0..1 (1 when the goal item is crafted)",
             goal=_line_after("Goal: "),
             baselines={"first-recipe": _textcraft_first_recipe},

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Reruns one table of bench/RESULTS.md's real-model sections end to end (SmolLM2-135M-Instruct on
+# CPU). Each table's results go under runs/proof/TABLE/ (one JSON per eval, one run dir per
+# training run); a table stopped part-way goes on where it stopped when run again (done evals are
+# skipped, training runs resume from their newest checkpoint).
+#
+#   bash bench/real_model_proof.sh baselines     # the policies without a model, every eval set
+#                                                # and cap (seconds)
+#   bash bench/real_model_proof.sh noise         # the eval's own noise floor: one checkpoint,
+#                                                # groups_in_flight 4 and 1 (~15 min)
+#   bash bench/real_model_proof.sh pass8         # zero-shot Pass@8 on the horizon-bound BabyAI
+#                                                # levels (~1 h)
+#   bash bench/real_model_proof.sh scalinginter  # ScalingInter vs fixed 2 vs fixed 6 on levels
+#                                                # 14 and 21, SEEDS seeds each (hours per run)
+#
+# MODEL (default runs/models/smollm2-135m-instruct: agentgym model fetch smollm2-135m-instruct
+# MODEL), SEEDS (default "0 1 2"), LIMIT (eval tasks per set, default 20).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TABLE=${1:?"usage: bash bench/real_model_proof.sh baselines|noise|pass8|scalinginter"}
+MODEL=${MODEL:-runs/models/smollm2-135m-instruct}
+SEEDS=${SEEDS:-0 1 2}
+LIMIT=${LIMIT:-20}
+OUT=runs/proof/$TABLE
+mkdir -p "$OUT"
+
+BABYAI=configs/smollm2-babyai.yaml
+HORIZON=configs/smollm2-babyai-horizon.yaml
+TEXTCRAFT=configs/smollm2-textcraft.yaml
+# The horizon-bound levels (the bot's success within 2 / 4 / 6 / 13 turns in the recipe's
+# header): OpenRedBlueDoorsDebug, PutNextLocalS6N4, GoToObjMazeS7, GoToSeqS5R2, UnlockLocalDist.
+LEVELS="14 21 5 7 24"
+
+need_model() {
+    if [ ! -f "$MODEL/config.json" ]; then
+        echo "no model at $MODEL: agentgym model fetch smollm2-135m-instruct $MODEL" >&2
+        exit 2
+    fi
+}
+
+# eval_once OUT_JSON ARGS...: runs agentgym eval ARGS --out OUT_JSON unless OUT_JSON exists.
+eval_once() {
+    local out=$1
+    shift
+    if [ -f "$out" ]; then
+        echo "== $out: done already"
+        return
+    fi
+    echo "== $out"
+    agentgym eval "$@" --out "$out"  # written at the end: a stopped eval leaves no file
+}
+
+case "$TABLE" in
+baselines)
+    for policy in "constant:go to red ball 1" scripted copy-example bot; do
+        slug=$(echo "$policy" | tr -c 'a-z0-9\n' '-')
+        eval_once "$OUT/levels01_$slug.json" "$BABYAI" --set "run_dir=$OUT/babyai" \
+            --policy "$policy" --caps 1,2,4,6
+        for level in $LEVELS; do
+            eval_once "$OUT/level${level}_$slug.json" "$HORIZON" --set "run_dir=$OUT/babyai" \
+                --set "tasks.eval.levels=[$level]" --set "tasks.eval.limit=$LIMIT" \
+                --policy "$policy" --caps 2,4,6,13
+        done
+    done
+    for policy in "constant:get 1 birch logs" scripted bot; do
+        slug=$(echo "$policy" | tr -c 'a-z0-9\n' '-')
+        eval_once "$OUT/textcraft_$slug.json" "$TEXTCRAFT" --set "run_dir=$OUT/textcraft" \
+            --policy "$policy" --caps 2,4,8
+    done
+    ;;
+noise)
+    need_model
+    for gif in 4 1; do
+        eval_once "$OUT/groups_in_flight_$gif.json" "$BABYAI" --set "run_dir=$OUT/babyai" \
+            --set "model.path=$MODEL" --set "eval.groups_in_flight=$gif" --checkpoint "$MODEL"
+    done
+    python bench/eval_noise.py "$OUT/groups_in_flight_4.json" "$OUT/groups_in_flight_1.json"
+    ;;
+pass8)
+    need_model
+    for level in $LEVELS; do
+        eval_once "$OUT/level$level.json" "$HORIZON" --set "run_dir=$OUT/babyai" \
+            --set "model.path=$MODEL" --set "tasks.eval.levels=[$level]" \
+            --set "tasks.eval.limit=$LIMIT" --set eval.samples=8 --set eval.temperature=0.7 \
+            --set eval.horizon_cap=6 --checkpoint "$MODEL"
+    done
+    ;;
+scalinginter)
+    need_model
+    for seed in $SEEDS; do
+        for arm in stepwise short long; do
+            case $arm in
+            stepwise) horizon="{schedule: stepwise, rounds: [2, 4, 6], every: 8, strict: true}" ;;
+            short) horizon="{schedule: fixed, cap: 2}" ;;
+            long) horizon="{schedule: fixed, cap: 6}" ;;
+            esac
+            run=$OUT/$arm-s$seed
+            sets=(--set "model.path=$MODEL" --set "run_dir=$run" --set "actor.seed=$seed"
+                --set "learner.seed=$seed" --set "learner.horizon=$horizon")
+            if [ -f "$run/summary.json" ]; then
+                echo "== $run: trained already"
+            elif [ -d "$run/checkpoints" ]; then
+                agentgym train --resume "$run"
+            else
+                agentgym train "$HORIZON" "${sets[@]}"
+            fi
+            eval_once "$OUT/$arm-s$seed.json" "$run/config.yaml" --checkpoint "$run/checkpoints" \
+                --caps 2,4,6
+        done
+    done
+    ;;
+*)
+    echo "unknown table $TABLE (baselines, noise, pass8, scalinginter)" >&2
+    exit 2
+    ;;
+esac
