@@ -113,15 +113,11 @@ def _run_one(args: argparse.Namespace, config: RunConfig) -> tuple[int, dict | N
     step = step_of(ckpt)
     what = f"step {step} ({ckpt})" if step is not None else f"the model directory {ckpt}"
     print(f"agentgym eval: evaluating {what}", flush=True)
-    progress = EvalProgress(Progress())
-    try:
-        with served(config, Path(config.run_dir) / "logs") as (config, _):
-            result = evaluate(config, ckpt, limit=args.limit, progress=progress)
-    except ServerFailed as e:
-        print(f"agentgym eval: {e}", file=sys.stderr, flush=True)
+    config, result = _served(
+        config, lambda c, progress: evaluate(c, ckpt, limit=args.limit, progress=progress)
+    )
+    if result is None:
         return 1, None
-    finally:
-        progress.finish()
     ev = config.eval
     result.update(step=step, temperature=ev.temperature, top_k=ev.top_k, top_p=ev.top_p)
     result["settings"] = eval_settings(config, ckpt, args.limit)
@@ -136,6 +132,22 @@ def _run_one(args: argparse.Namespace, config: RunConfig) -> tuple[int, dict | N
     print(format_table(result))
     print(f"evaluated {what}; written to {' and '.join(map(str, outs))}")
     return 0, result
+
+
+def _served(
+    config: RunConfig, run: Callable[[RunConfig, EvalProgress], dict]
+) -> tuple[RunConfig, dict | None]:
+    """``run`` with the config's env servers up (``env.serve``) and a progress line: the
+    config as served and the result, or None when a server failed (said on stderr)."""
+    progress = EvalProgress(Progress())
+    try:
+        with served(config, Path(config.run_dir) / "logs") as (up, _):
+            return up, run(up, progress)
+    except ServerFailed as e:
+        print(f"agentgym eval: {e}", file=sys.stderr, flush=True)
+        return config, None
+    finally:
+        progress.finish()
 
 
 def parse_caps(text: str | None) -> list[int | None] | None:
@@ -218,18 +230,16 @@ def _run_policy(args: argparse.Namespace, config: RunConfig) -> tuple[int, dict 
         print(f"agentgym eval: --policy: {e}", file=sys.stderr)
         return 2, None
     print(f"agentgym eval: evaluating the policy {policy.label}", flush=True)
-    progress = EvalProgress(Progress())
     try:
-        with served(config, Path(config.run_dir) / "logs") as (config, _):
-            result = evaluate_baseline(config, policy, limit=args.limit, progress=progress)
-    except ServerFailed as e:
-        print(f"agentgym eval: {e}", file=sys.stderr, flush=True)
-        return 1, None
+        config, result = _served(
+            config,
+            lambda c, progress: evaluate_baseline(c, policy, limit=args.limit, progress=progress),
+        )
     except ValueError as e:  # the family has no such rule, example or expert
         print(f"agentgym eval: --policy {policy.label}: {e}", file=sys.stderr, flush=True)
         return 2, None
-    finally:
-        progress.finish()
+    if result is None:
+        return 1, None
     result.update(step=None, policy=policy.label)
     result["settings"] = {"policy": policy.label, "limit": args.limit,
                           "tasks": [asdict(e.tasks.eval) for e in config.entries]}  # fmt: skip
