@@ -142,3 +142,24 @@ def test_groups_waiting_for_an_earlier_one_are_reported():
     assert buf.pop_groups(1, version=0) is None  # the first is still running
     assert buf.blocked() == {3: (0, 2)}
     assert GroupBuffer(STALENESS, order="completion").blocked() == {}
+
+
+def test_the_learner_says_when_groups_wait_for_an_earlier_one(monkeypatch, caplog):
+    from learner_helpers import tiny_model
+
+    import agentgym.learner.learner as learner_module
+    from agentgym.learner import Learner, LearnerConfig, OptimConfig
+
+    learner = Learner(tiny_model(), LearnerConfig(optim=OptimConfig(lr=1e-3), max_staleness=2))
+    ids = next_ids(1, 0)
+    next(ids)  # position 0 still running
+    learner.buffer.add(group(next(ids), 0))
+    monkeypatch.setattr(learner_module, "BLOCKED_WARN_S", 0.0)
+    since = learner._say_blocked(None)  # the wait starts
+    assert since is not None and not caplog.records
+    with caplog.at_level("WARNING"):
+        learner._say_blocked(since)
+    assert "1 complete group(s) of actor 1 wait for its group at stream position 0" in caplog.text
+    assert learner._say_blocked(None) is not None
+    learner.buffer.note_lost(next(next_ids(1, 0)))  # the earlier group is lost: none wait
+    assert learner._say_blocked(since) is None
