@@ -112,3 +112,13 @@ def test_the_matrix_runs_on_a_tiny_model(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     head = next(i for i, line in enumerate(lines) if line.strip().startswith("cap"))
     assert [line.split()[0] for line in lines[head + 2 : head + 4]] == ["1", "3"]
+
+
+def test_the_matrix_of_a_multi_env_run_reads_its_macro_row(tmp_path, capsys):
+    code = main(["eval", str(ROOT / "configs" / "multi.yaml"), "--set", f"run_dir={tmp_path}",
+                 "--policy", "scripted", "--caps", "2,4", "--limit", "3"])  # fmt: skip
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.strip().startswith("cap "))
+    assert [line.split()[0] for line in lines[head + 2 : head + 4]] == ["2", "4"]
+    assert (tmp_path / "eval" / "policy_scripted_capbabyai2-textcraft2.json").exists()

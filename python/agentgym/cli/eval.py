@@ -189,11 +189,18 @@ def _run_matrix(args: argparse.Namespace, config: RunConfig, caps: list[int | No
     return 0
 
 
+def _one_cap(result: dict[str, Any]) -> int | None:
+    """The cap of a result (a multi-env result records one per env, all the same here)."""
+    cap = result["horizon_cap"]
+    return next(iter(cap.values())) if isinstance(cap, dict) else cap
+
+
 def format_matrix(results: list[dict[str, Any]]) -> str:
-    """Rows of single-cap results of one policy: cap, Avg@k, Pass@k, score, and how many of
-    the episodes had succeeded by each turn (``within t``: the share solved in at most t)."""
+    """Rows of single-cap results of one policy: cap, Avg@k, Pass@k, score (of the env, or
+    of ``macro`` for several envs), and how many of the episodes had succeeded by each turn
+    (``within t``: the share solved in at most t)."""
     k = results[0]["k"]
-    caps = [r["horizon_cap"] for r in results]
+    caps = [_one_cap(r) for r in results]
     longest = max([c for c in caps if c is not None] or [1])
     if None in caps:  # uncapped: as far as an episode went
         longest = max(longest, *(int(e.get("turns", 0)) for r in results for e in r["episodes"]))
@@ -202,9 +209,8 @@ def format_matrix(results: list[dict[str, Any]]) -> str:
         f"{f'<={t}':>7}" for t in shown
     )
     lines = [head, "-" * len(head)]
-    for r in results:
-        cap = r["horizon_cap"]
-        row = r["rows"][r["env"]]
+    for r, cap in zip(results, caps, strict=True):
+        row = r["rows"].get(r["env"]) or r["rows"][MACRO]
         episodes = [e for e in r["episodes"] if "error" not in e]
         within = [sum(1 for e in episodes if e.get("success") and e.get("turns", 0) <= t)
                   / max(len(episodes), 1) for t in shown]  # fmt: skip
