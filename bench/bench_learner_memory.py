@@ -170,6 +170,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--actor", action="store_true",
                     help="also the transformers engine's batches and weight loads, with and "
                          "without its heap trims")  # fmt: skip
+    ap.add_argument("--cases", default=None,
+                    help=f"comma-separated, of {', '.join(CASES)} (default: the learner's two, "
+                         "and the engine's with --actor)")  # fmt: skip
     ap.add_argument("--case", choices=CASES, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.case:  # the child process of one case
@@ -192,7 +195,11 @@ def main(argv: list[str] | None = None) -> None:
         "actor": "engine (actor), trims",
         "actor-notrim": "engine (actor), no trims",
     }
-    for case in CASES if args.actor else CASES[:2]:
+    cases = args.cases.split(",") if args.cases else CASES if args.actor else CASES[:2]
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        raise SystemExit(f"bench_learner_memory: unknown cases {unknown} (of {', '.join(CASES)})")
+    for case in cases:
         r = _child(args, case)
         print(f"| {names[case]} | {r['loaded']:,} | {r['peak']:,} | {r['after_min']:,}-"
               f"{r['after_max']:,} | {r['after']:,} | {r['s_per_update']:.1f} |",
