@@ -88,6 +88,17 @@ pass8)
     ;;
 scalinginter)
     need_model
+    # The warm start every arm and seed starts from: levels 14 and 21 give the instruct model
+    # no success to rank (zero-shot Pass@8 0 on level 14), so RL begins after bot-demo SFT.
+    warm=$OUT/warm
+    if [ ! -d "$warm/sft/checkpoints" ]; then
+        [ -f "$warm/demos.jsonl" ] || agentgym demos babyai --tasks 0:4000 --levels 14,21 \
+            --worked-example --out "$warm/demos.jsonl"
+        agentgym sft "$HORIZON" --set "model.path=$MODEL" --set "run_dir=$warm" \
+            --set "sft.data=[$warm/demos.jsonl]"
+    fi
+    eval_once "$OUT/warm.json" "$HORIZON" --set "run_dir=$warm" --set "model.path=$MODEL" \
+        --checkpoint "$warm/sft/checkpoints" --caps 2,4,6
     for seed in $SEEDS; do
         for arm in stepwise short long; do
             case $arm in
@@ -103,7 +114,7 @@ scalinginter)
             elif [ -d "$run/checkpoints" ]; then
                 agentgym train --resume "$run"
             else
-                agentgym train "$HORIZON" "${sets[@]}"
+                agentgym train "$HORIZON" "${sets[@]}" --init-from "$warm/sft/checkpoints"
             fi
             eval_once "$OUT/$arm-s$seed.json" "$run/config.yaml" --checkpoint "$run/checkpoints" \
                 --caps 2,4,6
