@@ -18,7 +18,7 @@ from agentgym.actor.policy import make_engine, sampling_params  # noqa: E402
 from agentgym.agent.turns import ChatCodec, Conversation  # noqa: E402
 from agentgym.envs import EnvPool, StepBatch  # noqa: E402
 from agentgym.learner.batch import collate  # noqa: E402
-from agentgym.learner.learner import forward_tokens  # noqa: E402
+from agentgym.learner.forward import forward_tokens  # noqa: E402
 from agentgym.learner.weights import (  # noqa: E402
     blobs_to_state_dict,
     state_dict_to_blobs,

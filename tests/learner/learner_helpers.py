@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from agentgym.learner.batch import collate
-from agentgym.learner.learner import forward_tokens
+from agentgym.learner.forward import forward_tokens
 from agentgym.transport.wire import Trajectory
 
 VOCAB = 48

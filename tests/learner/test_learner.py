@@ -299,7 +299,7 @@ class NoKeepWrapper(torch.nn.Module):
 
 def test_logits_kept_only_where_generated_tokens_are_predicted_give_the_same_logprobs():
     from agentgym.learner.batch import collate
-    from agentgym.learner.learner import forward_tokens
+    from agentgym.learner.forward import forward_tokens
     from agentgym.models import keeps_logits
 
     model = tiny_model()

@@ -11,7 +11,8 @@ from learner_helpers import VOCAB, tiny_model  # noqa: E402
 
 from agentgym import attention  # noqa: E402
 from agentgym.learner.batch import TrainBatch  # noqa: E402
-from agentgym.learner.learner import ValueHead, _enable_activation_checkpointing  # noqa: E402
+from agentgym.learner.forward import ValueHead  # noqa: E402
+from agentgym.learner.learner import _enable_activation_checkpointing  # noqa: E402
 from agentgym.learner.losses import token_logprobs  # noqa: E402
 from agentgym.learner.packing import Micro, common_prefix, forward_packed, plan  # noqa: E402
 

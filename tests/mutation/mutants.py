@@ -65,6 +65,7 @@ class Mutant:
 LEARNER = "learner/learner.py"
 LOSSES = "learner/losses.py"
 ADV = "learner/advantages.py"
+FORWARD = "learner/forward.py"
 BATCH = "learner/batch.py"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -112,7 +113,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "learner",
     ),
     Mutant(
-        "learner log-probs at T = 1 (forward_tokens ignores the temperature)", LEARNER,
+        "learner log-probs at T = 1 (forward_tokens ignores the temperature)", FORWARD,
         "out.logits, batch.tokens, batch.loss_mask, temperature,",
         "out.logits, batch.tokens, batch.loss_mask, 1.0,",
         "learner",

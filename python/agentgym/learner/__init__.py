@@ -21,7 +21,7 @@ _WHERE = {
     "TrainBatch": "batch",
     "collate": "batch",
     "Learner": "learner",
-    "ValueHead": "learner",
+    "ValueHead": "forward",
     "blobs_to_state_dict": "weights",
     "state_dict_to_blobs": "weights",
 }

@@ -21,7 +21,7 @@ from torch import nn
 
 from agentgym.config import DPOConfig
 from agentgym.learner.datasets import Example
-from agentgym.learner.learner import forward_tokens
+from agentgym.learner.forward import forward_tokens
 from agentgym.learner.losses import dpo_loss, sequence_logprobs
 from agentgym.learner.offline import clip_and_step, offline_loop, pad_examples
 

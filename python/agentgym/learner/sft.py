@@ -20,7 +20,7 @@ from torch import nn
 
 from agentgym.config import SFTConfig
 from agentgym.learner.datasets import Example
-from agentgym.learner.learner import forward_tokens
+from agentgym.learner.forward import forward_tokens
 from agentgym.learner.losses import sft_loss
 from agentgym.learner.offline import clip_and_step, offline_loop, pad_examples
 from agentgym.models import copy_loss
