@@ -14,7 +14,7 @@ from test_sft import examples, tiny_lm  # noqa: E402
 
 from agentgym.config import DPOConfig  # noqa: E402
 from agentgym.learner.datasets import DatasetError, read_pairs  # noqa: E402
-from agentgym.learner.dpo import _step, side_logprobs, train_dpo  # noqa: E402
+from agentgym.learner.dpo import _pairs_loss, side_logprobs, train_dpo  # noqa: E402
 
 
 def pairs():
@@ -63,14 +63,12 @@ def test_gradient_does_not_depend_on_micro_batch_size():
     for micro in (1, 4):
         model = tiny_lm()
         reference = tiny_lm()
-        opt = torch.optim.SGD(model.parameters(), lr=0.0)
-        opt.zero_grad = lambda set_to_none=True: None
         # move the policy off the reference so the gradient is not trivially symmetric
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1)))
         cfg = DPOConfig(batch_size=4, micro_batch_size=micro)
-        _step(model, reference, opt, pairs(), cfg, 0)
+        _pairs_loss(model, reference, pairs(), cfg, 0)
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
     for name in grads[0]:
         assert torch.allclose(grads[0][name], grads[1][name], atol=1e-6), name
@@ -151,3 +149,33 @@ def _one(tmp_path, line):
     path = tmp_path / "one.jsonl"
     path.write_text(json.dumps(line) + "\n")
     return path
+
+
+def test_a_step_whose_loss_is_not_finite_is_skipped_and_counted(tmp_path, monkeypatch):
+    """A NaN loss gives a NaN gradient: the step leaves every parameter as it was, is counted,
+    and the next step trains."""
+    from agentgym.learner import dpo
+
+    poisoned = {"on": True}
+    plain_loss = dpo.dpo_loss
+
+    def nan_loss(*args, **kwargs):
+        loss, margin = plain_loss(*args, **kwargs)
+        return (loss * float("nan") if poisoned["on"] else loss), margin
+
+    monkeypatch.setattr(dpo, "dpo_loss", nan_loss)
+    model = tiny_lm()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    after_steps = []
+
+    def progress(line):
+        after_steps.append({n: p.detach().clone() for n, p in model.named_parameters()})
+        poisoned["on"] = False
+
+    cfg = DPOConfig(epochs=2, batch_size=4, micro_batch_size=2, beta=0.5)
+    train_dpo(model, pairs(), cfg, pad_token_id=0, out_dir=tmp_path, progress=progress)
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["skipped_steps"], r["skipped_steps_total"]) for r in rows] == [(1, 1), (0, 1)]
+    assert all(torch.equal(before[n], p) for n, p in after_steps[0].items())
+    assert all(torch.isfinite(p).all() for p in after_steps[1].values())
+    assert any(not torch.equal(before[n], p) for n, p in after_steps[1].items())

@@ -186,3 +186,35 @@ def test_bf16_step_is_the_float32_step_in_bf16_arithmetic():
     assert loss16 == pytest.approx(loss32, rel=2e-2) and loss16 != loss32
     flat = lambda g: torch.cat([v.reshape(-1) for v in g.values()])  # noqa: E731
     assert torch.nn.functional.cosine_similarity(flat(g16), flat(g32), 0) > 0.99
+
+
+def test_a_step_whose_loss_is_not_finite_is_skipped_and_counted(tmp_path, monkeypatch):
+    """A NaN loss gives a NaN gradient: the step leaves every parameter and the optimizer's
+    moments as they were, is counted, and the next step trains."""
+    import json
+
+    from agentgym.learner import sft
+
+    poisoned = {"on": True}
+    plain_loss = sft.sft_loss
+
+    def nan_loss(*args, **kwargs):
+        loss = plain_loss(*args, **kwargs)
+        return loss * float("nan") if poisoned["on"] else loss
+
+    monkeypatch.setattr(sft, "sft_loss", nan_loss)
+    model = tiny_lm()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    after_steps = []
+
+    def progress(line):
+        after_steps.append({n: p.detach().clone() for n, p in model.named_parameters()})
+        poisoned["on"] = False
+
+    cfg = SFTConfig(epochs=2, batch_size=6, micro_batch_size=3)
+    train_sft(model, examples(), cfg, pad_token_id=0, out_dir=tmp_path, progress=progress)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["skipped_steps"], r["skipped_steps_total"]) for r in rows] == [(1, 1), (0, 1)]
+    assert all(torch.equal(before[n], p) for n, p in after_steps[0].items())
+    assert all(torch.isfinite(p).all() for p in after_steps[1].values())
+    assert any(not torch.equal(before[n], p) for n, p in after_steps[1].items())

@@ -66,6 +66,7 @@ LEARNER = "learner/learner.py"
 LOSSES = "learner/losses.py"
 ADV = "learner/advantages.py"
 FORWARD = "learner/forward.py"
+UPDATE = "learner/update.py"
 BATCH = "learner/batch.py"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -192,7 +193,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "actor",
     ),
     Mutant(
-        "gradients not zeroed between minibatches", LEARNER,
+        "gradients not zeroed between minibatches", UPDATE,
         "self.optimizer.zero_grad(set_to_none=True)",
         "None",
         "learner",

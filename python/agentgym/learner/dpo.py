@@ -23,7 +23,7 @@ from agentgym.config import DPOConfig
 from agentgym.learner.datasets import Example
 from agentgym.learner.forward import forward_tokens
 from agentgym.learner.losses import dpo_loss, sequence_logprobs
-from agentgym.learner.offline import clip_and_step, offline_loop, pad_examples
+from agentgym.learner.offline import offline_loop, pad_examples
 
 Pair = tuple[Example, Example]
 
@@ -70,9 +70,10 @@ def train_dpo(
         raise ValueError("dpo: no usable pairs")
     reference = copy.deepcopy(model).eval().requires_grad_(False)
 
-    def step_fn(optimizer, step: list[int]) -> dict[str, float]:
+    def step_fn(optimizer_step, step: list[int]) -> dict[str, float]:
         chosen = [pairs[i] for i in step]
-        loss, margins = _step(model, reference, optimizer, chosen, cfg, pad_token_id)
+        loss, margins = _pairs_loss(model, reference, chosen, cfg, pad_token_id)
+        optimizer_step()
         accuracy = float((margins > 0).float().mean())
         return {"loss": loss, "reward_margin": float(margins.mean()), "accuracy": accuracy}
 
@@ -85,7 +86,9 @@ def train_dpo(
     return DPOResult(run.steps, loss, accuracy, run.checkpoint, run.done, run.stopped)
 
 
-def _step(model, reference, optimizer, pairs: list[Pair], cfg: DPOConfig, pad_token_id: int):
+def _pairs_loss(model, reference, pairs: list[Pair], cfg: DPOConfig, pad_token_id: int):
+    """Back-propagate the mean loss of ``pairs`` (micro-batch by micro-batch); returns (loss,
+    float[N] implicit reward margins)."""
     total, margins = 0.0, []
     for i in range(0, len(pairs), cfg.micro_batch_size):
         micro = pairs[i : i + cfg.micro_batch_size]
@@ -98,5 +101,4 @@ def _step(model, reference, optimizer, pairs: list[Pair], cfg: DPOConfig, pad_to
         (loss * n / len(pairs)).backward()
         total += float(loss.detach()) * n / len(pairs)
         margins.append(margin)
-    clip_and_step(model, optimizer, cfg.optim.grad_clip)
     return total, torch.cat(margins)

@@ -22,7 +22,6 @@ import copy
 import hashlib
 import json
 import logging
-import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -62,6 +61,7 @@ from agentgym.learner.losses import (
     value_loss,
 )
 from agentgym.learner.metrics import MetricsWriter
+from agentgym.learner.update import OptimizerStep
 from agentgym.learner.weights import state_dict_to_blobs, write_safetensors
 from agentgym.transport.channels import ActorRegistry, LearnerChannels
 from agentgym.transport.malloc import trim_heap
@@ -166,6 +166,7 @@ class Learner:
         self.optimizer = torch.optim.AdamW(
             params, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
         )
+        self.optimizer_step = OptimizerStep(self.optimizer, o.grad_clip, global_norm=full_tensor)
         self.generator = torch.Generator().manual_seed(config.seed)
         self._last_command = time.monotonic()
         self._tokens_run = 0  # tokens this rank's forward passes ran in the current update
@@ -211,7 +212,7 @@ class Learner:
         ]
         minibatches = [order.tensor_split(splits) for order in orders]
         reuse = self.prox_from_first_pass
-        skipped_before = self.counters["skipped_steps"]
+        skipped_before = self.optimizer_step.skipped
         prep = self._prepare(batch, skip=minibatches[0][0] if reuse else None)
         if (weights := self._loss_weights(trajectories)) is not None:
             prep = replace(prep, advantages=prep.advantages * weights[:, None])
@@ -226,7 +227,7 @@ class Learner:
                 for i, epoch in enumerate(minibatches)
                 for j, index in enumerate(epoch)
             ]
-        skipped = self.counters["skipped_steps"] - skipped_before
+        skipped = self.optimizer_step.skipped - skipped_before
         lags = (self.version - batch.min_versions).tolist()
         cap = self.horizon.cap
         env_caps = {env: h.cap for env, h in self.horizons.items()}
@@ -258,7 +259,7 @@ class Learner:
             tokens_run=self._tokens_run,
             generated_tokens=int(batch.loss_mask.sum()),
             skipped_steps=skipped,
-            skipped_steps_total=self.counters["skipped_steps"],
+            skipped_steps_total=self.optimizer_step.skipped,
             skipped_flat_steps=int(flat),
             skipped_flat_steps_total=self.counters["skipped_flat_steps"],
         )
@@ -415,26 +416,8 @@ class Learner:
             rows = self.dist.all_sum_(prep.prox_logp[index])
             prep.prox_logp[index] = rows
         sums = self._reduce_metrics(sums)
-        sums["grad_norm"] = self._optimizer_step()
+        sums["grad_norm"] = self.optimizer_step()
         return {k.removeprefix("stat/"): v for k, v in sums.items()}
-
-    def _optimizer_step(self) -> float:
-        """Clip the gradient and step; returns its norm before clipping. A gradient that is
-        not finite (an overflow somewhere in the minibatch) is dropped instead, the step
-        skipped and counted (``skipped_steps``): one step of NaN would ruin every parameter
-        and the optimizer's moments. Every rank sees the same global norm, so all skip
-        together."""
-        params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        clip = self.cfg.optim.grad_clip
-        norm = nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"))
-        norm = float(full_tensor(norm))
-        if math.isfinite(norm):
-            self.optimizer.step()
-        else:
-            self.counters["skipped_steps"] += 1
-            log.warning("version %d: gradient norm %s, optimizer step skipped", self.version, norm)
-        self.optimizer.zero_grad(set_to_none=True)
-        return norm
 
     def _reduce_metrics(self, sums: dict[str, float]) -> dict[str, float]:
         """A minibatch's metrics over every rank's rows: sums add, maxima take the max."""
@@ -818,7 +801,7 @@ class Learner:
         state = TrainingState(
             self.version,
             self.horizon.state_dict(),
-            dict(self.counters),
+            {**self.counters, "skipped_steps": self.optimizer_step.skipped},
             launches,
             horizons,
             curricula,
@@ -874,6 +857,7 @@ class Learner:
         if self.env_mix is not None:
             self.env_mix.load_state_dict(state.env_mix)
         self.counters = Counter(state.counters)
+        self.optimizer_step.skipped = self.counters.pop("skipped_steps", 0)
         self.buffer.load_state_dict(state.buffer)
         self._actor_launches = {int(k): int(v) for k, v in state.actor_launches.items()}
         log.info("resumed from %s at version %d", path, self.version)

@@ -18,9 +18,11 @@ from agentgym.learner.batch import TrainBatch
 from agentgym.learner.checkpoint import TrainingState, load_checkpoint, save_checkpoint
 from agentgym.learner.datasets import Example
 from agentgym.learner.metrics import MetricsWriter
+from agentgym.learner.update import OptimizerStep
 
-StepFn = Callable[[torch.optim.Optimizer, list[int]], dict[str, float]]
-"""One optimizer step over the items at the given indices; returns its metrics (with loss)."""
+StepFn = Callable[[OptimizerStep, list[int]], dict[str, float]]
+"""One optimizer step over the items at the given indices: accumulates their gradients, then
+calls the ``OptimizerStep``; returns its metrics (with loss)."""
 
 
 def pad_examples(examples: Sequence[Example], pad_token_id: int) -> TrainBatch:
@@ -48,15 +50,6 @@ def step_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[in
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
     ids = order.tolist()
     return [ids[i : i + batch_size] for i in range(0, n, batch_size)]
-
-
-def clip_and_step(model: nn.Module, optimizer: torch.optim.Optimizer, clip: float | None) -> float:
-    """Clip the global gradient norm, step and clear the gradients; returns the norm."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    norm = nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"))
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return float(norm)
 
 
 @dataclass
@@ -115,6 +108,7 @@ def offline_loop(
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay
     )
+    optimizer_step = OptimizerStep(optimizer, o.grad_clip)
     generator = generator if generator is not None else torch.Generator().manual_seed(cfg.seed)
     plan = plan_steps(num_items, cfg)
     # what the plan is made of: a resumed run must have the same (a larger cfg.epochs only
@@ -122,7 +116,8 @@ def offline_loop(
     counters = {"items": num_items, "batch_size": cfg.batch_size, "seed": cfg.seed}
     first = 0
     if resume is not None:
-        first = load_checkpoint(resume, model, optimizer, generator).version
+        state = load_checkpoint(resume, model, optimizer, generator)
+        first, optimizer_step.skipped = state.version, state.counters.get("skipped_steps", 0)
     metrics = MetricsWriter(out / "metrics.jsonl")
     last: dict[str, float] = {}
     checkpoint, number, stopped = None, first, False
@@ -130,10 +125,13 @@ def offline_loop(
     model.train(dropout)
     try:
         for number, (epoch, step) in enumerate(plan[first:], start=first + 1):
-            last = {"epoch": epoch, **step_fn(optimizer, step)}
+            skipped_before = optimizer_step.skipped
+            last = {"epoch": epoch, **step_fn(optimizer_step, step)}
+            last["skipped_steps"] = optimizer_step.skipped - skipped_before
+            last["skipped_steps_total"] = optimizer_step.skipped
             metrics.write(number, last)
             elapsed = time.perf_counter() - start
-            shown = " ".join(f"{k} {v:.4g}" for k, v in last.items() if k != "epoch")
+            shown = _shown(last)
             pace = elapsed / (number - first)
             progress(
                 f"{label} step {number}/{len(plan)} epoch {epoch + 1}/{cfg.epochs} {shown} "
@@ -142,9 +140,8 @@ def offline_loop(
             stopped = should_stop() and number < len(plan)
             periodic = cfg.checkpoint_every and number % cfg.checkpoint_every == 0
             if number == len(plan) or periodic or stopped:
-                state = TrainingState(
-                    number, {}, counters | {"epoch": epoch}, tokenizer=tokenizer_id
-                )
+                done = counters | {"epoch": epoch, "skipped_steps": optimizer_step.skipped}
+                state = TrainingState(number, {}, done, tokenizer=tokenizer_id)
                 checkpoint = save_checkpoint(
                     out / "checkpoints", state, model, optimizer, generator
                 )
@@ -154,3 +151,11 @@ def offline_loop(
         metrics.close()
         model.eval()
     return LoopResult(len(plan), number, last, checkpoint, stopped)
+
+
+def _shown(metrics: dict[str, float]) -> str:
+    """A step's metrics for its progress line (the skip counts once a step was skipped)."""
+    quiet = {"epoch"}
+    if not metrics.get("skipped_steps_total"):
+        quiet |= {"skipped_steps", "skipped_steps_total"}
+    return " ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k not in quiet)

@@ -22,7 +22,7 @@ from agentgym.config import SFTConfig
 from agentgym.learner.datasets import Example
 from agentgym.learner.forward import forward_tokens
 from agentgym.learner.losses import sft_loss
-from agentgym.learner.offline import clip_and_step, offline_loop, pad_examples
+from agentgym.learner.offline import offline_loop, pad_examples
 from agentgym.models import copy_loss
 
 COPY_MIX_BATCH = 8
@@ -76,7 +76,7 @@ def train_sft(
     start = time.perf_counter()
     generator = torch.Generator().manual_seed(cfg.seed)
 
-    def step_fn(optimizer, step: list[int]) -> dict[str, float]:
+    def step_fn(optimizer_step, step: list[int]) -> dict[str, float]:
         loss, tokens = _demo_loss(model, examples, step, cfg, pad_token_id)
         metrics = {"loss": loss, "tokens": tokens}
         if cfg.copy_mix:
@@ -85,7 +85,7 @@ def train_sft(
             metrics["copy_loss"] = float(copy.detach())
         seen["tokens"] += tokens
         rate = seen["tokens"] / (time.perf_counter() - start)
-        grad_norm = clip_and_step(model, optimizer, cfg.optim.grad_clip)
+        grad_norm = optimizer_step()
         return {**metrics, "grad_norm": grad_norm, "tokens_per_s": rate}
 
     run = offline_loop(
