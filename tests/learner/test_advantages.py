@@ -231,3 +231,27 @@ def test_masked_whiten_uses_rsqrt_of_var_plus_eps():
     assert out[0].tolist() == pytest.approx(expected)
     assert out.dtype == torch.float32
     assert torch.equal(A.masked_whiten(x, torch.zeros_like(m)), torch.zeros_like(x))
+
+
+def test_the_estimator_table_holds_exactly_the_names_a_config_may_give():
+    """The config checks ``learner.advantage.estimator`` against its own list of names (it is
+    read without torch): each must have an entry in the table, and each entry a name."""
+    import typing
+
+    from agentgym.learner.config import EstimatorName
+
+    assert tuple(A.ESTIMATORS) == typing.get_args(EstimatorName)
+
+
+def test_estimate_dispatches_on_the_configured_name():
+    from agentgym.learner.config import AdvantageConfig
+
+    rewards = torch.tensor([1.0, 0.0, 0.5, 0.5])
+    groups = torch.tensor([0, 0, 1, 1])
+    mask = torch.ones(4, 3)
+    inputs = A.EstimatorInputs(rewards, groups, mask)
+    adv, returns = A.estimate(inputs, AdvantageConfig(estimator="dr_grpo"))
+    assert returns is None
+    assert torch.equal(adv, A.grpo(rewards, groups, mask, normalize_std=False))
+    adv, _ = A.estimate(inputs, AdvantageConfig(estimator="rloo"))
+    assert torch.equal(adv, A.rloo(rewards, groups, mask))

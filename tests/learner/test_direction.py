@@ -28,9 +28,10 @@ from agentgym.learner import (  # noqa: E402
     LossConfig,
     OptimConfig,
 )
+from agentgym.learner.advantages import ESTIMATORS as ESTIMATOR_TABLE  # noqa: E402
 from agentgym.transport.wire import Trajectory  # noqa: E402
 
-ESTIMATORS = ["grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae"]
+ESTIMATORS = list(ESTIMATOR_TABLE)  # every estimator a config may name
 _rng = np.random.default_rng(0)
 PROMPTS = [[int(t) for t in _rng.integers(1, VOCAB, 6)] for _ in range(2)]
 X, Y = [5, 9], [17, 30]

@@ -72,10 +72,10 @@ BATCH = "learner/batch.py"
 MUTANTS: tuple[Mutant, ...] = (
     # --- the eight of issue 34 ------------------------------------------------------------------
     Mutant(
-        "advantage sign flipped where the learner calls GRPO", LEARNER,
-        "return adv_fns.grpo(r, g, m, normalize_std=a.estimator == \"grpo\", eps=a.eps), None",
-        "return -adv_fns.grpo(r, g, m, normalize_std=a.estimator == \"grpo\", eps=a.eps), None",
-        "learner",
+        "advantage sign flipped where the estimator table calls GRPO", ADV,
+        "return grpo(x.rewards, x.group_index, x.loss_mask, normalize_std=True, eps=a.eps), None",
+        "return -grpo(x.rewards, x.group_index, x.loss_mask, normalize_std=True, eps=a.eps), None",
+        "advantages",
     ),
     Mutant(
         "importance correction off (behaviour log-probs replaced by pi_prox)", LEARNER,
@@ -108,10 +108,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "learner",
     ),
     Mutant(
-        "GAE KL reward sign flipped", LEARNER,
-        "token_rewards = token_rewards - a.kl_reward_coef * kl",
-        "token_rewards = token_rewards + a.kl_reward_coef * kl",
-        "learner",
+        "GAE KL reward sign flipped", ADV,
+        "token_rewards = token_rewards - a.kl_reward_coef * x.kl",
+        "token_rewards = token_rewards + a.kl_reward_coef * x.kl",
+        "advantages",
     ),
     Mutant(
         "learner log-probs at T = 1 (forward_tokens ignores the temperature)", FORWARD,
@@ -139,22 +139,22 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # --- the same faults elsewhere ----------------------------------------------------------------
     Mutant(
-        "advantage sign flipped where the learner calls RLOO", LEARNER,
-        "return adv_fns.rloo(r, g, m), None",
-        "return -adv_fns.rloo(r, g, m), None",
-        "learner",
+        "advantage sign flipped where the estimator table calls RLOO", ADV,
+        "return rloo(x.rewards, x.group_index, x.loss_mask), None",
+        "return -rloo(x.rewards, x.group_index, x.loss_mask), None",
+        "advantages",
     ),
     Mutant(
-        "advantage sign flipped where the learner calls REINFORCE++", LEARNER,
-        "return adv_fns.reinforce_pp(r, m, kl=kl, kl_coef=a.kl_reward_coef, gamma=a.gamma), None",
-        "return -adv_fns.reinforce_pp(r, m, kl=kl, kl_coef=a.kl_reward_coef, gamma=a.gamma), None",
-        "learner",
+        "advantage sign flipped where the estimator table calls REINFORCE++", ADV,
+        "adv = reinforce_pp(x.rewards, x.loss_mask, kl=x.kl,",
+        "adv = -reinforce_pp(x.rewards, x.loss_mask, kl=x.kl,",
+        "advantages",
     ),
     Mutant(
-        "outcome reward negated before GAE", LEARNER,
-        "token_rewards = adv_fns.outcome_token_rewards(r, m)",
-        "token_rewards = -adv_fns.outcome_token_rewards(r, m)",
-        "learner",
+        "outcome reward negated before GAE", ADV,
+        "token_rewards = outcome_token_rewards(x.rewards, x.loss_mask)",
+        "token_rewards = -outcome_token_rewards(x.rewards, x.loss_mask)",
+        "advantages",
     ),
     Mutant(
         "KL reward estimate reversed (log ref - log pi)", LEARNER,

@@ -20,8 +20,15 @@ Results are returned in the rewards' dtype.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from agentgym.learner.config import AdvantageConfig
 
 SPREAD_RTOL = 1e-6
 """A spread (max |x - mean|, or std) at most this fraction of max |x| is treated as zero.
@@ -236,3 +243,74 @@ def gae(
         next_adv = torch.where(on, a, next_adv)
         next_value = torch.where(on, values[:, t], next_value)
     return adv, (adv + values) * m
+
+
+# --- the estimators by name -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EstimatorInputs:
+    """What an estimator may read of one batch (shapes as in the module docstring)."""
+
+    rewards: Tensor
+    group_index: Tensor
+    loss_mask: Tensor
+    kl: Tensor | None = None
+    """float[B, T] per-token KL(pi_prox || reference) on generated tokens (k1); None without
+    a reference model."""
+    values: Tensor | None = None
+    """float[B, T] the value head's estimates before the update; None without one (not gae)."""
+
+
+Estimator = Callable[[EstimatorInputs, "AdvantageConfig"], tuple[Tensor, Tensor | None]]
+"""(inputs, config) -> (advantages float[B, T], value targets float[B, T] or None)."""
+
+
+def _grpo(x: EstimatorInputs, a: AdvantageConfig) -> tuple[Tensor, None]:
+    return grpo(x.rewards, x.group_index, x.loss_mask, normalize_std=True, eps=a.eps), None
+
+
+def _dr_grpo(x: EstimatorInputs, a: AdvantageConfig) -> tuple[Tensor, None]:
+    return grpo(x.rewards, x.group_index, x.loss_mask, normalize_std=False, eps=a.eps), None
+
+
+def _rloo(x: EstimatorInputs, a: AdvantageConfig) -> tuple[Tensor, None]:
+    return rloo(x.rewards, x.group_index, x.loss_mask), None
+
+
+def _reinforce_pp(x: EstimatorInputs, a: AdvantageConfig) -> tuple[Tensor, None]:
+    adv = reinforce_pp(x.rewards, x.loss_mask, kl=x.kl, kl_coef=a.kl_reward_coef, gamma=a.gamma)
+    return adv, None
+
+
+def _reinforce_pp_baseline(x: EstimatorInputs, a: AdvantageConfig) -> tuple[Tensor, None]:
+    adv = reinforce_pp_baseline(
+        x.rewards, x.group_index, x.loss_mask, kl=x.kl, kl_coef=a.kl_reward_coef, gamma=a.gamma
+    )
+    return adv, None
+
+
+def _gae(x: EstimatorInputs, a: AdvantageConfig) -> tuple[Tensor, Tensor]:
+    token_rewards = outcome_token_rewards(x.rewards, x.loss_mask)
+    if x.kl is not None:
+        token_rewards = token_rewards - a.kl_reward_coef * x.kl
+    adv, returns = gae(token_rewards, x.values, x.loss_mask, gamma=a.gamma, lam=a.lam)
+    return (masked_whiten(adv, x.loss_mask) if a.gae_whiten else adv), returns
+
+
+ESTIMATORS: dict[str, Estimator] = {
+    "grpo": _grpo,
+    "dr_grpo": _dr_grpo,
+    "rloo": _rloo,
+    "reinforce_pp": _reinforce_pp,
+    "reinforce_pp_baseline": _reinforce_pp_baseline,
+    "gae": _gae,
+}
+"""Each estimator by its ``learner.advantage.estimator`` name. The config checks names
+against ``agentgym.learner.config.EstimatorName`` (it is read without torch); a test keeps
+the two the same."""
+
+
+def estimate(inputs: EstimatorInputs, config: AdvantageConfig) -> tuple[Tensor, Tensor | None]:
+    """``config.estimator``'s advantages of one batch, and its value targets (gae; else None)."""
+    return ESTIMATORS[config.estimator](inputs, config)

@@ -16,7 +16,10 @@ from agentgym.horizon import HorizonConfig
 Aggregation = Literal[
     "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"
 ]
-ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae")
+EstimatorName = Literal["grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae"]
+"""The advantage estimators a config may name: the keys of
+``agentgym.learner.advantages.ESTIMATORS``, listed here because the config is read without
+torch (``tests/learner/test_advantages.py`` keeps the two the same)."""
 KL_REWARD_ESTIMATORS = ("reinforce_pp", "reinforce_pp_baseline", "gae")
 """The estimators whose per-token rewards take ``kl_reward_coef``'s KL penalty (the group
 estimators score an episode by its outcome reward alone)."""
@@ -26,9 +29,7 @@ estimators score an episode by its outcome reward alone)."""
 class AdvantageConfig:
     """How advantages are estimated (see ``agentgym.learner.advantages``)."""
 
-    estimator: Literal[
-        "grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae"
-    ] = "grpo"
+    estimator: EstimatorName = "grpo"
     """grpo (group mean/std), dr_grpo (group mean only), rloo (leave-one-out),
     reinforce_pp (global whitening), reinforce_pp_baseline (group mean, then whitening),
     gae (PPO with a value head on the policy's last hidden state)."""

@@ -374,25 +374,12 @@ class Learner:
         return Prepared(prox_logp, advantages, ref_logp, old_values, returns)
 
     def _advantages(self, batch, prox_logp, ref_logp, values) -> tuple[Tensor, Tensor | None]:
-        a = self.cfg.advantage
-        r, g, m = batch.rewards, batch.group_index, batch.loss_mask
+        """The configured estimator's advantages (and value targets) of ``batch``; its KL to
+        the reference is the k1 estimate at pi_prox."""
+        m = batch.loss_mask
         kl = None if ref_logp is None else kl_estimate(prox_logp, ref_logp, "k1") * m
-        if a.estimator in ("grpo", "dr_grpo"):
-            return adv_fns.grpo(r, g, m, normalize_std=a.estimator == "grpo", eps=a.eps), None
-        if a.estimator == "rloo":
-            return adv_fns.rloo(r, g, m), None
-        if a.estimator == "reinforce_pp":
-            return adv_fns.reinforce_pp(r, m, kl=kl, kl_coef=a.kl_reward_coef, gamma=a.gamma), None
-        if a.estimator == "reinforce_pp_baseline":
-            adv = adv_fns.reinforce_pp_baseline(
-                r, g, m, kl=kl, kl_coef=a.kl_reward_coef, gamma=a.gamma
-            )
-            return adv, None
-        token_rewards = adv_fns.outcome_token_rewards(r, m)
-        if kl is not None:
-            token_rewards = token_rewards - a.kl_reward_coef * kl
-        adv, returns = adv_fns.gae(token_rewards, values, m, gamma=a.gamma, lam=a.lam)
-        return (adv_fns.masked_whiten(adv, m) if a.gae_whiten else adv), returns
+        inputs = adv_fns.EstimatorInputs(batch.rewards, batch.group_index, m, kl, values)
+        return adv_fns.estimate(inputs, self.cfg.advantage)
 
     def _update(
         self, batch: TrainBatch, prep: Prepared, index: Tensor, prox_from_pass: bool
