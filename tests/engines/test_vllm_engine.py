@@ -90,6 +90,21 @@ def test_stream_batches_are_cut_at_layer_boundaries() -> None:
     assert layer_key("lm_head.weight") == "lm_head"
 
 
+def test_update_tensors_are_cast_to_the_engine_dtype_before_they_are_written() -> None:
+    import torch
+
+    from agentgym.engines.vllm import cast_floats, unshared
+
+    weights = {"w": torch.ones(2, dtype=torch.float32), "ids": torch.arange(2)}
+    cast = cast_floats(weights, "bfloat16")
+    assert cast["w"].dtype == torch.bfloat16 and cast["ids"].dtype == torch.int64
+    assert cast_floats(weights, "auto") is weights and cast_floats(weights, None) is weights
+    embed = torch.zeros(3, 2)
+    tied = unshared({"embed": embed, "lm_head": embed})
+    assert tied["embed"] is embed and tied["lm_head"] is not embed
+    assert torch.equal(tied["lm_head"], embed)
+
+
 class RecordingEngine:
     """Stands in for vLLM's async engine: records the files each reload was given."""
 
@@ -101,7 +116,7 @@ class RecordingEngine:
         from safetensors import safe_open
 
         assert method == "reload_agentgym_weights"
-        [path] = args
+        path, _partial = args
         assert isinstance(path, str)  # a path travels, never a tensor
         with safe_open(path, "pt") as f:
             self.loads.append(list(f.keys()))  # noqa: SIM118
@@ -144,6 +159,27 @@ def test_updates_travel_as_files_and_a_refused_one_swaps_nothing(tmp_path) -> No
         [f"model.layers.{i}.a.weight", f"model.layers.{i}.b.weight"] for i in range(3)
     ] + [["model.embed_tokens.weight"], ["lm_head.weight"]]
     assert list(tmp_path.iterdir()) == []  # the files are removed after each reload
+
+
+def test_a_bad_tensor_mid_stream_stops_it_and_leaves_the_version_unusable(tmp_path) -> None:
+    import torch
+
+    from agentgym.engines.vllm import VLLMEngine
+
+    shapes = {f"model.layers.{i}.a.weight": (4, 4) for i in range(3)}
+    inner = RecordingEngine()
+    engine = VLLMEngine(inner, shapes=shapes, shm_dir=tmp_path)
+    items = [(name, torch.zeros(4, 4)) for name in shapes]
+    items[2] = ("model.layers.2.a.weight", torch.zeros(3))
+
+    async def stream():
+        for item in items:
+            yield item
+
+    with pytest.raises(ValueError, match=r"shape \(3,\).*stream stopped, 1 layers in"):
+        asyncio.run(engine.load_weights_stream(stream(), 1, batch_bytes=1))
+    assert engine.version == -1 and inner.resets == 0
+    assert [names for names in inner.loads] == [["model.layers.0.a.weight"]]
 
 
 def _has_cuda_and_vllm() -> bool:

@@ -38,8 +38,9 @@ if not (MODEL / "config.json").exists():
         allow_module_level=True,
     )
 
-# Log-probs of one token, vLLM's fp32 CPU kernels against transformers' eager fp32 forward.
-LOGPROB_TOL = 2e-3
+# Log-probs of one token, vLLM's fp32 CPU kernels against transformers' eager fp32 forward
+# (measured: at most 4.2e-5 on these prompts at T = 1.0 and 0.7).
+LOGPROB_TOL = 5e-4
 QUESTIONS = [
     "What is the capital of France?",
     "Name three colours.",
@@ -82,6 +83,14 @@ def setup():
 def generate(setup, params, prompts=None):
     loop, engine, _, _, default = setup
     return loop.run_until_complete(engine.generate(prompts or default, params))
+
+
+def generate_alone(setup, params):
+    """Each prompt in a call of its own: vLLM batches the requests of one call as they reach
+    its scheduler, and another grouping rounds differently, so exact comparisons run one
+    request at a time."""
+    _, _, _, _, prompts = setup
+    return [gen for p in prompts for gen in generate(setup, params, [p])]
 
 
 def learner_logprobs(model, prompts, gens, temperature) -> list[list[float]]:
@@ -136,6 +145,7 @@ def test_behaviour_logprobs_equal_the_learner_forward(setup, temperature) -> Non
         for g, e in zip(gens, expected, strict=True)
         for a, b in zip(g.logprobs, e, strict=True)
     )
+    print(f"T={temperature}: largest log-prob difference {worst:.2e}")  # shown with -rP
     assert worst < LOGPROB_TOL, f"largest log-prob difference {worst:.2e}"
     assert sum(len(g.token_ids) for g in gens) > 4 * len(gens)  # sampled, not just stopped
 
@@ -173,18 +183,18 @@ def assert_engine_computes_with(model, state, prompts, gens, temperature) -> Non
 def test_weight_updates_change_logprobs_and_a_round_trip_restores_them(setup) -> None:
     loop, engine, _, model, prompts = setup
     params = SamplingParams(max_new_tokens=16, temperature=1.0, seed=5)
-    before = generate(setup, params)
+    before = generate_alone(setup, params)
     original = {k: v.clone() for k, v in model.state_dict().items()}
 
     new = perturbed(model)
     loop.run_until_complete(engine.load_weights(new, version=1))
-    changed = generate(setup, params)
+    changed = generate_alone(setup, params)
     assert all(g.policy_version == 1 for g in changed)
     assert [g.logprobs for g in changed] != [g.logprobs for g in before]
     assert_engine_computes_with(model, new, prompts, changed, 1.0)
 
     loop.run_until_complete(engine.load_weights(original, version=2))
-    restored = generate(setup, params)
+    restored = generate_alone(setup, params)
     assert [g.token_ids for g in restored] == [g.token_ids for g in before]
     assert [g.logprobs for g in restored] == [g.logprobs for g in before]
     assert all(g.policy_version == 2 for g in restored)
@@ -193,7 +203,7 @@ def test_weight_updates_change_logprobs_and_a_round_trip_restores_them(setup) ->
 def test_streamed_updates_cut_at_layers_round_trip_exactly(setup) -> None:
     loop, engine, _, model, prompts = setup
     params = SamplingParams(max_new_tokens=16, temperature=1.0, seed=7)
-    before = generate(setup, params)
+    before = generate_alone(setup, params)
 
     async def stream(state):
         for item in state.items():
@@ -202,14 +212,14 @@ def test_streamed_updates_cut_at_layers_round_trip_exactly(setup) -> None:
     # a small batch size cuts the stream at (nearly) every layer
     new = perturbed(model)
     loop.run_until_complete(engine.load_weights_stream(stream(new), 3, batch_bytes=1 << 20))
-    changed = generate(setup, params)
+    changed = generate_alone(setup, params)
     assert all(g.policy_version == 3 for g in changed)
     assert [g.logprobs for g in changed] != [g.logprobs for g in before]
     assert_engine_computes_with(model, new, prompts, changed, 1.0)
 
     original = {k: v.clone() for k, v in model.state_dict().items()}
     loop.run_until_complete(engine.load_weights_stream(stream(original), 5, batch_bytes=1 << 20))
-    restored = generate(setup, params)
+    restored = generate_alone(setup, params)
     assert [g.logprobs for g in restored] == [g.logprobs for g in before]
     assert all(g.policy_version == 5 for g in restored)
 
@@ -219,7 +229,7 @@ def test_mismatched_weights_are_refused_and_the_old_ones_keep_serving(setup) -> 
 
     loop, engine, _, model, _ = setup
     params = SamplingParams(max_new_tokens=8, temperature=1.0, seed=9)
-    before = generate(setup, params)
+    before = generate_alone(setup, params)
     version = engine.version
     bad_shape = perturbed(model)
     bad_shape["model.norm.weight"] = torch.ones(7)
@@ -229,6 +239,6 @@ def test_mismatched_weights_are_refused_and_the_old_ones_keep_serving(setup) -> 
     unknown["model.layers.99.mlp.up_proj.weight"] = torch.zeros(2, 2)
     with pytest.raises(ValueError, match="not in the running model"):
         loop.run_until_complete(engine.load_weights(unknown, version=version + 1))
-    after = generate(setup, params)
+    after = generate_alone(setup, params)
     assert engine.version == version
     assert [g.logprobs for g in after] == [g.logprobs for g in before]

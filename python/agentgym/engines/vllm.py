@@ -49,13 +49,25 @@ _LAYER = re.compile(r"^(.*?\.layers\.\d+)\.")
 class AgentgymWorkerExtension:
     """Mixed into vLLM's worker (``worker_extension_cls``): reload weights from a file path."""
 
-    def reload_agentgym_weights(self, path: str) -> int:
+    def reload_agentgym_weights(self, path: str, partial: bool = False) -> int:
         """Feed the tensors of safetensors file ``path`` to vLLM's ``reload_weights``; returns
-        how many there were."""
+        how many there were. ``partial``: the file holds some layers only (a stream's batch),
+        so vLLM's warnings about every layer it did not get are expected and kept quiet."""
+        import logging
+
         from safetensors.torch import load_file
 
         tensors = load_file(path)
-        self.reload_weights(weights_iterator=iter(tensors.items()))  # type: ignore[attr-defined]
+        quiet = [logging.getLogger(f"vllm.model_executor.model_loader.reload.{m}") for m in
+                 ("inplace", "layerwise")] if partial else []  # fmt: skip
+        levels = [log.level for log in quiet]
+        for log in quiet:
+            log.setLevel(logging.ERROR)
+        try:
+            self.reload_weights(weights_iterator=iter(tensors.items()))  # type: ignore[attr-defined]
+        finally:
+            for log, level in zip(quiet, levels, strict=True):
+                log.setLevel(level)
         return len(tensors)
 
 
@@ -110,11 +122,10 @@ def check_weights(
     differs from the model's."""
     for name, tensor in tensors:
         if name not in shapes:
-            raise ValueError(f"weight {name!r} is not in the running model; nothing was loaded")
+            raise ValueError(f"weight {name!r} is not in the running model")
         if tuple(tensor.shape) != shapes[name]:
             raise ValueError(
-                f"weight {name!r} has shape {tuple(tensor.shape)}, the model's is "
-                f"{shapes[name]}; nothing was loaded"
+                f"weight {name!r} has shape {tuple(tensor.shape)}, the model's is {shapes[name]}"
             )
 
 
@@ -123,6 +134,20 @@ def layer_key(name: str) -> str:
     tensors, else the tensor's own module."""
     match = _LAYER.match(name)
     return match.group(1) if match else name.rpartition(".")[0]
+
+
+def cast_floats(weights: Mapping[str, Any], dtype: str | None) -> Mapping[str, Any]:
+    """``weights`` with floating tensors cast to torch dtype ``dtype`` ("bfloat16", ...);
+    unchanged when ``dtype`` names none ("auto", None)."""
+    import torch
+
+    target = getattr(torch, dtype, None) if dtype else None
+    if not isinstance(target, torch.dtype):
+        return weights
+    return {
+        name: t.to(target) if t.is_floating_point() and t.dtype != target else t
+        for name, t in weights.items()
+    }
 
 
 def unshared(weights: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,11 +172,15 @@ class VLLMEngine:
         version: int = 0,
         shapes: Mapping[str, tuple[int, ...]] | None = None,
         shm_dir: str | Path = "/dev/shm",
+        dtype: str | None = None,
     ) -> None:
         """Wrap an already built ``AsyncLLMEngine``; prefer `VLLMEngine.from_pretrained`.
         ``shapes``: the model's tensor names and shapes (`checkpoint_shapes`) that updates are
-        checked against; ``shm_dir``: where update files are written (memory-backed)."""
+        checked against; ``shm_dir``: where update files are written (memory-backed);
+        ``dtype``: the engine's compute dtype, which floating tensors are cast to before they
+        are written (vLLM would cast them anyway; bf16 halves the bytes)."""
         self._engine = engine
+        self._dtype = dtype
         self._version = version
         self._shapes = dict(shapes or {})
         self._shm_dir = Path(shm_dir if Path(shm_dir).is_dir() else tempfile.gettempdir())
@@ -191,7 +220,7 @@ class VLLMEngine:
             worker_extension_cls=f"{__name__}.AgentgymWorkerExtension",
             **engine_kwargs,
         )
-        return cls(AsyncLLMEngine.from_engine_args(args), shapes=shapes)
+        return cls(AsyncLLMEngine.from_engine_args(args), shapes=shapes, dtype=dtype)
 
     @property
     def version(self) -> int:
@@ -222,7 +251,10 @@ class VLLMEngine:
         worker from one file in ``/dev/shm``, reset the prefix cache, set ``version``."""
         weights = {name: tensor.detach().cpu().contiguous() for name, tensor in state_dict.items()}
         if self._shapes:
-            check_weights(weights.items(), self._shapes)
+            try:
+                check_weights(weights.items(), self._shapes)
+            except ValueError as e:
+                raise ValueError(f"{e}; refused, version {self._version} keeps serving") from None
         self._open.clear()
         try:
             await self._idle.wait()
@@ -249,10 +281,15 @@ class VLLMEngine:
             size, key, sent = 0, None, set()
             async for name, tensor in tensors:
                 if self._shapes:
-                    check_weights([(name, tensor)], self._shapes)
+                    try:
+                        check_weights([(name, tensor)], self._shapes)
+                    except ValueError as e:
+                        raise ValueError(
+                            f"{e}; the stream stopped, {len(sent)} layers in"
+                        ) from None
                 new_key = layer_key(name)
                 if new_key != key and size >= batch_bytes:
-                    await self._reload(batch)
+                    await self._reload(batch, partial=True)
                     sent.update(layer_key(n) for n in batch)
                     batch, size = {}, 0
                 if new_key in sent:
@@ -261,7 +298,7 @@ class VLLMEngine:
                 batch[name] = tensor.detach().cpu().contiguous()
                 size += tensor.numel() * tensor.element_size()
             if batch:
-                await self._reload(batch)
+                await self._reload(batch, partial=bool(sent))
             await self._engine.reset_prefix_cache()
             self._version, complete = version, True
         finally:
@@ -270,9 +307,10 @@ class VLLMEngine:
             else:
                 self._version = -1
 
-    async def _reload(self, weights: Mapping[str, Any]) -> None:
+    async def _reload(self, weights: Mapping[str, Any], partial: bool = False) -> None:
         """Write ``weights`` to a safetensors file in shared memory and have every worker
-        reload from it (the path is the only argument that travels)."""
+        reload from it (the path is the only argument that travels); ``partial``: a batch of a
+        stream."""
         from safetensors.torch import save_file
 
         fd, path = tempfile.mkstemp(
@@ -280,8 +318,8 @@ class VLLMEngine:
         )
         os.close(fd)
         try:
-            save_file(unshared(weights), path)
-            await self._engine.collective_rpc("reload_agentgym_weights", args=(path,))
+            save_file(unshared(cast_floats(weights, self._dtype)), path)
+            await self._engine.collective_rpc("reload_agentgym_weights", args=(path, partial))
         finally:
             os.unlink(path)
 
