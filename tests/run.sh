@@ -42,7 +42,8 @@ if [ "${AGENTGYM_CI:-0}" = 1 ]; then
     export AGENTGYM_REQUIRE_REAL_PARTS=1
     apt_missing=()
     command -v chromium >/dev/null || apt_missing+=(chromium)
-    command -v chromedriver >/dev/null || [ -x /usr/lib/chromium/chromedriver ] \
+    # Debian's chromium-driver puts the driver here, off PATH (AGENTGYM_CHROMEDRIVER: elsewhere)
+    command -v chromedriver >/dev/null || [ -x "${AGENTGYM_CHROMEDRIVER:-/usr/lib/chromium/chromedriver}" ] \
         || apt_missing+=(chromium-driver)
     command -v java >/dev/null || apt_missing+=(default-jre-headless)
     if [ ${#apt_missing[@]} -gt 0 ]; then

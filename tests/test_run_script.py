@@ -84,7 +84,8 @@ def test_ci_installs_the_real_parts_runs_their_slow_tests_and_requires_them(tmp_
     )
     done = subprocess.run(
         ["/bin/bash", str(ROOT / "tests" / "run.sh")],
-        env={"PATH": str(bin_dir), "AGENTGYM_CI": "1", "AGENTGYM_STACK_TESTS": "0"},
+        env={"PATH": str(bin_dir), "AGENTGYM_CI": "1", "AGENTGYM_STACK_TESTS": "0",
+             "AGENTGYM_CHROMEDRIVER": str(tmp_path / "no-chromedriver")},  # fmt: skip
         capture_output=True, text=True,
         timeout=60,
     )  # fmt: skip
