@@ -53,6 +53,7 @@ eval_once() {
 
 case "$TABLE" in
 baselines)
+    need_model  # the recipes read the model's context length at load (no model runs here)
     for policy in "constant:go to red ball 1" scripted copy-example bot; do
         slug=$(echo "$policy" | tr -c 'a-z0-9\n' '-')
         eval_once "$OUT/levels01_$slug.json" "$BABYAI" --set "run_dir=$OUT/babyai" \

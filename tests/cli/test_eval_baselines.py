@@ -19,6 +19,19 @@ ROOT = Path(__file__).resolve().parents[2]
 SMOLLM2_BABYAI = ROOT / "configs" / "smollm2-babyai.yaml"
 
 
+@pytest.fixture(autouse=True)
+def smollm2_stand_in(tmp_path_factory, monkeypatch):
+    """The SmolLM2 recipes read the fetched model's config.json at load (its context length);
+    a policy without a model needs nothing else of it, so a stand-in directory will do."""
+    root = tmp_path_factory.mktemp("cwd")
+    model = root / "runs/models/smollm2-135m-instruct"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(
+        json.dumps({"model_type": "llama", "max_position_embeddings": 8192})
+    )
+    monkeypatch.chdir(root)
+
+
 def success(config, spec: str, cap: int | None) -> float:
     config = replace(config, eval=replace(config.eval, horizon_cap=cap))
     result = evaluate_baseline(config, parse_policy(spec), limit=None)

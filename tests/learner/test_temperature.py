@@ -46,13 +46,24 @@ def sampled_groups(model, temperature: float, group_size: int = 4) -> list[Traje
     return out
 
 
-def weights_seen(model, trajectories, temperature: float) -> dict:
+def weights_seen(model, trajectories, temperature: float, packed: bool = True) -> dict:
     """The first update's importance-weight statistics (two minibatches: the first takes
-    pi_prox from its own pass, the second from the recompute before the update)."""
+    pi_prox from its own pass, the second from the recompute before the update), through the
+    packed pass (the groups' shared prompt run once) or, as for a model whose attention cannot
+    take packed sequences, the padded one (``forward_tokens``)."""
+    from unittest import mock
+
+    import agentgym.learner.learner as learner_module
+
     cfg = LearnerConfig(
         temperature=temperature, groups_per_step=2, minibatches=2, micro_batch_size=3
     )
-    return Learner(model, cfg).step(trajectories)
+    if packed:
+        return Learner(model, cfg).step(trajectories)
+    with mock.patch.object(learner_module.attention, "install", return_value=False):
+        learner = Learner(model, cfg)
+    assert not learner.packed
+    return learner.step(trajectories)
 
 
 def sharp_model():
@@ -64,14 +75,15 @@ def sharp_model():
     return model
 
 
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "padded"])
 @pytest.mark.parametrize("temperature", [0.7, 1.4])
-def test_importance_weights_are_one_at_the_sampling_temperature(temperature):
+def test_importance_weights_are_one_at_the_sampling_temperature(temperature, packed):
     model = sharp_model()
     trajectories = sampled_groups(model, temperature)
-    same = weights_seen(copy.deepcopy(model), trajectories, temperature)
+    same = weights_seen(copy.deepcopy(model), trajectories, temperature, packed)
     assert same["is_weight_mean"] == pytest.approx(1.0, abs=1e-4), same
     assert same["is_weight_max"] == pytest.approx(1.0, abs=1e-4), same
     # the check can fail: at T = 1 the same episodes get weights that spread around 1 (their
     # mean stays near 1 either way: E_mu[pi / mu] = 1)
-    at_one = weights_seen(copy.deepcopy(model), trajectories, 1.0)
+    at_one = weights_seen(copy.deepcopy(model), trajectories, 1.0, packed)
     assert at_one["is_weight_ess"] < 0.98 and same["is_weight_ess"] > 0.9999, (same, at_one)
