@@ -319,19 +319,19 @@ class GroupBuffer:
         """Drop the ready groups ``refused`` says no to, counted as ``dropped_<reason>`` and,
         as stale ones are, told to their actor (which may start as many more); returns how
         many groups."""
-        kept = [g for g in self._ready if not refused(g)]
-        gone = len(self._ready) - len(kept)
+        kept, gone = [], []
         for g in self._ready:
-            if refused(g):
-                self.stats.note("dropped", g)
-                self._settle(g[0].group_id)
-                field_name = f"dropped_{reason}"
-                setattr(self.stats, field_name, getattr(self.stats, field_name) + len(g))
-                self.stats.dropped_groups[id_origin(g[0].group_id)] += 1
-                self._advance(self._used_streams, g[0].group_id)
-                self.changed = True
+            (gone if refused(g) else kept).append(g)
+        field_name = f"dropped_{reason}"
+        for g in gone:
+            self.stats.note("dropped", g)
+            self._settle(g[0].group_id)
+            setattr(self.stats, field_name, getattr(self.stats, field_name) + len(g))
+            self.stats.dropped_groups[id_origin(g[0].group_id)] += 1
+            self._advance(self._used_streams, g[0].group_id)
+            self.changed = True
         self._ready = kept
-        return gone
+        return len(gone)
 
     def drop_stale(self, version: int) -> int:
         """Drop ready and pending groups with a member lagging too far; returns how many."""
