@@ -12,13 +12,17 @@
 #                                                # levels (~1 h)
 #   bash bench/real_model_proof.sh scalinginter  # ScalingInter vs fixed 2 vs fixed 6 on levels
 #                                                # 14 and 21, SEEDS seeds each (hours per run)
+#   bash bench/real_model_proof.sh textcraft     # TextCraft depth 1, odd ids held out: the
+#                                                # baselines, zero-shot, pure RL per seed
+#   bash bench/real_model_proof.sh search        # Deep Search, one-hop mix, disjoint held-out
+#                                                # entities: the same rows
 #
 # MODEL (default runs/models/smollm2-135m-instruct: agentgym model fetch smollm2-135m-instruct
 # MODEL), SEEDS (default "0 1 2"), LIMIT (eval tasks per set, default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TABLE=${1:?"usage: bash bench/real_model_proof.sh baselines|noise|pass8|scalinginter"}
+TABLE=${1:?"usage: bash bench/real_model_proof.sh baselines|noise|pass8|scalinginter|textcraft|search"}
 MODEL=${MODEL:-runs/models/smollm2-135m-instruct}
 SEEDS=${SEEDS:-0 1 2}
 LIMIT=${LIMIT:-20}
@@ -28,6 +32,7 @@ mkdir -p "$OUT"
 BABYAI=configs/smollm2-babyai.yaml
 HORIZON=configs/smollm2-babyai-horizon.yaml
 TEXTCRAFT=configs/smollm2-textcraft.yaml
+SEARCH=configs/smollm2-search.yaml
 # The horizon-bound levels (the bot's success within 2 / 4 / 6 / 13 turns in the recipe's
 # header): OpenRedBlueDoorsDebug, PutNextLocalS6N4, GoToObjMazeS7, GoToSeqS5R2, UnlockLocalDist.
 LEVELS="14 21 5 7 24"
@@ -49,6 +54,28 @@ eval_once() {
     fi
     echo "== $out"
     agentgym eval "$@" --out "$out"  # written at the end: a stopped eval leaves no file
+}
+
+# pure_rl CONFIG RUN_PREFIX CAPS SETS...: zero-shot, then per seed a pure-RL run from the
+# instruct model and its eval; CAPS is the eval matrix of both.
+pure_rl() {
+    local config=$1 prefix=$2 caps=$3
+    shift 3
+    eval_once "$OUT/zero-shot.json" "$config" --set "model.path=$MODEL" "$@" \
+        --set "run_dir=$OUT/zero-shot" --checkpoint "$MODEL" --caps "$caps"
+    for seed in $SEEDS; do
+        run=$OUT/$prefix-s$seed
+        if [ -f "$run/summary.json" ]; then
+            echo "== $run: trained already"
+        elif [ -d "$run/checkpoints" ]; then
+            agentgym train --resume "$run"
+        else
+            agentgym train "$config" --set "model.path=$MODEL" "$@" --set "run_dir=$run" \
+                --set "actor.seed=$seed" --set "learner.seed=$seed"
+        fi
+        eval_once "$OUT/$prefix-s$seed.json" "$run/config.yaml" --checkpoint "$run/checkpoints" \
+            --caps "$caps"
+    done
 }
 
 case "$TABLE" in
@@ -122,8 +149,31 @@ scalinginter)
         done
     done
     ;;
+textcraft)
+    need_model
+    for policy in "constant:get 1 birch logs" scripted bot; do
+        slug=$(echo "$policy" | tr -c 'a-z0-9\n' '-')
+        eval_once "$OUT/baseline_$slug.json" "$TEXTCRAFT" --set "run_dir=$OUT/baselines" \
+            --policy "$policy" --caps 2,4
+    done
+    pure_rl "$TEXTCRAFT" rl 2,4
+    ;;
+search)
+    need_model
+    data=$OUT/data
+    opts=(--set "env.options.index=$data/index" --set "env.options.qa=$data/qa.jsonl")
+    [ -f "$data/qa.jsonl" ] || agentgym index generate "$data" --questions 720 --one-hop 0.5 \
+        --held-out 400
+    [ -d "$data/index" ] || agentgym index build "$data/corpus.jsonl" "$data/index"
+    agentgym index check "$data" --train 0:320 --eval 320:720 --strict
+    for policy in scripted copy-example bot; do
+        eval_once "$OUT/baseline_$policy.json" "$SEARCH" "${opts[@]}" \
+            --set "run_dir=$OUT/baselines" --policy "$policy" --caps 2,3,5
+    done
+    pure_rl "$SEARCH" rl 2,3,5 "${opts[@]}"
+    ;;
 *)
-    echo "unknown table $TABLE (baselines, noise, pass8, scalinginter)" >&2
+    echo "unknown table $TABLE (baselines, noise, pass8, scalinginter, textcraft, search)" >&2
     exit 2
     ;;
 esac

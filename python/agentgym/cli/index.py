@@ -2,8 +2,11 @@
 
 - ``agentgym index build CORPUS.jsonl INDEX_DIR``: build the BM25 index of a Search-R1/FlashRAG
   corpus (multi-threaded, with a progress line; skipped lines are counted and the first are named).
-- ``agentgym index generate OUT_DIR``: write the generated multi-hop world (``corpus.jsonl`` and
-  ``qa.jsonl``; see ``agentgym.envs.search_data``).
+- ``agentgym index generate OUT_DIR [--one-hop SHARE] [--held-out N]``: write the generated
+  multi-hop world (``corpus.jsonl`` and ``qa.jsonl``; see ``agentgym.envs.search_data``).
+- ``agentgym index check DATA_DIR --train A:B --eval C:D``: how many held-out questions share an
+  entity (subject, person, city, country) with a training question or the worked example;
+  exit 1 with ``--strict`` when any does.
 """
 
 from __future__ import annotations
@@ -31,19 +34,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=200,
         help="questions (task ids 0..N; a config's tasks.train and tasks.eval ranges split them)",
     )
+    gen.add_argument(
+        "--one-hop",
+        type=float,
+        default=0.0,
+        help="share of the questions that need one search (chain1; default 0)",
+    )
+    gen.add_argument(
+        "--held-out",
+        type=int,
+        default=0,
+        help="the last N questions get cities and countries of their own, so they share no "
+        "entity with the earlier ones (default 0)",
+    )
+    check = sub.add_parser("check", help="entities a held-out split shares with training")
+    check.add_argument("data_dir", help="directory with corpus.jsonl and qa.jsonl")
+    check.add_argument("--train", required=True, type=_range, help="training task ids A:B")
+    check.add_argument("--eval", required=True, type=_range, help="held-out task ids C:D")
+    check.add_argument(
+        "--no-example", action="store_true", help="leave the worked example out of the check"
+    )
+    check.add_argument("--strict", action="store_true", help="exit 1 when any question shares")
+
+
+def _range(text: str) -> range:
+    start, sep, stop = text.partition(":")
+    try:
+        if sep and int(start) < int(stop):
+            return range(int(start), int(stop))
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"expected A:B with A < B, got {text!r}")
 
 
 def run(args: argparse.Namespace) -> int:
     """Runs ``agentgym index build`` or ``generate``; returns the exit code."""
     if args.index_command == "generate":
         return _generate(args)
+    if args.index_command == "check":
+        return _check(args)
     return _build(args)
 
 
 def _generate(args: argparse.Namespace) -> int:
     from agentgym.envs.search_data import write_dataset
 
-    data = write_dataset(args.out_dir, seed=args.seed, num_questions=args.questions)
+    try:
+        data = write_dataset(
+            args.out_dir,
+            seed=args.seed,
+            num_questions=args.questions,
+            one_hop=args.one_hop,
+            held_out=args.held_out,
+        )
+    except ValueError as e:
+        raise SystemExit(f"agentgym index generate: {e}") from None
     n = len(data.questions)
     print(
         f"{len(data.corpus)} passages -> {args.out_dir}/corpus.jsonl; {n} questions -> "
@@ -51,6 +96,37 @@ def _generate(args: argparse.Namespace) -> int:
         "ranges split them)"
     )
     return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from agentgym.envs.families import family
+    from agentgym.envs.search_data import read_dataset, shared_entities
+
+    try:
+        data = read_dataset(args.data_dir)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"agentgym index check: {e}") from None
+    n = len(data.questions)
+    for name, ids in (("--train", args.train), ("--eval", args.eval)):
+        if ids.stop > n:
+            raise SystemExit(f"agentgym index check: {name} {ids.start}:{ids.stop} is past the "
+                             f"{n} questions of {args.data_dir}/qa.jsonl")  # fmt: skip
+    if set(args.train) & set(args.eval):
+        raise SystemExit("agentgym index check: --train and --eval overlap")
+    example = family("search").example
+    question = None
+    if example and not args.no_example:
+        question = example[0].removeprefix("Question: ")
+    shared = shared_entities(data, args.train, args.eval, question)
+    print(
+        f"{len(shared)} of {len(args.eval)} held-out questions share an entity with the "
+        f"{len(args.train)} training questions" + (" or the worked example" if question else "")
+    )
+    for k, names in list(shared.items())[:5]:
+        print(f"  task {k}: {', '.join(sorted(names))}")
+    if len(shared) > 5:
+        print(f"  ... and {len(shared) - 5} more")
+    return 1 if args.strict and shared else 0
 
 
 def _build(args: argparse.Namespace) -> int:

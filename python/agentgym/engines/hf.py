@@ -15,6 +15,7 @@ decode step took 373 ms with 2 intra-op threads and 32 ms with 1.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -103,9 +104,7 @@ class HFEngine:
         self._untied = cast_linear_weights(model) if bf16 and owns_model and fast_decode else None
         if fast_decode:
             attention.install(model)
-        self.kv_dtype = (
-            (torch.bfloat16 if bf16 else next(model.parameters()).dtype) if fast_decode else None
-        )
+        self.kv_dtype = (torch.bfloat16 if bf16 else _state_dtype(model)) if fast_decode else None
         """The one dtype the decode loop caches keys and values in (None: as computed)."""
         self.store = PrefixStore(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
         """The prefix cache (None: off)."""
@@ -618,3 +617,10 @@ def stop_text_check(tokenizer: Any, stops: Sequence[str]) -> Callable[[list[int]
         return any(s in tail and s not in before for s in stops)
 
     return check
+
+
+def _state_dtype(model: torch.nn.Module) -> torch.dtype:
+    """The dtype of the model's first parameter, or of its first buffer when it has none (a
+    module whose whole state is buffers, as some benchmarks build)."""
+    first = next(itertools.chain(model.parameters(), model.buffers()), None)
+    return torch.get_default_dtype() if first is None else first.dtype

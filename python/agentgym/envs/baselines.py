@@ -9,7 +9,8 @@ A policy spec (``agentgym eval CONFIG --policy SPEC``):
   (``EnvFamily.baselines``; the first one without a name). BabyAI's ``goal-object``: act on the
   goal's first object when an action on it is listed (pick it up, open it, go to it, as the
   goal says), else turn left. TextCraft's ``first-recipe``: get each ingredient of the goal's
-  first listed recipe, then craft it (it knows no tags and no nested recipes).
+  first listed recipe, then craft it (it knows no tags and no nested recipes). Deep Search's
+  ``one-hop``: search the entity the question names, then answer the place its passage names.
 - ``copy-example``: the action of the family's worked example, every turn (what a model that
   copies the example's reply does).
 - ``bot``: the env's expert, closed-loop (BabyAI's bot over the true world state; TextCraft's

@@ -306,6 +306,23 @@ def _textcraft_first_recipe(observations: Sequence[str], actions: Sequence[str])
     return plan[len(actions)] if len(actions) < len(plan) else None
 
 
+_SEARCH_SUBJECT = re.compile(r"(?:founder of|author of|was) (.+?) born\?")
+_SEARCH_PLACE = re.compile(r"\b(?:born in|a city in) ([A-Z]\w+)")
+
+
+def _search_one_hop(observations: Sequence[str], actions: Sequence[str]) -> str | None:
+    """Deep Search ``one-hop``: search the entity the question names, then answer the place
+    the first passage names (where someone was born, or the country a city is in); a question
+    that needs more hops gets a wrong answer or none. Its score is what one search buys."""
+    if not actions:
+        m = _SEARCH_SUBJECT.search(observations[0])
+        return f"<search> {m.group(1)} </search>" if m else None
+    if len(actions) == 1:
+        m = _SEARCH_PLACE.search(observations[-1])
+        return f"<answer> {m.group(1)} </answer>" if m else None
+    return None
+
+
 # Worked examples: the first observations of BabyAI task 804 (level 4, GoToLocalS8N7, seed 20:
 # a purple box among a purple ball and other distractors, so copying the reply solves none of the
 # red-ball levels) and TextCraft task 3, as the envs write them; both training tasks, never held
@@ -456,6 +473,7 @@ FAMILIES: dict[str, EnvFamily] = {
             parse_reply=parse_search_reply,
             format_reply=_think_then_tag,
             stop=SEARCH_STOP,
+            baselines={"one-hop": _search_one_hop},
             example=(
                 _SEARCH_EXAMPLE_OBSERVATION,
                 _think_then_tag(
