@@ -51,7 +51,14 @@ from agentgym.learner.checkpoint import (
     save_sharded_checkpoint,
 )
 from agentgym.learner.config import EnvTraining, LearnerConfig
-from agentgym.learner.distributed import Dist, full_state_dict_items, full_tensor, shard
+from agentgym.learner.distributed import (
+    Command,
+    Dist,
+    Ranks,
+    full_state_dict_items,
+    full_tensor,
+    shard,
+)
 from agentgym.learner.forward import ForwardOut, ValueHead, forward_tokens
 from agentgym.learner.losses import (
     PolicyLossConfig,
@@ -65,7 +72,7 @@ from agentgym.learner.update import OptimizerStep
 from agentgym.learner.weights import state_dict_to_blobs, write_safetensors
 from agentgym.transport.channels import ActorRegistry, LearnerChannels
 from agentgym.transport.malloc import trim_heap
-from agentgym.transport.wire import TRUNCATIONS, Control, Trajectory
+from agentgym.transport.wire import TRUNCATIONS, Control, TensorBlob, Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +175,12 @@ class Learner:
         )
         self.optimizer_step = OptimizerStep(self.optimizer, o.grad_clip, global_norm=full_tensor)
         self.generator = torch.Generator().manual_seed(config.seed)
-        self._last_command = time.monotonic()
+        self.ranks = Ranks(self.dist, {
+            Command.STEP: self._step_and_trim,
+            Command.WEIGHTS: self._weight_blobs,
+            Command.WEIGHTS_FILE: self._write_weights_file,
+            Command.CHECKPOINT: self._save_checkpoint,
+        })  # fmt: skip
         self._tokens_run = 0  # tokens this rank's forward passes ran in the current update
         lc = config.loss
         if config.aggregation == "seq-mean-token-sum-norm" and lc.norm_tokens is None:
@@ -589,7 +601,7 @@ class Learner:
         groups = self.buffer.pop_groups(self.cfg.groups_per_step, self.version)
         if groups is None:
             return None
-        metrics = self._lead("step", [t for g in groups for t in g])
+        metrics = self.ranks.lead(Command.STEP, [t for g in groups for t in g])
         s = self.buffer.stats
         metrics.update(
             dropped_stale_total=s.dropped_stale,
@@ -622,7 +634,7 @@ class Learner:
         its commands until it stops.
         """
         if not self.dist.is_main:
-            return self._follow()
+            return self.ranks.follow()
         max_steps = self.cfg.max_steps if max_steps is None else max_steps
         writer = MetricsWriter(self.cfg.metrics_path, self.cfg.tensorboard_dir, self._wandb())
         done = 0
@@ -644,8 +656,7 @@ class Learner:
                     if self.buffer.changed:  # task streams moved, or groups were dropped
                         self.buffer.changed = False
                         channels.publish_control(self.control())
-                    if time.monotonic() - self._last_command > heartbeat_s:
-                        self._lead("wait")  # the other ranks' collective must not time out
+                    self.ranks.keep_alive(heartbeat_s)
                     continue
                 done += 1
                 blocked_since = None
@@ -663,7 +674,7 @@ class Learner:
                     self.save_checkpoint()
             if self.cfg.checkpoint_dir is not None:  # a clean end; never after a failed update
                 self.save_checkpoint()
-            self._lead("stop")
+            self.ranks.lead(Command.STOP)
         finally:
             writer.close()
             self._write_actors(channels)
@@ -692,50 +703,31 @@ class Learner:
         except OSError as e:
             log.warning("could not write %s (%s); the next step tries again", path, e)
 
-    def _lead(self, command: str, arg: Any = None) -> Any:
-        """Run ``command`` here and, under torchrun, on every other rank (rank 0 decides)."""
-        if self.dist.sharded:
-            self.dist.broadcast((command, arg))
-            self._last_command = time.monotonic()
-        return self._execute(command, arg)
+    def _step_and_trim(self, trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+        """``Command.STEP`` on every rank: ``step``, then its freed memory back to the OS."""
+        metrics = self.step(trajectories)
+        trim_heap()  # the update's activations, freed, back to the OS (transport/malloc.py)
+        return metrics
 
-    def _follow(self) -> None:
-        """Ranks other than 0: run rank 0's commands until it says stop."""
-        while True:
-            command, arg = self.dist.broadcast(None)
-            if command == "stop":
-                return
-            self._execute(command, arg)
-
-    def _execute(self, command: str, arg: Any) -> Any:
-        if command == "step":
-            metrics = self.step(arg)
-            trim_heap()  # the update's activations, freed, back to the OS (transport/malloc.py)
-            return metrics
-        if command == "weights":  # every rank takes part in each tensor's gather
-            items = self._state_items()
-            if not self.dist.is_main:
-                for _ in items:
-                    pass
-                return None
-            return state_dict_to_blobs(items)
-        if command == "weights_file":
-            return self._write_weights_file()
-        if command == "checkpoint":
-            return self._save_checkpoint(arg)
-        if command in ("wait", "stop"):
+    def _weight_blobs(self, _: Any = None) -> list[TensorBlob] | None:
+        """The policy's weights as wire blobs on rank 0 (None elsewhere); every rank takes part
+        in each tensor's gather."""
+        items = self._state_items()
+        if not self.dist.is_main:
+            for _ in items:
+                pass
             return None
-        raise ValueError(f"unknown learner command {command!r}")
+        return state_dict_to_blobs(items)
 
     def publish(self, channels: LearnerChannels, *, weights: bool) -> None:
         """Broadcast the control (version, caps, ...); serve the current weights if
         ``weights``."""
         self.buffer.changed = False
         if weights and self.cfg.weights_via == "file":
-            channels.publish_weights_file(self.version, str(self._lead("weights_file")))
+            channels.publish_weights_file(self.version, str(self.ranks.lead(Command.WEIGHTS_FILE)))
         elif weights:
             channels.retire_weights()  # never two snapshots in memory at once
-            channels.publish_weights(self.version, self._lead("weights"))
+            channels.publish_weights(self.version, self.ranks.lead(Command.WEIGHTS))
         channels.publish_control(self.control())
 
     def _state_items(self) -> Iterator[tuple[str, Tensor]]:
@@ -747,7 +739,7 @@ class Learner:
             return
         yield from full_state_dict_items(self.model, keep=self.dist.is_main)
 
-    def _write_weights_file(self) -> Path | None:
+    def _write_weights_file(self, _: Any = None) -> Path | None:
         """This version's policy as ``<weights_dir>/v<version>.safetensors`` (rank 0 writes,
         every rank gathers), tensor by tensor; older files but the previous are removed."""
         directory = Path(self.cfg.weights_dir or "weights")
@@ -776,7 +768,7 @@ class Learner:
         directory = directory or self.cfg.checkpoint_dir
         if directory is None:
             raise ValueError("no checkpoint directory given or configured")
-        return self._lead("checkpoint", str(directory))
+        return self.ranks.lead(Command.CHECKPOINT, str(directory))
 
     def _save_checkpoint(self, directory: str) -> Path:
         if self._registry is not None:
