@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -55,7 +55,6 @@ from agentgym.learner.distributed import (
     Command,
     Dist,
     Ranks,
-    full_state_dict_items,
     full_tensor,
     shard,
 )
@@ -68,11 +67,11 @@ from agentgym.learner.losses import (
     value_loss,
 )
 from agentgym.learner.metrics import MetricsWriter
+from agentgym.learner.publish import Publisher
 from agentgym.learner.update import OptimizerStep
-from agentgym.learner.weights import state_dict_to_blobs, write_safetensors
 from agentgym.transport.channels import ActorRegistry, LearnerChannels
 from agentgym.transport.malloc import trim_heap
-from agentgym.transport.wire import TRUNCATIONS, Control, TensorBlob, Trajectory
+from agentgym.transport.wire import TRUNCATIONS, Control, Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -175,10 +174,10 @@ class Learner:
         )
         self.optimizer_step = OptimizerStep(self.optimizer, o.grad_clip, global_norm=full_tensor)
         self.generator = torch.Generator().manual_seed(config.seed)
+        self.publisher = Publisher(self.model, self.dist, config.weights_via, config.weights_dir)
         self.ranks = Ranks(self.dist, {
             Command.STEP: self._step_and_trim,
-            Command.WEIGHTS: self._weight_blobs,
-            Command.WEIGHTS_FILE: self._write_weights_file,
+            Command.WEIGHTS: self.publisher.gather,
             Command.CHECKPOINT: self._save_checkpoint,
         })  # fmt: skip
         self._tokens_run = 0  # tokens this rank's forward passes ran in the current update
@@ -709,52 +708,13 @@ class Learner:
         trim_heap()  # the update's activations, freed, back to the OS (transport/malloc.py)
         return metrics
 
-    def _weight_blobs(self, _: Any = None) -> list[TensorBlob] | None:
-        """The policy's weights as wire blobs on rank 0 (None elsewhere); every rank takes part
-        in each tensor's gather."""
-        items = self._state_items()
-        if not self.dist.is_main:
-            for _ in items:
-                pass
-            return None
-        return state_dict_to_blobs(items)
-
     def publish(self, channels: LearnerChannels, *, weights: bool) -> None:
         """Broadcast the control (version, caps, ...); serve the current weights if
         ``weights``."""
         self.buffer.changed = False
-        if weights and self.cfg.weights_via == "file":
-            channels.publish_weights_file(self.version, str(self.ranks.lead(Command.WEIGHTS_FILE)))
-        elif weights:
-            channels.retire_weights()  # never two snapshots in memory at once
-            channels.publish_weights(self.version, self.ranks.lead(Command.WEIGHTS))
+        if weights:
+            self.publisher.serve(channels, self.version, self.ranks)
         channels.publish_control(self.control())
-
-    def _state_items(self) -> Iterator[tuple[str, Tensor]]:
-        """(name, whole tensor) of the policy's state dict, one tensor at a time: under
-        torchrun each is gathered from the shards (a collective) and kept on rank 0 only, so
-        it becomes a wire blob before the next is gathered."""
-        if not self.dist.sharded:
-            yield from self.model.state_dict().items()
-            return
-        yield from full_state_dict_items(self.model, keep=self.dist.is_main)
-
-    def _write_weights_file(self, _: Any = None) -> Path | None:
-        """This version's policy as ``<weights_dir>/v<version>.safetensors`` (rank 0 writes,
-        every rank gathers), tensor by tensor; older files but the previous are removed."""
-        directory = Path(self.cfg.weights_dir or "weights")
-        path = directory / f"v{self.version:08d}.safetensors"
-        header = [(name, t.dtype, tuple(t.shape)) for name, t in self.model.state_dict().items()]
-        tensors = (t for _, t in self._state_items())
-        if not self.dist.is_main:
-            for _ in tensors:
-                pass
-            return None
-        directory.mkdir(parents=True, exist_ok=True)
-        write_safetensors(path, header, tensors)
-        for old in sorted(directory.glob("v*.safetensors"))[:-2]:
-            old.unlink(missing_ok=True)
-        return path
 
     def _checkpoint_due(self) -> bool:
         every = self.cfg.checkpoint_every
