@@ -35,21 +35,12 @@ from torch import Tensor, nn
 
 from agentgym import attention
 from agentgym.curriculum import Curriculum, CurriculumConfig, EnvMix
-from agentgym.durable import newest_intact, write_atomic
+from agentgym.durable import write_atomic
 from agentgym.horizon import HorizonController, HorizonStats
 from agentgym.learner import advantages as adv_fns
 from agentgym.learner import packing
 from agentgym.learner.batch import GroupBuffer, TrainBatch, collate
-from agentgym.learner.checkpoint import (
-    CheckpointError,
-    TrainingState,
-    is_sharded,
-    load_checkpoint,
-    load_sharded_checkpoint,
-    prune_checkpoints,
-    save_checkpoint,
-    save_sharded_checkpoint,
-)
+from agentgym.learner.checkpoint import LearnerParts, load_learner, save_learner
 from agentgym.learner.config import EnvTraining, LearnerConfig
 from agentgym.learner.distributed import (
     Command,
@@ -733,94 +724,23 @@ class Learner:
     def _save_checkpoint(self, directory: str) -> Path:
         if self._registry is not None:
             self._actor_launches = self._registry.launches()
-        launches = {str(k): v for k, v in self._actor_launches.items()}
-        horizons = {env: h.state_dict() for env, h in self.horizons.items()}
-        curricula = {env: c.state_dict() for env, c in self.curricula.items()}
-        mix = self.env_mix.state_dict() if self.env_mix is not None else {}
-        state = TrainingState(
-            self.version,
-            self.horizon.state_dict(),
-            {**self.counters, "skipped_steps": self.optimizer_step.skipped},
-            launches,
-            horizons,
-            curricula,
-            mix,
-            tokenizer=self.tokenizer_id,
-            buffer=self.buffer.state_dict(),
-        )
-        if self.dist.sharded:
-            path = save_sharded_checkpoint(
-                directory, state, self._modules(), self.optimizer, self.generator, self.dist
-            )
-        else:
-            path = save_checkpoint(
-                directory, state, self.model, self.optimizer, self.generator, self.value_head
-            )
-        keep = self.cfg.keep_checkpoints
-        if keep is not None and self.dist.is_main:
-            for old in prune_checkpoints(directory, keep):
-                log.info("deleted %s (learner.keep_checkpoints: %d)", old, keep)
-        return path
+        return save_learner(directory, self._parts(), self.dist, self.cfg.keep_checkpoints)
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Resume from a checkpoint directory (or a checkpoint root holding ``latest``: its
         newest intact checkpoint, a damaged newer one passed over with a line saying so);
         every rank calls this. A sharded checkpoint resumes on any number of ranks."""
-        path = Path(path)
-        if (path / "latest").exists():
-            path = self._intact(path)
-        if is_sharded(path):
-            modules = self._modules()
-            state = load_sharded_checkpoint(path, modules, self.optimizer, self.generator)
-        elif self.dist.sharded:
-            raise ValueError(
-                f"{path}: a one-process checkpoint cannot be resumed under torchrun; start from "
-                "its weights with model.init_from instead (optimizer state is not carried over)"
-            )
-        else:
-            state = load_checkpoint(
-                path, self.model, self.optimizer, self.generator, self.value_head
-            )
-        self.version = state.version
-        self.horizon.load_state_dict(state.horizon)
-        for env, h in self.horizons.items():
-            if env not in state.env_horizons:
-                raise ValueError(
-                    f"{path}: the checkpoint has no horizon state for env {env!r} (its envs: "
-                    f"{sorted(state.env_horizons) or 'one'}); resume with the run's own envs"
-                )
-            h.load_state_dict(state.env_horizons[env])
-        for env, c in self.curricula.items():
-            if env in state.curricula:  # a curriculum added on resume starts at its first stage
-                c.load_state_dict(state.curricula[env])
-        if self.env_mix is not None:
-            self.env_mix.load_state_dict(state.env_mix)
-        self.counters = Counter(state.counters)
-        self.optimizer_step.skipped = self.counters.pop("skipped_steps", 0)
-        self.buffer.load_state_dict(state.buffer)
-        self._actor_launches = {int(k): int(v) for k, v in state.actor_launches.items()}
-        log.info("resumed from %s at version %d", path, self.version)
+        self.version = load_learner(path, self._parts(), self.dist)
 
-    @staticmethod
-    def _intact(root: Path) -> Path:
-        """The newest checkpoint in ``root`` that matches its manifest (``CheckpointError``
-        when none does)."""
-        path, skipped = newest_intact(root)
-        for damaged, why in skipped:
-            log.warning("checkpoint %s is damaged (%s): passed over", damaged, why)
-        if path is None:
-            reasons = "; ".join(f"{p.name}: {why}" for p, why in skipped)
-            raise CheckpointError(f"{root}: no intact checkpoint to resume from ({reasons})")
-        if skipped:
-            log.warning("resuming from %s, the newest intact checkpoint", path)
-        return path
-
-    def _modules(self) -> nn.ModuleDict:
-        """The trained modules under the names sharded checkpoints use."""
-        modules = {"policy": self.model}
-        if self.value_head is not None:
-            modules["value_head"] = self.value_head
-        return nn.ModuleDict(modules)
+    def _parts(self) -> LearnerParts:
+        """What a checkpoint saves and a resume restores (``checkpoint.LearnerParts``)."""
+        return LearnerParts(
+            version=self.version, tokenizer=self.tokenizer_id, model=self.model,
+            value_head=self.value_head, optimizer=self.optimizer, generator=self.generator,
+            optimizer_step=self.optimizer_step, horizon=self.horizon,
+            env_horizons=self.horizons, curricula=self.curricula, env_mix=self.env_mix,
+            buffer=self.buffer, counters=self.counters, actor_launches=self._actor_launches,
+        )  # fmt: skip
 
 
 class Stalled(RuntimeError):
