@@ -42,13 +42,7 @@ from agentgym.learner import packing
 from agentgym.learner.batch import GroupBuffer, TrainBatch, collate
 from agentgym.learner.checkpoint import LearnerParts, load_learner, save_learner
 from agentgym.learner.config import EnvTraining, LearnerConfig
-from agentgym.learner.distributed import (
-    Command,
-    Dist,
-    Ranks,
-    full_tensor,
-    shard,
-)
+from agentgym.learner.distributed import Command, Dist, Ranks, full_tensor, shard
 from agentgym.learner.forward import ForwardOut, ValueHead, forward_tokens
 from agentgym.learner.losses import (
     PolicyLossConfig,
