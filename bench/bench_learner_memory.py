@@ -80,7 +80,7 @@ def run_case(model_path: str, tokens: int, updates: int, checkpointing: bool, mi
         length = max(128, int(tokens * FRACTIONS[i % len(FRACTIONS)]))
         data = episodes(1, 2 * micro, length, vocab, seed=i)
         start = time.perf_counter()
-        learner._execute("step", data)  # the learner's own path: the update, then the trim
+        learner._step_and_trim(data)  # the learner's own path: the update, then the trim
         times.append(time.perf_counter() - start)
         after.append(status_mib()["VmRSS"])
         print(f"  update {i + 1}/{updates}: {length} tokens/episode, {times[-1]:.1f} s, "

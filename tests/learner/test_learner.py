@@ -409,7 +409,7 @@ def test_only_cut_offs_by_the_cap_drive_the_adaptive_horizon():
 
 def test_each_update_gives_the_freed_heap_back(monkeypatch):
     """A CPU update frees gigabytes of activations; the learner trims the heap after each one
-    (on every rank: ``_execute`` runs the commands of torchrun's followers too)."""
+    (on every rank: the STEP command's handler runs on torchrun's followers too)."""
     import agentgym.learner.learner as learner_module
 
     calls = []

@@ -63,13 +63,19 @@ def add_config_args(parser: argparse.ArgumentParser, *, required: bool = True) -
         default=None,
         help="YAML config file (overrides the built-in defaults)",
     )
+    add_set_arg(parser)
+
+
+def add_set_arg(parser: argparse.ArgumentParser, example: str = "learner.optim.lr=1e-4") -> None:
+    """Repeated ``--set KEY=VALUE`` into ``args.overrides``: the config overrides every command
+    that reads a config takes (``config_from_args`` applies them)."""
     parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override one config field, e.g. --set learner.optim.lr=1e-4 (repeatable)",
+        help=f"override one config field, e.g. --set {example} (repeatable)",
     )
 
 

@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from agentgym.cli.common import add_set_arg
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="config_command", required=True)
@@ -24,14 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the defaults, --set items on top, horizon files inlined.",
     )
     show.add_argument("config", nargs="?", default=None, help="YAML config (default: none)")
-    show.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field (repeatable)",
-    )
+    add_set_arg(show)
     reference = sub.add_parser(
         "reference",
         help="print the config reference (every key, type, default, meaning)",

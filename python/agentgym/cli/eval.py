@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.actor.policy import model_conflict, resolve_checkpoint
-from agentgym.cli.common import set_torch_threads
+from agentgym.cli.common import add_set_arg, set_torch_threads
 from agentgym.cli.progress import Progress, duration
 from agentgym.cli.rundir import eval_out, step_of
 from agentgym.cli.servers import ServerFailed, served
@@ -43,14 +43,7 @@ from agentgym.horizon import HorizonConfig
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="YAML config of the run")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field (repeatable)",
-    )
+    add_set_arg(parser)
     parser.add_argument(
         "--checkpoint",
         default=None,

@@ -18,16 +18,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentgym.cli.common import set_torch_threads
+from agentgym.cli.common import add_set_arg, set_torch_threads
 from agentgym.config import RunConfig, load_config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="YAML config of the run that wrote the checkpoint")
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a config field (repeatable)",
-    )  # fmt: skip
+    add_set_arg(parser)
     parser.add_argument(
         "--checkpoint", required=True, help="learner checkpoint dir or a checkpoints folder"
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agentgym.cli.common import add_set_arg
 from agentgym.integrations.tasks import FORMATS, STACKS
 
 
@@ -23,10 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", required=True, help="native env: babyai, textcraft, ...")
     parser.add_argument("--out", required=True, help="directory to write train/test into")
     parser.add_argument("--format", choices=FORMATS, default=None, help="file format")
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a config field (repeatable), e.g. tasks.train.limit=512",
-    )  # fmt: skip
+    add_set_arg(parser, example="tasks.train.limit=512")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgym.cli.common import ENDPOINTS_FILE, RESOLVED_CONFIG, on_terminate, resume_config
+from agentgym.cli.common import (
+    ENDPOINTS_FILE,
+    RESOLVED_CONFIG,
+    add_set_arg,
+    on_terminate,
+    resume_config,
+)
 from agentgym.cli.processes import (
     START_TIMEOUT_S,
     Child,
@@ -64,14 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="YAML config (with --resume: optional, the run's own is used)",
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field (repeatable)",
-    )
+    add_set_arg(parser)
     parser.add_argument(
         "--sync", action="store_true", help="synchronous baseline: actors wait for every update"
     )

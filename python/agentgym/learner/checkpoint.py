@@ -15,6 +15,11 @@ before it is loaded (``CheckpointError`` naming the damaged file); resuming from
 root takes the newest intact one (``agentgym.durable.newest_intact``). A write that fails for
 want of space removes its temporary directory and is a one-line ``DiskFull``.
 
+What a learner saves and a resume restores is gathered in ``LearnerParts`` (the tensors, the
+shuffling generator and the bookkeeping of version, horizons, curricula, env weights, group
+buffer, counters and actor launches); ``save_learner`` and ``load_learner`` pick the layout
+and the checkpoint to resume from.
+
 A learner under torchrun writes a sharded checkpoint instead, with the same ``state.json`` and
 ``rng.pt`` beside a ``dcp/`` directory written by ``torch.distributed.checkpoint`` (every
 rank writes its own shards of the policy, value head and optimizer state). DCP reshards on
@@ -27,11 +32,14 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import random
 import shutil
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -43,10 +51,13 @@ from agentgym.durable import (
     DiskFull,
     fsync_dir,
     manifest_problem,
+    newest_intact,
     with_descriptors,
     write_atomic,
     write_manifest,
 )
+
+log = logging.getLogger(__name__)
 
 DCP_DIR = "dcp"
 
@@ -120,6 +131,144 @@ class TrainingState:
     (``GroupBuffer.state_dict``): the actors of a resumed run go on from there, so a
     deterministic run resumed from a checkpoint trains on the groups an uninterrupted one
     would."""
+
+
+class Stateful(Protocol):
+    """An object whose state a checkpoint keeps as JSON (horizon controllers, curricula, the
+    env mix, the group buffer)."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class StepCounter(Protocol):
+    """The optimizer step's count of skipped steps (``learner.update.OptimizerStep``)."""
+
+    skipped: int
+
+
+@dataclass
+class LearnerParts:
+    """What a learner checkpoint saves and a resume restores, by reference: ``save_learner``
+    reads these objects, ``load_learner`` restores them in place (``version`` it returns)."""
+
+    version: int
+    tokenizer: str
+    """The policy's tokenizer id (``agentgym.actor.policy.tokenizer_id``)."""
+    model: nn.Module
+    value_head: nn.Module | None
+    optimizer: torch.optim.Optimizer
+    generator: torch.Generator
+    """The update's shuffling generator; saved with torch's, numpy's and random's states."""
+    optimizer_step: StepCounter
+    horizon: Stateful
+    env_horizons: Mapping[str, Stateful]
+    curricula: Mapping[str, Stateful]
+    env_mix: Stateful | None
+    buffer: Stateful
+    counters: Counter[str]
+    actor_launches: dict[int, int]
+    """Per actor index, how many actor processes the run has had."""
+
+    def modules(self) -> nn.ModuleDict:
+        """The trained modules under the names sharded checkpoints use."""
+        modules = {"policy": self.model}
+        if self.value_head is not None:
+            modules["value_head"] = self.value_head
+        return nn.ModuleDict(modules)
+
+    def training_state(self) -> TrainingState:
+        """The non-tensor state of these parts."""
+        return TrainingState(
+            self.version,
+            self.horizon.state_dict(),
+            {**self.counters, "skipped_steps": self.optimizer_step.skipped},
+            {str(k): v for k, v in self.actor_launches.items()},
+            {env: h.state_dict() for env, h in self.env_horizons.items()},
+            {env: c.state_dict() for env, c in self.curricula.items()},
+            self.env_mix.state_dict() if self.env_mix is not None else {},
+            tokenizer=self.tokenizer,
+            buffer=self.buffer.state_dict(),
+        )
+
+    def restore(self, state: TrainingState, source: Path) -> None:
+        """Put ``state`` (read from ``source``) back into these parts, in place."""
+        self.horizon.load_state_dict(state.horizon)
+        for env, h in self.env_horizons.items():
+            if env not in state.env_horizons:
+                raise ValueError(
+                    f"{source}: the checkpoint has no horizon state for env {env!r} (its envs: "
+                    f"{sorted(state.env_horizons) or 'one'}); resume with the run's own envs"
+                )
+            h.load_state_dict(state.env_horizons[env])
+        for env, c in self.curricula.items():
+            if env in state.curricula:  # a curriculum added on resume starts at its first stage
+                c.load_state_dict(state.curricula[env])
+        if self.env_mix is not None:
+            self.env_mix.load_state_dict(state.env_mix)
+        self.counters.clear()
+        self.counters.update(state.counters)
+        self.optimizer_step.skipped = self.counters.pop("skipped_steps", 0)
+        self.buffer.load_state_dict(state.buffer)
+        self.actor_launches.clear()
+        self.actor_launches.update({int(k): int(v) for k, v in state.actor_launches.items()})
+
+
+def save_learner(directory: str | Path, parts: LearnerParts, dist: Any, keep: int | None) -> Path:
+    """Write a checkpoint of ``parts`` (sharded under torchrun, where every rank calls this);
+    rank 0 then deletes all but the newest ``keep`` (None: keeps all). Returns its path."""
+    state = parts.training_state()
+    if dist.sharded:
+        path = save_sharded_checkpoint(
+            directory, state, parts.modules(), parts.optimizer, parts.generator, dist
+        )
+    else:
+        path = save_checkpoint(
+            directory, state, parts.model, parts.optimizer, parts.generator, parts.value_head
+        )
+    if keep is not None and dist.is_main:
+        for old in prune_checkpoints(directory, keep):
+            log.info("deleted %s (learner.keep_checkpoints: %d)", old, keep)
+    return path
+
+
+def load_learner(path: str | Path, parts: LearnerParts, dist: Any) -> int:
+    """Restore ``parts`` from a checkpoint directory (or a checkpoint root holding ``latest``:
+    its newest intact checkpoint, a damaged newer one passed over with a line saying so);
+    returns the checkpoint's version. Every rank calls this; a sharded checkpoint resumes on
+    any number of ranks, a one-process one only in one process."""
+    path = Path(path)
+    if (path / "latest").exists():
+        path = newest_intact_checkpoint(path)
+    if is_sharded(path):
+        state = load_sharded_checkpoint(path, parts.modules(), parts.optimizer, parts.generator)
+    elif dist.sharded:
+        raise ValueError(
+            f"{path}: a one-process checkpoint cannot be resumed under torchrun; start from "
+            "its weights with model.init_from instead (optimizer state is not carried over)"
+        )
+    else:
+        state = load_checkpoint(
+            path, parts.model, parts.optimizer, parts.generator, parts.value_head
+        )
+    parts.restore(state, path)
+    log.info("resumed from %s at version %d", path, state.version)
+    return state.version
+
+
+def newest_intact_checkpoint(root: Path) -> Path:
+    """The newest checkpoint in ``root`` that matches its manifest (``CheckpointError``
+    when none does)."""
+    path, skipped = newest_intact(root)
+    for damaged, why in skipped:
+        log.warning("checkpoint %s is damaged (%s): passed over", damaged, why)
+    if path is None:
+        reasons = "; ".join(f"{p.name}: {why}" for p, why in skipped)
+        raise CheckpointError(f"{root}: no intact checkpoint to resume from ({reasons})")
+    if skipped:
+        log.warning("resuming from %s, the newest intact checkpoint", path)
+    return path
 
 
 def save_checkpoint(

@@ -9,14 +9,22 @@ gradients are summed over ranks (not averaged), so N ranks take the step one pro
 
 A process started without torchrun gets ``Dist()``: world size 1, no process group, no
 sharding; every collective here is then a no-op and the learner runs as a plain process.
+
+Rank 0 alone talks to the actors; the other ranks follow it (``Ranks``): rank 0 broadcasts
+each ``Command`` before it runs the command's handler, and every other rank, waiting in
+``Ranks.follow``, runs the same handler on the same argument, so the collectives inside it
+line up.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import sys
+import time
 import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -105,6 +113,67 @@ class Dist:
     @property
     def _collective_device(self) -> torch.device | None:
         return torch.device(self.device) if self.device.startswith("cuda") else None
+
+
+class Command(enum.Enum):
+    """What rank 0 has every rank do with it (the argument travels with it)."""
+
+    STEP = "step"
+    """One update on the trajectories given."""
+    WEIGHTS = "weights"
+    """Gather the policy's weights for publishing at the version given (``learner.publish``)."""
+    CHECKPOINT = "checkpoint"
+    """Write a checkpoint into the directory given (every rank writes its shards)."""
+    WAIT = "wait"
+    """Nothing: keeps the other ranks' broadcast from timing out while rank 0 waits for data."""
+    STOP = "stop"
+    """The run is over: the other ranks leave ``Ranks.follow``."""
+
+
+Handler = Callable[[Any], Any]
+
+
+class Ranks:
+    """Rank 0's commands to the learner's other ranks, and the one table of their handlers.
+
+    ``lead`` runs a command's handler here; under torchrun it first broadcasts the command, so
+    that every other rank (in ``follow``) runs the same handler too. One process: ``lead`` is a
+    plain call of the handler, nothing is sent.
+    """
+
+    def __init__(self, dist: Dist, handlers: Mapping[Command, Handler]):
+        missing = set(Command) - {Command.WAIT, Command.STOP} - handlers.keys()
+        if missing:
+            raise ValueError(f"no handler for {sorted(c.name for c in missing)}")
+        self.dist = dist
+        self.handlers = {Command.WAIT: _nothing, Command.STOP: _nothing, **handlers}
+        self.last_sent = time.monotonic()
+        """When rank 0 last broadcast a command (``keep_alive``)."""
+
+    def lead(self, command: Command, arg: Any = None) -> Any:
+        """Run ``command`` here and, under torchrun, on every other rank (rank 0 decides)."""
+        if self.dist.sharded:
+            self.dist.broadcast((command, arg))
+            self.last_sent = time.monotonic()
+        return self.handlers[command](arg)
+
+    def keep_alive(self, after_s: float) -> None:
+        """Under torchrun, a ``WAIT`` when no command went out for ``after_s``: the other
+        ranks wait in a collective, which times out after ``learner.dist_timeout_s``."""
+        if self.dist.sharded and time.monotonic() - self.last_sent > after_s:
+            self.lead(Command.WAIT)
+
+    def follow(self) -> None:
+        """Ranks other than 0: run rank 0's commands until it says ``STOP``."""
+        while True:
+            command, arg = self.dist.broadcast(None)
+            if command is Command.STOP:
+                return
+            self.handlers[command](arg)
+
+
+def _nothing(_: Any) -> None:
+    return None
 
 
 def from_environment(device: str = "cpu", timeout_s: float = 600.0) -> Dist:

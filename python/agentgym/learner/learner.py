@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,23 +35,14 @@ from torch import Tensor, nn
 
 from agentgym import attention
 from agentgym.curriculum import Curriculum, CurriculumConfig, EnvMix
-from agentgym.durable import newest_intact, write_atomic
+from agentgym.durable import write_atomic
 from agentgym.horizon import HorizonController, HorizonStats
 from agentgym.learner import advantages as adv_fns
 from agentgym.learner import packing
 from agentgym.learner.batch import GroupBuffer, TrainBatch, collate
-from agentgym.learner.checkpoint import (
-    CheckpointError,
-    TrainingState,
-    is_sharded,
-    load_checkpoint,
-    load_sharded_checkpoint,
-    prune_checkpoints,
-    save_checkpoint,
-    save_sharded_checkpoint,
-)
+from agentgym.learner.checkpoint import LearnerParts, load_learner, save_learner
 from agentgym.learner.config import EnvTraining, LearnerConfig
-from agentgym.learner.distributed import Dist, full_state_dict_items, full_tensor, shard
+from agentgym.learner.distributed import Command, Dist, Ranks, full_tensor, shard
 from agentgym.learner.forward import ForwardOut, ValueHead, forward_tokens
 from agentgym.learner.losses import (
     PolicyLossConfig,
@@ -61,8 +52,8 @@ from agentgym.learner.losses import (
     value_loss,
 )
 from agentgym.learner.metrics import MetricsWriter
+from agentgym.learner.publish import Publisher
 from agentgym.learner.update import OptimizerStep
-from agentgym.learner.weights import state_dict_to_blobs, write_safetensors
 from agentgym.transport.channels import ActorRegistry, LearnerChannels
 from agentgym.transport.malloc import trim_heap
 from agentgym.transport.wire import TRUNCATIONS, Control, Trajectory
@@ -168,7 +159,12 @@ class Learner:
         )
         self.optimizer_step = OptimizerStep(self.optimizer, o.grad_clip, global_norm=full_tensor)
         self.generator = torch.Generator().manual_seed(config.seed)
-        self._last_command = time.monotonic()
+        self.publisher = Publisher(self.model, self.dist, config.weights_via, config.weights_dir)
+        self.ranks = Ranks(self.dist, {
+            Command.STEP: self._step_and_trim,
+            Command.WEIGHTS: self.publisher.gather,
+            Command.CHECKPOINT: self._save_checkpoint,
+        })  # fmt: skip
         self._tokens_run = 0  # tokens this rank's forward passes ran in the current update
         lc = config.loss
         if config.aggregation == "seq-mean-token-sum-norm" and lc.norm_tokens is None:
@@ -589,7 +585,7 @@ class Learner:
         groups = self.buffer.pop_groups(self.cfg.groups_per_step, self.version)
         if groups is None:
             return None
-        metrics = self._lead("step", [t for g in groups for t in g])
+        metrics = self.ranks.lead(Command.STEP, [t for g in groups for t in g])
         s = self.buffer.stats
         metrics.update(
             dropped_stale_total=s.dropped_stale,
@@ -622,7 +618,7 @@ class Learner:
         its commands until it stops.
         """
         if not self.dist.is_main:
-            return self._follow()
+            return self.ranks.follow()
         max_steps = self.cfg.max_steps if max_steps is None else max_steps
         writer = MetricsWriter(self.cfg.metrics_path, self.cfg.tensorboard_dir, self._wandb())
         done = 0
@@ -644,8 +640,7 @@ class Learner:
                     if self.buffer.changed:  # task streams moved, or groups were dropped
                         self.buffer.changed = False
                         channels.publish_control(self.control())
-                    if time.monotonic() - self._last_command > heartbeat_s:
-                        self._lead("wait")  # the other ranks' collective must not time out
+                    self.ranks.keep_alive(heartbeat_s)
                     continue
                 done += 1
                 blocked_since = None
@@ -663,7 +658,7 @@ class Learner:
                     self.save_checkpoint()
             if self.cfg.checkpoint_dir is not None:  # a clean end; never after a failed update
                 self.save_checkpoint()
-            self._lead("stop")
+            self.ranks.lead(Command.STOP)
         finally:
             writer.close()
             self._write_actors(channels)
@@ -692,77 +687,19 @@ class Learner:
         except OSError as e:
             log.warning("could not write %s (%s); the next step tries again", path, e)
 
-    def _lead(self, command: str, arg: Any = None) -> Any:
-        """Run ``command`` here and, under torchrun, on every other rank (rank 0 decides)."""
-        if self.dist.sharded:
-            self.dist.broadcast((command, arg))
-            self._last_command = time.monotonic()
-        return self._execute(command, arg)
-
-    def _follow(self) -> None:
-        """Ranks other than 0: run rank 0's commands until it says stop."""
-        while True:
-            command, arg = self.dist.broadcast(None)
-            if command == "stop":
-                return
-            self._execute(command, arg)
-
-    def _execute(self, command: str, arg: Any) -> Any:
-        if command == "step":
-            metrics = self.step(arg)
-            trim_heap()  # the update's activations, freed, back to the OS (transport/malloc.py)
-            return metrics
-        if command == "weights":  # every rank takes part in each tensor's gather
-            items = self._state_items()
-            if not self.dist.is_main:
-                for _ in items:
-                    pass
-                return None
-            return state_dict_to_blobs(items)
-        if command == "weights_file":
-            return self._write_weights_file()
-        if command == "checkpoint":
-            return self._save_checkpoint(arg)
-        if command in ("wait", "stop"):
-            return None
-        raise ValueError(f"unknown learner command {command!r}")
+    def _step_and_trim(self, trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+        """``Command.STEP`` on every rank: ``step``, then its freed memory back to the OS."""
+        metrics = self.step(trajectories)
+        trim_heap()  # the update's activations, freed, back to the OS (transport/malloc.py)
+        return metrics
 
     def publish(self, channels: LearnerChannels, *, weights: bool) -> None:
         """Broadcast the control (version, caps, ...); serve the current weights if
         ``weights``."""
         self.buffer.changed = False
-        if weights and self.cfg.weights_via == "file":
-            channels.publish_weights_file(self.version, str(self._lead("weights_file")))
-        elif weights:
-            channels.retire_weights()  # never two snapshots in memory at once
-            channels.publish_weights(self.version, self._lead("weights"))
+        if weights:
+            self.publisher.serve(channels, self.version, self.ranks)
         channels.publish_control(self.control())
-
-    def _state_items(self) -> Iterator[tuple[str, Tensor]]:
-        """(name, whole tensor) of the policy's state dict, one tensor at a time: under
-        torchrun each is gathered from the shards (a collective) and kept on rank 0 only, so
-        it becomes a wire blob before the next is gathered."""
-        if not self.dist.sharded:
-            yield from self.model.state_dict().items()
-            return
-        yield from full_state_dict_items(self.model, keep=self.dist.is_main)
-
-    def _write_weights_file(self) -> Path | None:
-        """This version's policy as ``<weights_dir>/v<version>.safetensors`` (rank 0 writes,
-        every rank gathers), tensor by tensor; older files but the previous are removed."""
-        directory = Path(self.cfg.weights_dir or "weights")
-        path = directory / f"v{self.version:08d}.safetensors"
-        header = [(name, t.dtype, tuple(t.shape)) for name, t in self.model.state_dict().items()]
-        tensors = (t for _, t in self._state_items())
-        if not self.dist.is_main:
-            for _ in tensors:
-                pass
-            return None
-        directory.mkdir(parents=True, exist_ok=True)
-        write_safetensors(path, header, tensors)
-        for old in sorted(directory.glob("v*.safetensors"))[:-2]:
-            old.unlink(missing_ok=True)
-        return path
 
     def _checkpoint_due(self) -> bool:
         every = self.cfg.checkpoint_every
@@ -776,99 +713,28 @@ class Learner:
         directory = directory or self.cfg.checkpoint_dir
         if directory is None:
             raise ValueError("no checkpoint directory given or configured")
-        return self._lead("checkpoint", str(directory))
+        return self.ranks.lead(Command.CHECKPOINT, str(directory))
 
     def _save_checkpoint(self, directory: str) -> Path:
         if self._registry is not None:
             self._actor_launches = self._registry.launches()
-        launches = {str(k): v for k, v in self._actor_launches.items()}
-        horizons = {env: h.state_dict() for env, h in self.horizons.items()}
-        curricula = {env: c.state_dict() for env, c in self.curricula.items()}
-        mix = self.env_mix.state_dict() if self.env_mix is not None else {}
-        state = TrainingState(
-            self.version,
-            self.horizon.state_dict(),
-            {**self.counters, "skipped_steps": self.optimizer_step.skipped},
-            launches,
-            horizons,
-            curricula,
-            mix,
-            tokenizer=self.tokenizer_id,
-            buffer=self.buffer.state_dict(),
-        )
-        if self.dist.sharded:
-            path = save_sharded_checkpoint(
-                directory, state, self._modules(), self.optimizer, self.generator, self.dist
-            )
-        else:
-            path = save_checkpoint(
-                directory, state, self.model, self.optimizer, self.generator, self.value_head
-            )
-        keep = self.cfg.keep_checkpoints
-        if keep is not None and self.dist.is_main:
-            for old in prune_checkpoints(directory, keep):
-                log.info("deleted %s (learner.keep_checkpoints: %d)", old, keep)
-        return path
+        return save_learner(directory, self._parts(), self.dist, self.cfg.keep_checkpoints)
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Resume from a checkpoint directory (or a checkpoint root holding ``latest``: its
         newest intact checkpoint, a damaged newer one passed over with a line saying so);
         every rank calls this. A sharded checkpoint resumes on any number of ranks."""
-        path = Path(path)
-        if (path / "latest").exists():
-            path = self._intact(path)
-        if is_sharded(path):
-            modules = self._modules()
-            state = load_sharded_checkpoint(path, modules, self.optimizer, self.generator)
-        elif self.dist.sharded:
-            raise ValueError(
-                f"{path}: a one-process checkpoint cannot be resumed under torchrun; start from "
-                "its weights with model.init_from instead (optimizer state is not carried over)"
-            )
-        else:
-            state = load_checkpoint(
-                path, self.model, self.optimizer, self.generator, self.value_head
-            )
-        self.version = state.version
-        self.horizon.load_state_dict(state.horizon)
-        for env, h in self.horizons.items():
-            if env not in state.env_horizons:
-                raise ValueError(
-                    f"{path}: the checkpoint has no horizon state for env {env!r} (its envs: "
-                    f"{sorted(state.env_horizons) or 'one'}); resume with the run's own envs"
-                )
-            h.load_state_dict(state.env_horizons[env])
-        for env, c in self.curricula.items():
-            if env in state.curricula:  # a curriculum added on resume starts at its first stage
-                c.load_state_dict(state.curricula[env])
-        if self.env_mix is not None:
-            self.env_mix.load_state_dict(state.env_mix)
-        self.counters = Counter(state.counters)
-        self.optimizer_step.skipped = self.counters.pop("skipped_steps", 0)
-        self.buffer.load_state_dict(state.buffer)
-        self._actor_launches = {int(k): int(v) for k, v in state.actor_launches.items()}
-        log.info("resumed from %s at version %d", path, self.version)
+        self.version = load_learner(path, self._parts(), self.dist)
 
-    @staticmethod
-    def _intact(root: Path) -> Path:
-        """The newest checkpoint in ``root`` that matches its manifest (``CheckpointError``
-        when none does)."""
-        path, skipped = newest_intact(root)
-        for damaged, why in skipped:
-            log.warning("checkpoint %s is damaged (%s): passed over", damaged, why)
-        if path is None:
-            reasons = "; ".join(f"{p.name}: {why}" for p, why in skipped)
-            raise CheckpointError(f"{root}: no intact checkpoint to resume from ({reasons})")
-        if skipped:
-            log.warning("resuming from %s, the newest intact checkpoint", path)
-        return path
-
-    def _modules(self) -> nn.ModuleDict:
-        """The trained modules under the names sharded checkpoints use."""
-        modules = {"policy": self.model}
-        if self.value_head is not None:
-            modules["value_head"] = self.value_head
-        return nn.ModuleDict(modules)
+    def _parts(self) -> LearnerParts:
+        """What a checkpoint saves and a resume restores (``checkpoint.LearnerParts``)."""
+        return LearnerParts(
+            version=self.version, tokenizer=self.tokenizer_id, model=self.model,
+            value_head=self.value_head, optimizer=self.optimizer, generator=self.generator,
+            optimizer_step=self.optimizer_step, horizon=self.horizon,
+            env_horizons=self.horizons, curricula=self.curricula, env_mix=self.env_mix,
+            buffer=self.buffer, counters=self.counters, actor_launches=self._actor_launches,
+        )  # fmt: skip
 
 
 class Stalled(RuntimeError):

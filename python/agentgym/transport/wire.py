@@ -18,8 +18,9 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 import msgpack
@@ -120,24 +121,14 @@ class Trajectory:
 
     def __post_init__(self) -> None:
         # numpy scalars and the like become plain Python values, which msgpack can encode
-        ints = ("episode_id", "group_id", "group_size", "task_id", "prompt_len", "num_turns",
-                "invalid_replies", "budget_cut_replies")  # fmt: skip
-        for name in ints:
-            object.__setattr__(self, name, operator.index(getattr(self, name)))
-        if self.horizon_cap is not None:
-            object.__setattr__(self, "horizon_cap", operator.index(self.horizon_cap))
-        object.__setattr__(self, "reward", float(self.reward))
-        object.__setattr__(self, "success", bool(self.success))
+        for name, plain in _TRAJ_COERCIONS:
+            object.__setattr__(self, name, plain(getattr(self, name)))
         if self.truncation not in TRUNCATIONS:
             raise WireError(f"trajectory {self.episode_id}: truncation {self.truncation!r} is "
                             f"not one of {TRUNCATIONS}")  # fmt: skip
-        object.__setattr__(self, "timings", {str(k): float(v) for k, v in self.timings.items()})
-        for name, dtype in (("tokens", "int32"), ("logprobs", "float32"), ("loss_mask", "uint8")):
+        for name, dtype in _TRAJ_ARRAYS:
             object.__setattr__(self, name, _as_1d(getattr(self, name), dtype, name))
-        object.__setattr__(
-            self, "turn_versions", _as_1d(self.turn_versions, "int32", "turn_versions")
-        )
-        finish = _as_1d(self.turn_finish, "uint8", "turn_finish")
+        finish = self.turn_finish
         if len(finish) == 0:
             finish = np.zeros(len(self.turn_versions), np.uint8)
         if len(finish) != len(self.turn_versions):
@@ -386,23 +377,8 @@ def _view(desc: Any, frame: Any, dtype: str, name: str) -> np.ndarray:
     return arr
 
 
-_TRAJ_SCALARS = (
-    "episode_id",
-    "group_id",
-    "group_size",
-    "env",
-    "task_id",
-    "horizon_cap",
-    "prompt_len",
-    "reward",
-    "success",
-    "truncation",
-    "num_turns",
-    "timings",
-    "invalid_replies",
-    "budget_cut_replies",
-)
-
+# The trajectory schema is ``Trajectory``'s fields: each array field has its dtype and frame
+# below, each other field travels in the header as what its annotation names.
 
 _TRAJ_ARRAYS = (
     ("tokens", "int32"),
@@ -414,6 +390,35 @@ _TRAJ_ARRAYS = (
 """The array frames of a trajectory message, in frame order (frame 0 is the header)."""
 TRAJECTORY_FRAMES = 1 + len(_TRAJ_ARRAYS)
 """Frames of every trajectory message."""
+
+
+def _optional_index(value: Any) -> int | None:
+    return None if value is None else operator.index(value)
+
+
+def _plain_mapping(value: Mapping[Any, Any]) -> dict[str, float]:
+    return {str(k): float(v) for k, v in value.items()}
+
+
+_SCALAR_KINDS: dict[str, tuple[tuple[type, ...], Callable[[Any], Any] | None]] = {
+    "int": ((int,), operator.index),
+    "int | None": ((int, type(None)), _optional_index),
+    "float": ((float, int), float),
+    "bool": ((bool,), bool),
+    "str": ((str,), None),
+    "Mapping[str, float]": ((dict,), _plain_mapping),
+}
+"""Per annotation of a header field: the types a message may carry for it (bool never passes
+for a number), and what makes a value of it plain Python for msgpack (None: taken as is)."""
+
+_TRAJ_FIELDS = {
+    f.name: _SCALAR_KINDS[f.type]
+    for f in dataclass_fields(Trajectory)
+    if f.name not in dict(_TRAJ_ARRAYS)
+}
+_TRAJ_SCALARS = tuple(_TRAJ_FIELDS)
+"""The header fields of a trajectory, in ``Trajectory``'s order."""
+_TRAJ_COERCIONS = tuple((name, plain) for name, (_, plain) in _TRAJ_FIELDS.items() if plain)
 
 
 _scalar_row = operator.attrgetter(*_TRAJ_SCALARS, "num_tokens")
@@ -658,25 +663,7 @@ def _build_trajectories(n, cols, lengths, turn_counts, arrays) -> list[Trajector
     return out
 
 
-_SCALAR_TYPES: dict[str, tuple[type, ...]] = {
-    "episode_id": (int,),
-    "group_id": (int,),
-    "group_size": (int,),
-    "env": (str,),
-    "task_id": (int,),
-    "horizon_cap": (int, type(None)),
-    "prompt_len": (int,),
-    "reward": (float, int),
-    "success": (bool,),
-    "truncation": (str,),
-    "num_turns": (int,),
-    "timings": (dict,),
-    "invalid_replies": (int,),
-    "budget_cut_replies": (int,),
-}
-
-
-_SCALAR_TYPE_SETS = {name: frozenset(types) for name, types in _SCALAR_TYPES.items()}
+_SCALAR_TYPE_SETS = {name: frozenset(types) for name, (types, _) in _TRAJ_FIELDS.items()}
 _NUMBER_TYPES = frozenset({int, float})
 
 
