@@ -18,7 +18,8 @@
 #                                                # entities: the same rows
 #
 # MODEL (default runs/models/smollm2-135m-instruct: agentgym model fetch smollm2-135m-instruct
-# MODEL), SEEDS (default "0 1 2"), LIMIT (eval tasks per set, default 20).
+# MODEL), SEEDS (default "0 1 2"), ARMS (scalinginter's arms, default "stepwise short long"),
+# LIMIT (eval tasks per set, default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -126,9 +127,12 @@ scalinginter)
             --set "sft.data=[$warm/demos.jsonl]"
     fi
     eval_once "$OUT/warm.json" "$HORIZON" --set "run_dir=$warm" --set "model.path=$MODEL" \
-        --checkpoint "$warm/sft/checkpoints" --caps 2,4,6
+        --checkpoint "$warm/sft/checkpoints" --caps 6
+    # Evals run at cap 6 only: the prompt does not depend on the cap, so an episode cut at t turns
+    # is the cap-6 episode's first t turns, and the eval's share solved within 2 and 4 turns is
+    # the cap-2 and cap-4 row of the matrix (up to batching noise: the noise table).
     for seed in $SEEDS; do
-        for arm in stepwise short long; do
+        for arm in ${ARMS:-stepwise short long}; do
             case $arm in
             stepwise) horizon="{schedule: stepwise, rounds: [2, 4, 6], every: 8, strict: true}" ;;
             short) horizon="{schedule: fixed, cap: 2}" ;;
@@ -145,7 +149,7 @@ scalinginter)
                 agentgym train "$HORIZON" "${sets[@]}" --init-from "$warm/sft/checkpoints"
             fi
             eval_once "$OUT/$arm-s$seed.json" "$run/config.yaml" --checkpoint "$run/checkpoints" \
-                --caps 2,4,6
+                --caps 6
         done
     done
     ;;
