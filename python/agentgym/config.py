@@ -22,13 +22,11 @@ import yaml
 from agentgym.actor.config import ActorConfig
 from agentgym.configtools import ConfigError, FieldProblems, check, from_dict, none_or
 from agentgym.curriculum import CurriculumConfig, EnvMixConfig
-from agentgym.envs.families import family
+from agentgym.envs.families import FAMILIES, TASK_FILTERS, family
 from agentgym.horizon import HorizonConfig
 from agentgym.learner.config import LearnerConfig, OptimConfig
 from agentgym.models import TinyModelSpec
 
-BABYAI_LEVELS = 40
-WEBNAV_TEMPLATES = 46
 # the fewest reply tokens that can hold "Action: <action>" under common tokenizers ("Action",
 # ":", and a two-word action such as " turn left"); a smaller budget cuts every reply short
 ACTION_LINE_MIN_TOKENS = 4
@@ -132,10 +130,7 @@ class TaskRange:
             ("start", self.start >= 0, "must be >= 0"),
             ("stride", self.stride >= 1, "must be >= 1"),
             ("stop", self.stop > self.start, f"must be > start ({self.start})"),
-            ("levels", all(0 <= v < BABYAI_LEVELS for v in self.levels),
-             f"must be BabyAI levels in [0, {BABYAI_LEVELS})"),
-            ("templates", all(0 <= v < WEBNAV_TEMPLATES for v in self.templates),
-             f"must be webnav templates in [0, {WEBNAV_TEMPLATES})"),
+            *(_filter_check(name, getattr(self, name)) for name in TASK_FILTERS),
             ("templates", not (self.levels and self.templates),
              "and levels select ids of different envs: give one of them"),
             ("limit", none_or(self.limit, lambda v: v >= 1), "must be >= 1 (or null: all)"),
@@ -146,8 +141,10 @@ class TaskRange:
         out = [
             t
             for t in range(self.start, self.stop)
-            if (not self.levels or t % BABYAI_LEVELS in self.levels)
-            and (not self.templates or t % WEBNAV_TEMPLATES in self.templates)
+            if all(
+                not kept or t % TASK_FILTERS[name].modulus in kept
+                for name, kept in ((name, getattr(self, name)) for name in TASK_FILTERS)
+            )
         ][:: self.stride]
         return tuple(out[: self.limit] if self.limit is not None else out)
 
@@ -192,13 +189,32 @@ def _open_ids(tasks: TaskRange, curriculum: CurriculumConfig) -> list[int]:
     return open_task_ids(tasks.ids(), curriculum, 0)
 
 
-def _template_problems(prefix: str, entry: EnvEntry) -> list[tuple[str, str]]:
-    """A ``templates`` filter on an env other than webnav (its ids mean something else)."""
-    return [
-        (f"{prefix}.{split}.templates", "keeps webnav templates (task_id % 46): webnav only")
+def _filter_check(name: str, kept: tuple[int, ...]) -> tuple[str, bool, str]:
+    """The bounds check of the ``name`` filter's values (``check``'s triple)."""
+    f = TASK_FILTERS[name]
+    return name, all(0 <= v < f.modulus for v in kept), f"must be {f.what} in [0, {f.modulus})"
+
+
+def _filter_problems(prefix: str, entry: EnvEntry) -> list[tuple[str, str]]:
+    """A task filter or a curriculum on an env whose registry entry does not list it (its ids
+    mean something else there). An env the registry does not know is left alone: its name is
+    reported on its own when it is no env at all, and a remote env's ids are its own business."""
+    if entry.env.name.lower() not in FAMILIES:
+        return []
+    own = family(entry.env.name)
+    out = [
+        (f"{prefix}.{split}.{name}", f"keeps {f.what} (task_id % {f.modulus}): {f.family} only")
+        for name, f in TASK_FILTERS.items()
+        if name not in own.task_filters
         for split in ("train", "eval")
-        if getattr(entry.tasks, split).templates and entry.env.name != "webnav"
+        if getattr(getattr(entry.tasks, split), name)
     ]
+    if entry.tasks.curriculum is not None and own.curriculum is None:
+        staged = [f for f in FAMILIES.values() if f.curriculum]
+        names = " or ".join(f.name for f in staged)
+        what = " or ".join(TASK_FILTERS[f.curriculum].what for f in staged)
+        out.append((f"{prefix}.curriculum", f"stages {what}: {names} only"))
+    return out
 
 
 def _selects_nothing(tasks: TaskRange) -> bool:
@@ -614,19 +630,15 @@ class RunConfig:
         for i, name in enumerate(names):
             if name in names[:i]:
                 out.append((f"envs[{i}].env.name", f"{name!r} is listed twice"))
-            if self.envs[i].tasks.curriculum is not None and name != "babyai":
-                out.append((f"envs[{i}].tasks.curriculum", "stages BabyAI levels: babyai only"))
             if self.envs[i].env.serve:
                 out.append((f"envs[{i}].env.serve", "is for a single env; give env.remote"))
-            out += _template_problems(f"envs[{i}].tasks", self.envs[i])
+            out += _filter_problems(f"envs[{i}].tasks", self.envs[i])
         if self.envs and (self.env != EnvConfig() or self.tasks != TasksConfig()):
             out.append(("env", "must be left out with envs (each entry has its env and tasks)"))
         if self.env_mix.mode != "fixed" and not self.multi_env:
             out.append(("env_mix.mode", f"{self.env_mix.mode} needs two or more envs in envs"))
-        if not self.envs and self.tasks.curriculum is not None and self.env.name != "babyai":
-            out.append(("tasks.curriculum", "stages BabyAI levels: babyai only"))
         if not self.envs:
-            out += _template_problems("tasks", EnvEntry(self.env, self.tasks))
+            out += _filter_problems("tasks", EnvEntry(self.env, self.tasks))
         return out
 
     def _check_fields(self) -> None:

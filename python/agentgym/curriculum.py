@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentgym.configtools import check
+from agentgym.envs.families import TASK_FILTERS
 
-BABYAI_LEVELS = 40
+LEVELS = TASK_FILTERS["levels"]
+"""The task filter a curriculum stages (BabyAI's levels: ``task_id % 40``)."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,8 @@ class CurriculumConfig:
             self,
             ("stages", len(self.stages) >= 2 and all(self.stages),
              "must list at least two non-empty stages"),
-            ("stages", all(0 <= lvl < BABYAI_LEVELS for lvl in levels),
-             f"must hold BabyAI levels in [0, {BABYAI_LEVELS})"),
+            ("stages", all(0 <= lvl < LEVELS.modulus for lvl in levels),
+             f"must hold {LEVELS.what} in [0, {LEVELS.modulus})"),
             ("stages", len(set(levels)) == len(levels), "lists a level twice"),
             ("promote_at", 0 < self.promote_at <= 1, "must be in (0, 1]"),
             ("window", self.window >= 1, "must be >= 1"),
@@ -64,7 +66,7 @@ class CurriculumConfig:
 def open_task_ids(task_ids: Sequence[int], config: CurriculumConfig, stage: int) -> list[int]:
     """The ids of ``task_ids`` whose level is open at ``stage``."""
     levels = config.open_levels(stage)
-    return [t for t in task_ids if t % BABYAI_LEVELS in levels]
+    return [t for t in task_ids if t % LEVELS.modulus in levels]
 
 
 class Curriculum:
@@ -79,7 +81,7 @@ class Curriculum:
         """Account for one update's ``(task_id, success)`` episodes of this env (those of the
         open stage's own levels count); True when a stage opened."""
         own = self.config.stages[self.stage]
-        self._recent.extend(bool(s) for t, s in episodes if t % BABYAI_LEVELS in own)
+        self._recent.extend(bool(s) for t, s in episodes if t % LEVELS.modulus in own)
         last = len(self.config.stages) - 1
         full = len(self._recent) == self.config.window
         if self.stage < last and full and self.success >= self.config.promote_at:

@@ -78,6 +78,24 @@ def test_webnav_templates_select_ids_of_webnav_only():
         load_config(None, ["envs=[{env: {name: babyai}, tasks: {train: {templates: [6]}}}]"])
 
 
+def test_babyai_levels_select_ids_of_babyai_only():
+    """The registry owns the filters: BabyAI's levels on a TextCraft run would keep goals by
+    id % 40, which means nothing there, so the config is refused; an env the registry does not
+    know (a remote one) keeps its filters."""
+    assert TaskRange(0, 120, levels=(1, 39)).ids() == (1, 39, 41, 79, 81, 119)
+    with pytest.raises(ValueError, match=r"levels: must be BabyAI levels in \[0, 40\)"):
+        TaskRange(0, 90, levels=(40,))
+    with pytest.raises(ConfigError, match=r"tasks\.train\.levels: keeps BabyAI levels "
+                       r"\(task_id % 40\): babyai only"):  # fmt: skip
+        load_config(None, ["env.name=textcraft", "tasks.train={start: 0, stop: 100, levels: [1]}",
+                           "tasks.eval={start: 100, stop: 200}"])  # fmt: skip
+    remote = load_config(None, ["env.name=other", "env.remote=[http://127.0.0.1:9]",
+                                "model.path=org/name",
+                                "tasks.train={start: 0, stop: 100, levels: [1]}",
+                                "tasks.eval={start: 100, stop: 200}"])  # fmt: skip
+    assert remote.tasks.train.ids() == (1, 41, 81)
+
+
 def test_absolute_paths_name_the_real_files(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "ckpt").mkdir()

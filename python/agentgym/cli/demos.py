@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from agentgym.cli.progress import Progress
-from agentgym.config import BABYAI_LEVELS, WEBNAV_TEMPLATES
+from agentgym.envs.families import TASK_FILTERS
 
 PLANNED_ENVS = ("textcraft", "babyai", "webnav", "search")
 
@@ -96,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
     from agentgym.envs.planners import demo_episode
 
     span = parse_tasks(args.tasks)
-    tasks = _filtered(list(span), "--levels", args.levels, BABYAI_LEVELS)
-    tasks = _filtered(tasks, "--templates", args.templates, WEBNAV_TEMPLATES)
+    tasks = _filtered(list(span), "--levels", args.levels, TASK_FILTERS["levels"].modulus)
+    tasks = _filtered(tasks, "--templates", args.templates, TASK_FILTERS["templates"].modulus)
     if not tasks:
         raise SystemExit(f"--tasks {args.tasks}: no task id left after --levels/--templates")
     rules, solved, failed = family(args.env), defaultdict(int), defaultdict(list)

@@ -361,6 +361,26 @@ def _webarena_reply(thought: str, action: str) -> str:
 
 
 @dataclass(frozen=True)
+class TaskFilter:
+    """A selection of an env's task ids by ``task_id % modulus``: BabyAI's levels (the id's
+    level in AgentGym's order), webnav's templates."""
+
+    family: str
+    """The env whose ids it selects."""
+    modulus: int
+    what: str
+    """What its values are, for messages ("BabyAI levels")."""
+
+
+TASK_FILTERS: dict[str, TaskFilter] = {
+    "levels": TaskFilter("babyai", 40, "BabyAI levels"),
+    "templates": TaskFilter("webnav", 46, "webnav templates"),
+}
+"""The ``tasks.*`` filters by field name (``TaskRange.levels``, ``.templates``); each belongs to
+one family, which also lists it in its ``task_filters``."""
+
+
+@dataclass(frozen=True)
 class EnvFamily:
     """What agentgym knows of one env family (see the module docstring)."""
 
@@ -379,6 +399,12 @@ class EnvFamily:
     """(task id, the reset session's info) -> the eval row a task counts in; None: one row."""
     group_needs_info: bool = True
     """Whether ``eval_group`` reads the session's info (else eval does not reset to ask)."""
+    task_filters: tuple[str, ...] = ()
+    """The ``tasks.*`` filters (``TASK_FILTERS``) whose ids mean something in this env; a config
+    that sets another one on it is refused."""
+    curriculum: str | None = None
+    """The filter a curriculum (``tasks.curriculum``) stages, e.g. BabyAI's levels; None: this
+    env takes no curriculum."""
     remote_options: Mapping[str, Any] = field(default_factory=dict)
     """Defaults for ``EnvPool.remote`` so its replies read as AgentGym's client reads them."""
     reward_scale: str = "0..1"
@@ -433,7 +459,9 @@ FAMILIES: dict[str, EnvFamily] = {
             "babyai",
             BABYAI_INSTRUCTION,
             strict_actions=True,
-            eval_group=lambda task_id, info: f"level {task_id % 40}",
+            task_filters=("levels",),
+            curriculum="levels",
+            eval_group=lambda task_id, info: f"level {task_id % TASK_FILTERS['levels'].modulus}",
             group_needs_info=False,
             reward_scale="0..1 (1 - 0.9 * steps / max_steps at the goal, else 0)",
             goal=_line_after("Your goal: "),
@@ -485,6 +513,7 @@ FAMILIES: dict[str, EnvFamily] = {
         EnvFamily(
             "webnav",
             WEBNAV_INSTRUCTION,
+            task_filters=("templates",),
             eval_group=lambda task_id, info: f"{info['site']}/{info['kind']}",
             reward_scale="0..1 (1 when the task's check accepts the state or answer at stop)",
             parse_reply=parse_webnav_reply,
