@@ -8,6 +8,17 @@ the default single minibatch there is no separate pi_prox pass); tokens/s counts
 (unpadded) token of the batch once per update.
 
     python bench/bench_learner.py [--steps 3] [--tokens 512 1024] [--threads N]
+
+``--model DIR`` runs a real checkpoint instead, bf16, on groups whose episodes share their first
+``--shared`` tokens (the recipe's GRPO openings), ``--micro-batch-size`` as the recipe sets it,
+dr_grpo; each arm in its own process, this checkout's code and, with ``--before-src``, another
+build's (its ``python/`` directory, the native module in it), taking turns for ``--rounds``
+rounds: seconds per update (the first update of each process left out), tokens/s and tokens run
+per update:
+
+    python bench/bench_learner.py --model runs/models/smollm2-135m-instruct --tokens 1150 \
+        --shared 700 --groups 2 --group-size 8 --micro-batch-size 2 --threads 1 --steps 2 \
+        --before-src /tmp/before/python [--rounds 2]
 """
 
 from __future__ import annotations
@@ -19,7 +30,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+ROOT = Path(__file__).resolve().parents[1]
+# A child process of ``--model`` runs the code of ``--src``.
+_SRC = next((a for f, a in zip(sys.argv, sys.argv[1:], strict=False) if f == "--src"), None)
+sys.path.insert(0, _SRC or str(ROOT / "python"))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -86,6 +100,69 @@ def episodes(
     return out
 
 
+def real_model_updates(args) -> dict:
+    """Updates of the real model ``args.model`` in this process: seconds of each (warm-up
+    first), tokens per update and tokens its passes ran."""
+    from agentgym.learner.config import AdvantageConfig, LossConfig
+    from agentgym.models import load_model
+
+    model, _ = load_model(args.model)
+    cfg = LearnerConfig(
+        optim=OptimConfig(lr=1e-5, grad_clip=1.0),
+        micro_batch_size=args.micro_batch_size,
+        bf16=True,
+        groups_per_step=args.groups,
+        advantage=AdvantageConfig(estimator="dr_grpo"),
+        loss=LossConfig(norm_tokens=args.groups * args.group_size * args.tokens[0]),
+    )
+    learner = Learner(model, cfg)
+    data = episodes(args.groups, args.group_size, args.tokens[0], model.config.vocab_size,
+                    seed=0, shared=args.shared)  # fmt: skip
+    seconds, metrics = [], {}
+    for _ in range(args.steps + 1):
+        start = time.perf_counter()
+        metrics = learner.step(data)
+        seconds.append(time.perf_counter() - start)
+    return {"seconds": seconds, "tokens": metrics["tokens"], "tokens_run": metrics["tokens_run"]}
+
+
+def side_by_side(args) -> None:
+    """``--model``: each arm's updates in a child process, the arms taking turns."""
+    import json
+    import statistics
+    import subprocess
+
+    arms = {"this": str(ROOT / "python")}
+    if args.before_src:
+        arms = {"before": args.before_src, **arms}
+    passed = [a for a in sys.argv[1:] if a not in ("--before-src", args.before_src)]
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__} "
+        f"({args.threads} threads), model: {args.model}, bf16 autocast, "
+        f"{args.groups} groups x {args.group_size} episodes of {args.tokens[0]} tokens, "
+        f"{args.shared} shared, micro_batch_size {args.micro_batch_size}; "
+        f"{args.steps} updates per process after one left out\n"
+    )
+    runs: dict[str, list[dict]] = {arm: [] for arm in arms}
+    for _ in range(args.rounds):
+        for arm, src in arms.items():
+            out = subprocess.run(
+                [sys.executable, __file__, *passed, "--child", "--src", src],
+                check=True, capture_output=True, text=True,
+            )  # fmt: skip
+            runs[arm].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(f"{arm}: {runs[arm][-1]}", file=sys.stderr, flush=True)
+    print("| arm | s/update (each, warm-up left out) | median | tokens/s | tokens run / update |")
+    print("|---|---|---:|---:|---:|")
+    for arm, rs in runs.items():
+        each = [s for r in rs for s in r["seconds"][1:]]
+        med = statistics.median(each)
+        print(
+            f"| {arm} | {', '.join(f'{s:.1f}' for s in each)} | {med:.1f} | "
+            f"{rs[0]['tokens'] / med:,.0f} | {rs[0]['tokens_run']:,} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=3)
@@ -93,8 +170,23 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=2)
     ap.add_argument("--group-size", type=int, default=4)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--model", default=None, help="a checkpoint directory (module docstring)")
+    ap.add_argument("--shared", type=int, default=0)
+    ap.add_argument("--micro-batch-size", type=int, default=2)
+    ap.add_argument("--before-src", default=None)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--src", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.model and args.child:
+        import json
+
+        print(json.dumps(real_model_updates(args)))
+        return
+    if args.model:
+        side_by_side(args)
+        return
     model, spec = tiny_qwen2()
     params = sum(p.numel() for p in model.parameters())
     print(

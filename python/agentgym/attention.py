@@ -10,7 +10,10 @@ periodic eval); it picks its path from its inputs:
   A segment attends to its ancestors' tokens and causally to its own, so the opening that the
   episodes of a group share is one segment, run once, and each episode's rest a child of it.
   Gradients flow into the shared segment's keys and values from every child, so the result
-  (and its gradient) is that of running every episode whole.
+  (and its gradient) is that of running every episode whole. A segment may also continue an
+  opening run in another pass (``agentgym.learner.packing.Opening``, listed on the table):
+  its keys and values are the ones that pass kept, and the gradient sent to them is added to
+  the opening's own keys and values where the table says a pass lends it.
 - **Decode**: one query token, no gradient, on the CPU: softmax(q k^T) v over grouped key/value
   heads as two float32 matrix products (keys and values upcast as they are read). PyTorch's
   fused CPU kernel is tuned for long query blocks: at one token, bf16, batch 16 and context
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -40,14 +44,39 @@ class Segment:
     length: int
     parent: int
     """Index of the segment it continues (its tokens come after the parent's and its
-    ancestors'), or -1."""
+    ancestors'), -1 for none, or -2 - j: it continues the table's ``openings[j]``."""
 
 
-def segment_table(segments: Sequence[Segment], device: torch.device | str = "cpu") -> Tensor:
+class Opening(Protocol):
+    """An opening run in another pass (``agentgym.learner.packing.Opening``): per layer index,
+    its keys and values [1, H_kv, length, D] as leaves."""
+
+    length: int
+    keys: dict[int, Tensor]
+    values: dict[int, Tensor]
+
+    def keep(self, layer: int, key: Tensor, value: Tensor) -> None: ...
+
+
+def segment_table(
+    segments: Sequence[Segment],
+    device: torch.device | str = "cpu",
+    *,
+    openings: Sequence[Opening] = (),
+    lends: Sequence[tuple[int, Opening]] = (),
+    capture: Opening | None = None,
+) -> Tensor:
     """long[1, 1, S, 3] (start, length, parent) of ``segments``, in packed order (a parent
-    before its children): what a packed forward passes as its attention mask."""
+    before its children): what a packed forward passes as its attention mask. ``openings``:
+    those segments continue (parent -2 - j); ``lends``: (packed index of its first token,
+    opening) of each opening this pass runs for passes that borrowed it; ``capture``: keep
+    every layer's keys and values of the sequence in this opening. They ride on the tensor,
+    which transformers hands to attention as it is, in activation checkpointing's recomputed
+    forward too."""
     rows = [[s.start, s.length, s.parent] for s in segments]
-    return torch.tensor(rows, dtype=torch.long, device=device).reshape(1, 1, len(rows), 3)
+    table = torch.tensor(rows, dtype=torch.long, device=device).reshape(1, 1, len(rows), 3)
+    table.openings, table.lends, table.capture = tuple(openings), tuple(lends), capture
+    return table
 
 
 def is_segment_table(mask: Tensor | None) -> bool:
@@ -113,10 +142,21 @@ def packed_attention(
     scaling: float | None,
 ) -> Tensor:
     """Each segment of ``table`` (``segment_table``) attends to its ancestors' keys and values
-    and causally to its own; one packed sequence (batch 1). Returns [1, N, H, D]."""
+    (an opening's kept ones first, where it continues one) and causally to its own; one packed
+    sequence (batch 1). Returns [1, N, H, D]."""
     import torch.nn.functional as F
     from transformers.integrations.sdpa_attention import repeat_kv
 
+    layer = getattr(module, "layer_idx", None)
+    openings, lends = getattr(table, "openings", ()), getattr(table, "lends", ())
+    capture = getattr(table, "capture", None)
+    if (openings or lends or capture is not None) and layer is None:
+        raise ValueError(f"{type(module).__name__} has no layer_idx to keep an opening by")
+    if capture is not None:
+        capture.keep(layer, key[:, :, : capture.length], value[:, :, : capture.length])
+    for start, opening in lends:
+        if torch.is_grad_enabled() and layer in opening.keys:
+            key, value = _Lent.apply(key, value, start, opening.keys[layer], opening.values[layer])
     groups = query.shape[1] // key.shape[1]
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     spans = [(int(s), int(n), int(p)) for s, n, p in table.reshape(-1, 3).tolist()]
@@ -124,22 +164,47 @@ def packed_attention(
     for start, length, parent in spans:
         own = slice(start, start + length)
         q = query[:, :, own]
-        ancestors = []
+        k_seen, v_seen = [], []  # the ancestors', outermost first
         while parent >= 0:
             a_start, a_length, parent = spans[parent]
-            ancestors.append(slice(a_start, a_start + a_length))
-        if not ancestors:
+            k_seen.insert(0, key[:, :, a_start : a_start + a_length])
+            v_seen.insert(0, value[:, :, a_start : a_start + a_length])
+        if parent <= -2:
+            opening = openings[-2 - parent]
+            k_seen.insert(0, repeat_kv(opening.keys[layer].to(key.dtype), groups))
+            v_seen.insert(0, repeat_kv(opening.values[layer].to(value.dtype), groups))
+        if not k_seen:
             outs.append(
                 F.scaled_dot_product_attention(
                     q, key[:, :, own], value[:, :, own], is_causal=True, scale=scaling
                 )
             )
             continue
-        seen = [*reversed(ancestors)]
-        k_seen = torch.cat([key[:, :, s] for s in seen], dim=2)
-        v_seen = torch.cat([value[:, :, s] for s in seen], dim=2)
+        k_seen, v_seen = torch.cat(k_seen, dim=2), torch.cat(v_seen, dim=2)
         outs.append(_continued(q, k_seen, v_seen, key[:, :, own], value[:, :, own], scaling))
     return torch.cat(outs, dim=2).transpose(1, 2).contiguous()
+
+
+class _Lent(torch.autograd.Function):
+    """The identity on a sequence's keys and values [1, H_kv, N, D], whose backward pass adds,
+    on the tokens of an opening this pass lends (from ``start``), the gradient its borrowers'
+    passes sent to its kept keys and values (the leaves' ``.grad``; they ran before)."""
+
+    @staticmethod
+    def forward(ctx, key, value, start, kept_key, kept_value):
+        ctx.start, ctx.kept = start, (kept_key, kept_value)
+        return key.view_as(key), value.view_as(value)
+
+    @staticmethod
+    def backward(ctx, grad_key, grad_value):
+        out = []
+        for grad, kept in zip((grad_key, grad_value), ctx.kept, strict=True):
+            if kept.grad is not None:
+                grad = grad.clone()
+                span = slice(ctx.start, ctx.start + kept.shape[2])
+                grad[:, :, span] += kept.grad.to(grad.dtype)
+            out.append(grad)
+        return out[0], out[1], None, None, None
 
 
 def _continued(

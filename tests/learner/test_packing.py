@@ -14,7 +14,13 @@ from agentgym.learner.batch import TrainBatch  # noqa: E402
 from agentgym.learner.forward import ValueHead  # noqa: E402
 from agentgym.learner.learner import _enable_activation_checkpointing  # noqa: E402
 from agentgym.learner.losses import token_logprobs  # noqa: E402
-from agentgym.learner.packing import Micro, common_prefix, forward_packed, plan  # noqa: E402
+from agentgym.learner.packing import (  # noqa: E402
+    Micro,
+    common_prefix,
+    forward_packed,
+    plan,
+    tokens_run,
+)
 
 
 def rows_sharing(prefix: int, lengths: list[int], seed: int = 0):
@@ -58,11 +64,23 @@ def test_plan_counts_a_shared_prefix_once_and_keeps_the_budget() -> None:
     assert sorted(len(m.rows) for m in micro) == [1, 4]
     four = next(m for m in micro if len(m.rows) == 4)
     assert four.shared == (((0, 1, 2, 3), 20),)
-    # Budget 40: the group splits in two parts, each with the prefix.
+    # Budget 40: the group splits in two parts; the last runs the prefix and lends it, the
+    # first borrows it (its rows start at its last token).
     split = plan(tokens, torch.tensor(lengths), groups, index, budget=40)
-    parts = [m for m in split if m.shared]
+    parts = [m for m in split if m.shared or m.borrowed]
     assert [len(m.rows) for m in parts] == [2, 2]
-    assert all(prefix == 20 for m in parts for _, prefix in m.shared)
+    borrower, lender = parts
+    ((members, common, opening),) = borrower.borrowed
+    assert (members, common, opening.length) == ((0, 1), 20, 19) and not borrower.shared
+    assert lender.shared == (((0, 1), 20),) and lender.lent == ((0, opening),)
+    assert [m is borrower for m in split].index(True) < [m is lender for m in split].index(True)
+    assert tokens_run(torch.tensor(lengths)[borrower.rows], borrower) == 30 + 28 - 2 * 19
+    assert tokens_run(torch.tensor(lengths)[lender.rows], lender) == 26 + 25 - 20 + 19
+    # Over two ranks nothing is lent: each part runs the prefix.
+    for k in range(2):
+        dealt = plan(tokens, torch.tensor(lengths), groups, index, budget=40, rank=k,
+                     world_size=2)  # fmt: skip
+        assert all(not m.borrowed and not m.lent for m in dealt if m is not None)
     # Without sharing: rows by tokens, the longest alone.
     flat = plan(tokens, torch.tensor(lengths), groups, index, budget=60, share=False)
     assert all(not m.shared for m in flat)
@@ -153,6 +171,58 @@ def test_packed_pass_equals_each_row_whole(case, checkpointing) -> None:
         assert torch.allclose(a, b, rtol=0, atol=1e-5), (a - b).abs().max()
 
 
+SPLITS = {
+    "two parts of two rows": 30,  # 8 + 12 + 10 | 8 + 9 + 7
+    "rows alone and a part": 25,  # 20 | 18 | 8 + 9 + 7
+}
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+@pytest.mark.parametrize("split", sorted(SPLITS))
+@pytest.mark.parametrize("fallback", ["none", "values", "loss in the opening"])
+def test_a_split_group_borrows_its_opening_to_the_same_gradient(split, fallback, checkpointing):
+    """The micro-batches of a group too long for one, in plan order, each backward on its own
+    (as the learner runs them): the same log-probs and gradient as every row whole, whether
+    the earlier parts borrow the opening or (values, loss tokens inside it) run it."""
+    prefix, lengths = 8, [20, 18, 17, 15]
+    tokens = rows_sharing(prefix, lengths, seed=5)
+    first = 3 if fallback == "loss in the opening" else prefix
+    mask = loss_mask_of(tokens, lengths, first)
+    adv = torch.linspace(-1.0, 1.5, len(lengths))[:, None]
+    ref_model = tiny_model(seed=2)
+    packed_model = copy.deepcopy(ref_model)
+    assert attention.install(packed_model)
+    head = packed_head = None
+    if fallback == "values":
+        head = ValueHead(32)
+        torch.nn.init.normal_(head.proj.weight, std=0.05)
+        packed_head = copy.deepcopy(head)
+    if checkpointing:
+        for m in (ref_model, packed_model):
+            _enable_activation_checkpointing(m)
+    n = mask.sum()
+
+    def objective(logp, entropy, values, rows):  # the minibatch's loss share of ``rows``
+        loss = ((logp * adv[rows] + 0.1 * entropy) * mask[rows]).sum() / n
+        return loss if values is None else loss + (values * mask[rows]).sum() / n
+
+    lp, en, vals = per_row(ref_model, tokens, lengths, mask, head)
+    objective(lp, en, vals, torch.arange(4)).backward()
+    lens = torch.tensor(lengths)
+    micros = plan(tokens, lens, torch.zeros(4, dtype=torch.long), torch.arange(4),
+                  budget=SPLITS[split])  # fmt: skip
+    assert len(micros) > 1 and any(m.borrowed for m in micros)
+    for m in micros:
+        got = forward_packed(packed_model, tokens[m.rows], lens[m.rows], mask[m.rows], m, 0.8,
+                             packed_head, True)  # fmt: skip
+        L = got[0].shape[1]
+        assert torch.allclose(got[0], lp[m.rows][:, :L], atol=1e-5)
+        assert torch.allclose(got[1], en[m.rows][:, :L], atol=1e-5)
+        objective(*got, m.rows).backward()
+    for a, b in zip(grads(ref_model, head), grads(packed_model, packed_head), strict=True):
+        assert torch.allclose(a, b, rtol=0, atol=1e-5), (a - b).abs().max()
+
+
 def test_a_batch_select_keeps_the_packed_rows_consistent() -> None:
     lengths = [10, 7]
     tokens = rows_sharing(4, lengths)
@@ -177,16 +247,22 @@ def test_a_batch_select_keeps_the_packed_rows_consistent() -> None:
     assert torch.allclose(logp, ref[micro.rows][:, : logp.shape[1]], atol=1e-5)
 
 
-def test_a_learner_step_on_shared_prefixes_runs_fewer_tokens_to_the_same_gradient() -> None:
+@pytest.mark.parametrize(
+    ("opening", "budget"),
+    [(10, 200), (4, 40)],  # a group per micro-batch; groups split, the opening lent
+)
+def test_a_learner_step_on_shared_prefixes_runs_fewer_tokens_to_the_same_gradient(
+    opening, budget
+) -> None:
     from learner_helpers import make_groups
 
     from agentgym.learner import Learner, LearnerConfig, OptimConfig
 
-    trajs = make_groups(tiny_model(), num_groups=2, group_size=4, seed=7, opening=10)
+    trajs = make_groups(tiny_model(), num_groups=2, group_size=4, seed=7, opening=opening)
     results = {}
     for share in (False, True):
         cfg = LearnerConfig(optim=OptimConfig(lr=1e-2), groups_per_step=2, shared_prefix=share,
-                            micro_batch_tokens=200)  # fmt: skip
+                            micro_batch_tokens=budget)  # fmt: skip
         learner = Learner(tiny_model(), cfg)
         assert learner.packed
         metrics = learner.step(trajs)
