@@ -182,6 +182,23 @@ def test_a_bad_tensor_mid_stream_stops_it_and_leaves_the_version_unusable(tmp_pa
     assert [names for names in inner.loads] == [["model.layers.0.a.weight"]]
 
 
+def test_every_request_stops_at_the_engine_stop_ids_and_its_own(monkeypatch) -> None:
+    from agentgym.engines.base import Generation, SamplingParams
+    from agentgym.engines.vllm import VLLMEngine
+
+    engine = VLLMEngine(object(), stop_token_ids=[2, 7])
+    asked = []
+
+    async def one(prompt, params, index):  # what would become one vLLM request
+        asked.append((index, params.stop_token_ids))
+        return Generation([5], [-0.5], "stop")
+
+    monkeypatch.setattr(engine, "_one", one)
+    gens = asyncio.run(engine.generate([[1], [1, 1]], SamplingParams(stop_token_ids=(9, 2))))
+    assert asked == [(0, (2, 7, 9)), (1, (2, 7, 9))]
+    assert [g.policy_version for g in gens] == [0, 0]
+
+
 def _has_cuda_and_vllm() -> bool:
     if importlib.util.find_spec("vllm") is None or importlib.util.find_spec("torch") is None:
         return False

@@ -167,7 +167,7 @@ def run_actor(
     for e in config.entries:
         where = f"sessions on {', '.join(e.env.remote)}" if e.env.remote else "in-process"
         log.info("env pool %s ready (%s)", e.env.name, where)
-    log.info("engine ready")
+    log.info("engine ready (%s, under %s)", config.engine.backend, sys.executable)
     if callable(endpoints):
         endpoints = endpoints()
     keys = actor_keys(config, endpoints, keys_path, ENDPOINTS_TIMEOUT_S)
