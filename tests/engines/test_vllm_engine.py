@@ -248,3 +248,16 @@ def test_vllm_logprobs_match_hf_and_weights_load_in_place(tmp_path) -> None:
     assert after.logprobs == pytest.approx(hf_logprobs(new_model, after), abs=1e-3)
     old = hf_logprobs(model, after)
     assert max(abs(a - b) for a, b in zip(after.logprobs, old, strict=True)) > 1e-2
+
+
+def test_cpu_prefills_are_whole_and_a_step_holds_the_longest_request(tmp_path) -> None:
+    import json
+
+    from agentgym.engines.vllm import whole_prefills
+
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
+    assert whole_prefills(tmp_path, None) == {
+        "enable_chunked_prefill": False, "max_num_batched_tokens": 8192,
+    }  # fmt: skip
+    assert whole_prefills(tmp_path, 2095)["max_num_batched_tokens"] == 2095
+    assert whole_prefills(tmp_path, 600)["max_num_batched_tokens"] == 2048  # vLLM's own floor

