@@ -328,7 +328,8 @@ def actor_python(backend: str, python: str | None) -> str:
 # Run by the actors' python (with the environment they get): where it imports agentgym from,
 # and the version of the vLLM distribution it would import (None: none), without importing
 # either (vLLM's import takes seconds).
-PROBE = """import importlib.metadata as m, importlib.util as u, json, os
+PROBE = """\
+import importlib.metadata as m, importlib.util as u, json, os
 spec = u.find_spec("agentgym")
 where = os.path.realpath(spec.submodule_search_locations[0]) if spec else None
 version = None
