@@ -65,6 +65,10 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--kv-gib", type=float, default=1.0)
+    parser.add_argument(
+        "--device", default="cpu", help="the transformers engine's (vLLM runs where its build does)"
+    )
+    parser.add_argument("--json", default=None, help="append the figures as one JSON line here")
     args = parser.parse_args()
 
     import torch
@@ -84,6 +88,7 @@ def main() -> None:
         "batch": args.batch,
         "new_tokens": args.new_tokens,
         "threads": torch.get_num_threads(),
+        "hf_device": args.device,
     }
 
     start = time.perf_counter()
@@ -96,6 +101,7 @@ def main() -> None:
 
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
     state = {k: v.clone() for k, v in model.state_dict().items()}
+    model.to(args.device)
     for route in ("file", "stream-layer", "stream-256mb"):
         result[f"update_s_{route}"] = update_seconds(loop, vllm, state, route, args.repeats)
     loop.run_until_complete(vllm.close())
@@ -116,6 +122,9 @@ def main() -> None:
         if isinstance(value, list):
             result[key] = {"median": round(statistics.median(value), 3), "all": value}
     print(json.dumps(result, indent=1))
+    if args.json:
+        with open(args.json, "a") as f:
+            f.write(json.dumps({"bench": "vllm-engine", **result}) + "\n")
 
 
 if __name__ == "__main__":

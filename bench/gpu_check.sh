@@ -13,6 +13,14 @@
 #   engine-slab   the engine with engine.fast_decode off (transformers' DynamicCache), beside
 #                 the engine step's default (the preallocated one-dtype slab)
 #   weights       weight sync (stream) of that model to an engine on the same device
+#   vllm-tests    where python3 imports vLLM (pip install ".[vllm]"): the tests marked vllm (the
+#                 engine against transformers and the learner on SmolLM2 when
+#                 AGENTGYM_VLLM_TEST_MODEL or runs/models/smollm2-135m-instruct holds it; two
+#                 GRPO steps of agentgym train with the vLLM actor)
+#   vllm-engine   vLLM against the transformers engine on that model: tokens/s, seconds per
+#                 weight update (bench/bench_engines.py); without the model, a skipped line
+#   Without vLLM both are one skipped line ("vllm"): its wheel cannot be carried to the lent
+#   machines today.
 # Results: OUT/summary.md (device, each step's status, seconds and figures), OUT/results.jsonl
 # (the figures as JSON lines) and OUT/<step>.log. Under 10 minutes on an H100.
 #
@@ -62,7 +70,7 @@ if [ "$DEVICE" = cuda ]; then
     ENGINE=(--batches 1 16 64 --prompt-tokens 256 --new-tokens 128)
     QS_STEPS=12
     QS_EVAL=(--limit 50)
-    T_TESTS=120 T_QS=120 T_BENCH=70 T_ENGINE=120
+    T_TESTS=120 T_QS=120 T_BENCH=70 T_ENGINE=120 T_VLLM=600
 else
     MODEL=(--layers 2 --hidden 64 --vocab 512 --threads 1)
     SHAPE=2x64x512
@@ -70,7 +78,7 @@ else
     ENGINE=(--batches 1 4 --prompt-tokens 32 --new-tokens 8)
     QS_STEPS=2
     QS_EVAL=(--limit 4 --set eval.samples=2)
-    T_TESTS=300 T_QS=300 T_BENCH=300 T_ENGINE=300
+    T_TESTS=300 T_QS=300 T_BENCH=300 T_ENGINE=300 T_VLLM=900
 fi
 
 {
@@ -130,6 +138,14 @@ step() {  # step NAME TIMEOUT_S CMD...: run one step, log it, record its status
     echo "   -> $verdict in ${took}s"
 }
 
+skip() {  # skip NAME WHY: record a step that cannot run here, and why
+    if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$1,"* ]]; then
+        return
+    fi
+    echo "== $1: skipped: $2"
+    echo "| $1 | skipped: $2 | 0 |" >>"$SUMMARY"
+}
+
 # The quickstart's two commands, run by `bash -c` so that `timeout` bounds both.
 QUICKSTART='run=$1; device=$2; steps=$3; shift 3
 agentgym train configs/quickstart.yaml --set run_dir="$run" --set learner.device="$device" \
@@ -158,6 +174,21 @@ step engine-slab "$T_ENGINE" python3 bench/gpu_bench.py engine --no-fast-decode 
     "${MODEL[@]}" "${ENGINE[@]}" --json "$JSON"
 step weights "$T_BENCH" python3 bench/bench_weights.py --model "$SHAPE" --device "$DEVICE" \
     --methods stream --port 5790 --json "$JSON"
+if python3 -c "import vllm" >/dev/null 2>&1; then
+    step vllm-tests "$T_VLLM" python3 -m pytest -c pyproject.toml --rootdir . -m vllm -q \
+        -p no:cacheprovider -W ignore::ResourceWarning \
+        -W ignore::pytest.PytestUnraisableExceptionWarning \
+        tests/engines/test_vllm_real.py tests/cli/test_vllm_train.py
+    VLLM_MODEL=${AGENTGYM_VLLM_TEST_MODEL:-runs/models/smollm2-135m-instruct}
+    if [ -f "$VLLM_MODEL/config.json" ]; then
+        step vllm-engine "$T_VLLM" python3 bench/bench_engines.py --model "$VLLM_MODEL" \
+            --device "$DEVICE" --batch 16 --new-tokens 128 --json "$JSON"
+    else
+        skip vllm-engine "no model at $VLLM_MODEL (agentgym model fetch smollm2-135m-instruct)"
+    fi
+else
+    skip vllm "python3 does not import vLLM (pip install \".[vllm]\" on a CUDA machine)"
+fi
 
 {
     echo

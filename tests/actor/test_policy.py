@@ -30,7 +30,7 @@ def vllm_starts(monkeypatch):
 
     def record(path, **kwargs):
         paths.append(Path(path))
-        return object()
+        return kwargs
 
     monkeypatch.setattr(VLLMEngine, "from_pretrained", staticmethod(record))
     return paths
@@ -97,3 +97,23 @@ def test_vllm_eval_scores_the_checkpoint_it_names(tmp_path, monkeypatch):
         evaluate(_config(tmp_path, base), ckpt.parent, limit=1)
     (directory,) = started
     assert directory != base and _same_weights(directory, ckpt)
+
+
+def test_vllm_starts_as_the_config_sizes_it(tmp_path, vllm_starts):
+    """The learner's arithmetic (bf16 or float32), room for the longest prompt and reply, the
+    configured KV cache (None: the engine's CPU default), eager or compiled, the chat's stop
+    ids."""
+    base, _ = _base_and_checkpoint(tmp_path)
+    plain = _config(tmp_path, base, "actor.max_context_tokens=900", "engine.max_new_tokens=48")
+    model, tokenizer = load_policy(plain)
+    kwargs = make_engine(plain, model, tokenizer, seed=5)
+    assert kwargs["dtype"] == "float32" and kwargs["kv_cache_memory_bytes"] is None
+    assert kwargs["max_model_len"] == 899 + 48 and kwargs["seed"] == 5
+    assert kwargs["enforce_eager"] is False
+    eos = tokenizer.eos_token_id
+    assert eos is not None and eos in kwargs["stop_token_ids"]
+    sized = _config(tmp_path, base, "engine.bf16=true", "learner.bf16=true",
+                    "engine.vllm_kv_cache_mb=512", "engine.vllm_eager=true")  # fmt: skip
+    kwargs = make_engine(sized, model, tokenizer)
+    assert kwargs["dtype"] == "bfloat16" and kwargs["kv_cache_memory_bytes"] == 512 << 20
+    assert kwargs["enforce_eager"] is True

@@ -3,6 +3,7 @@ leaves its log and figures, so the check is ready when a GPU machine is at hand.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
+if importlib.util.find_spec("vllm") is not None:  # the dry run would run vLLM's steps too
+    pytest.skip("vLLM is installed here; the CPU dry run expects none", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = ("gpu-tests", "quickstart", "learner", "learner-fsdp2", "learner-prefix", "engine",
@@ -29,6 +32,8 @@ def test_gpu_check_dry_run_on_cpu(tmp_path: Path) -> None:
     for step in STEPS:
         assert f"| {step} | ok |" in summary
         assert (out / f"{step}.log").stat().st_size > 0
+    # the vLLM steps run where python3 imports vLLM; elsewhere one line says why not
+    assert "| vllm | skipped: python3 does not import vLLM" in summary
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     kinds = sorted(
         (r["bench"], r.get("mode") or r.get("method") or f"{r['sampler']} {r['batch']}")

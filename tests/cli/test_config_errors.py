@@ -305,6 +305,15 @@ def test_engine_and_learner_compute_in_the_same_precision():
     load_config(QUICKSTART, ["engine.bf16=true", "learner.bf16=true"])
     with pytest.raises(ConfigError, match=r"engine.bf16: must equal learner.bf16 \(False\)"):
         load_config(QUICKSTART, ["engine.bf16=true"])
+    vllm = ["model.menu_policy=false", "engine.backend=vllm"]  # vLLM's dtype follows it too
+    load_config(QUICKSTART, [*vllm, "engine.bf16=true", "learner.bf16=true"])
+    with pytest.raises(ConfigError, match=r"engine.bf16: must equal learner.bf16 \(True\)"):
+        load_config(QUICKSTART, [*vllm, "learner.bf16=true"])
+
+
+def test_the_menu_policy_needs_the_transformers_engine():
+    with pytest.raises(ConfigError, match=r"model.menu_policy: needs engine.backend hf"):
+        load_config(QUICKSTART, ["engine.backend=vllm"])
 
 
 REFUSALS = {
@@ -326,6 +335,7 @@ REFUSALS = {
     "eval": ([], ["eval.samples=0"]),
     "transport": ([], ["transport.kind=udp"]),
     "kv reuse": ([], ["engine.kv_reuse_max_lag=-1"]),
+    "vllm kv cache": ([], ["engine.vllm_kv_cache_mb=0"]),
 }  # fmt: skip
 
 

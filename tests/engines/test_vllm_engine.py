@@ -182,6 +182,23 @@ def test_a_bad_tensor_mid_stream_stops_it_and_leaves_the_version_unusable(tmp_pa
     assert [names for names in inner.loads] == [["model.layers.0.a.weight"]]
 
 
+def test_every_request_stops_at_the_engine_stop_ids_and_its_own(monkeypatch) -> None:
+    from agentgym.engines.base import Generation, SamplingParams
+    from agentgym.engines.vllm import VLLMEngine
+
+    engine = VLLMEngine(object(), stop_token_ids=[2, 7])
+    asked = []
+
+    async def one(prompt, params, index):  # what would become one vLLM request
+        asked.append((index, params.stop_token_ids))
+        return Generation([5], [-0.5], "stop")
+
+    monkeypatch.setattr(engine, "_one", one)
+    gens = asyncio.run(engine.generate([[1], [1, 1]], SamplingParams(stop_token_ids=(9, 2))))
+    assert asked == [(0, (2, 7, 9)), (1, (2, 7, 9))]
+    assert [g.policy_version for g in gens] == [0, 0]
+
+
 def _has_cuda_and_vllm() -> bool:
     if importlib.util.find_spec("vllm") is None or importlib.util.find_spec("torch") is None:
         return False
@@ -231,3 +248,16 @@ def test_vllm_logprobs_match_hf_and_weights_load_in_place(tmp_path) -> None:
     assert after.logprobs == pytest.approx(hf_logprobs(new_model, after), abs=1e-3)
     old = hf_logprobs(model, after)
     assert max(abs(a - b) for a, b in zip(after.logprobs, old, strict=True)) > 1e-2
+
+
+def test_cpu_prefills_are_whole_and_a_step_holds_the_longest_request(tmp_path) -> None:
+    import json
+
+    from agentgym.engines.vllm import whole_prefills
+
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
+    assert whole_prefills(tmp_path, None) == {
+        "enable_chunked_prefill": False, "max_num_batched_tokens": 8192,
+    }  # fmt: skip
+    assert whole_prefills(tmp_path, 2095)["max_num_batched_tokens"] == 2095
+    assert whole_prefills(tmp_path, 600)["max_num_batched_tokens"] == 2048  # vLLM's own floor

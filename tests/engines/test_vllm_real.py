@@ -242,3 +242,19 @@ def test_mismatched_weights_are_refused_and_the_old_ones_keep_serving(setup) -> 
     after = generate_alone(setup, params)
     assert engine.version == version
     assert [g.logprobs for g in after] == [g.logprobs for g in before]
+
+
+def test_seeded_requests_longer_than_a_step_budget_sample(setup) -> None:
+    """Seeded prompts that together exceed one engine step's token budget: vLLM would prefill
+    them in chunks, and its CPU build then rewinds each seeded request's generator, which a CPU
+    generator cannot do (the engine process dies). Last in the file: a dead engine would fail
+    the tests after it."""
+    import math
+
+    prompts = [[100 + (17 * t + i) % 40000 for t in range(700)] for i in range(6)]
+    params = SamplingParams(max_new_tokens=4, temperature=1.0, seed=11)
+    gens = generate(setup, params, prompts)
+    assert [len(g.token_ids) for g in gens] == [4] * 6
+    assert all(math.isfinite(x) and x <= 0 for g in gens for x in g.logprobs)
+    again = generate(setup, params, prompts)
+    assert [g.token_ids for g in again] == [g.token_ids for g in gens]  # the seeds still hold

@@ -75,6 +75,12 @@ class IncompatibleLearner(RuntimeError):
     """The learner refused this actor: it speaks another wire schema (agentgym version)."""
 
 
+class GroupFailed(RuntimeError):
+    """A group raised (its engine died, say): the actor stopped, and its process exits
+    non-zero, so that the launcher stops the run instead of the learner waiting for groups
+    that will not come."""
+
+
 @dataclass(frozen=True)
 class EnvDraw:
     """One env an actor draws groups of (multi-env runs)."""
@@ -208,6 +214,7 @@ class Actor:
         self._control: Control | None = None
         self._first_version: int | None = None
         self._stop = asyncio.Event()
+        self._failure: BaseException | None = None  # the first group's exception
         self._changed = asyncio.Event()
         self._version_moved = asyncio.Event()  # the learner's version went up
         self._groups: dict[asyncio.Task[None], str] = {}  # running groups and their envs
@@ -220,7 +227,8 @@ class Actor:
     async def run(
         self, *, max_groups: int | None = None, timeout_s: float | None = None
     ) -> ActorStats:
-        """Run until the learner says stop (or ``max_groups`` groups were pushed, or timeout)."""
+        """Run until the learner says stop (or ``max_groups`` groups were pushed, or timeout);
+        raises `GroupFailed` after stopping when a group raised."""
         start = time.perf_counter()
         self._channels = AsyncActorChannels(
             self.endpoints, actor=self.name, index=self.s.index, keys=self.keys
@@ -249,6 +257,10 @@ class Actor:
             self._write_stats()
             self._channels.close()
             await self.engine.close()
+        if self._failure is not None:
+            raise GroupFailed(f"actor {self.s.index}: a group failed: {self._failure!r}") from (
+                self._failure
+            )
         return self.stats
 
     @property
@@ -400,7 +412,9 @@ class Actor:
         self._groups_finished += 1
         self._changed.set()
         if not task.cancelled() and task.exception() is not None:
-            log.error("actor %d: group failed: %r", self.s.index, task.exception())
+            log.error("actor %d: group failed: %r", self.s.index, task.exception(),
+                      exc_info=task.exception())  # fmt: skip
+            self._failure = self._failure or task.exception()
             self._stop.set()
 
     async def _run_group(self, spec: EpisodeSpec) -> None:

@@ -209,16 +209,13 @@ def make_engine(
     uses ``model``, so the hf engine may hold its weights as it computes with them (bf16).
     ``max_staleness``: the actor's staleness bound (None: ``learner.max_staleness``, 0 in a
     deterministic run), which bounds the age of reused keys and values by default."""
-    if config.engine.backend == "vllm":
-        if config.model.menu_policy:
-            raise ValueError("the menu policy runs on the hf engine only")
-        from agentgym.engines.vllm import VLLMEngine
+    from agentgym.engines.hf import HFEngine, stop_ids_for
 
+    if config.engine.backend == "vllm":
         if checkpoint is None and config.model.init_from is not None:
             checkpoint = resolve_checkpoint(config.model.init_from)
         directory = engine_weights_dir(config, model, tokenizer, checkpoint)
-        return VLLMEngine.from_pretrained(directory, seed=seed)
-    from agentgym.engines.hf import HFEngine, stop_ids_for
+        return start_vllm(config, directory, seed, stop_ids_for(model, tokenizer))
 
     inner = getattr(model, "lm", model)
     return HFEngine(
@@ -235,6 +232,25 @@ def make_engine(
         fast_decode=config.engine.fast_decode,
         reuse_kv_across_versions=config.engine.reuse_kv_across_versions,
         kv_reuse_max_lag=kv_reuse_lag(config, max_staleness),
+    )
+
+
+def start_vllm(config: RunConfig, directory: Path, seed: int, stop_token_ids: list[int]) -> Any:
+    """vLLM started on the model directory ``directory`` as ``engine`` configures it: bf16 or
+    float32 as the learner computes, room for the longest prompt and reply the actor makes
+    (``actor.max_context_tokens - 1`` + ``engine.max_new_tokens``), ``engine.vllm_kv_cache_mb``."""
+    from agentgym.engines.vllm import VLLMEngine
+
+    e = config.engine
+    mb = e.vllm_kv_cache_mb
+    return VLLMEngine.from_pretrained(
+        directory,
+        dtype="bfloat16" if e.bf16 else "float32",
+        kv_cache_memory_bytes=None if mb is None else int(mb * (1 << 20)),
+        max_model_len=config.actor.max_context_tokens - 1 + e.max_new_tokens,
+        seed=seed,
+        stop_token_ids=stop_token_ids,
+        enforce_eager=e.vllm_eager,
     )
 
 

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from agentgym.actor.actor import GroupFailed
 from agentgym.cli.common import (
     ENDPOINTS_FILE,
     actor_keys,
@@ -99,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeysError as e:
         print(f"agentgym-actor: {e}", file=sys.stderr, flush=True)
         return 2
+    except GroupFailed as e:  # its traceback is in the log above
+        print(f"agentgym-actor: {e}", file=sys.stderr, flush=True)
+        return 1
     log.info(
         "done: %d groups pushed, %d episodes dropped", stats.groups_pushed, stats.dropped_env_errors
     )
@@ -167,7 +171,7 @@ def run_actor(
     for e in config.entries:
         where = f"sessions on {', '.join(e.env.remote)}" if e.env.remote else "in-process"
         log.info("env pool %s ready (%s)", e.env.name, where)
-    log.info("engine ready")
+    log.info("engine ready (%s, under %s)", config.engine.backend, sys.executable)
     if callable(endpoints):
         endpoints = endpoints()
     keys = actor_keys(config, endpoints, keys_path, ENDPOINTS_TIMEOUT_S)

