@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -160,6 +161,10 @@ def run(args: argparse.Namespace) -> int:
     except ServerFailed as e:
         print(f"agentgym train: {e}", file=sys.stderr, flush=True)
         return 1
+    finally:
+        # This process's hold ends here (children still alive keep theirs): a caller that
+        # runs train again in the same process, a --resume say, is not refused by its own lock.
+        os.close(lock)
 
 
 def _resume_step(run_dir: Path) -> int:
