@@ -12,7 +12,9 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from agentgym.config import WEBNAV_TEMPLATES as TEMPLATES
+from agentgym.envs.families import TASK_FILTERS
+
+TEMPLATES = TASK_FILTERS["templates"].modulus
 
 
 def template_names(templates: list[int]) -> dict[int, str]:

@@ -7,10 +7,11 @@ import re
 
 import pytest
 
-from agentgym.config import WEBNAV_TEMPLATES as NUM_TEMPLATES  # the Rust env's count, checked below
 from agentgym.envs import EnvPool
-from agentgym.envs.families import WEBNAV_INVALID_REPLY, family, parse_webnav_reply
+from agentgym.envs.families import TASK_FILTERS, WEBNAV_INVALID_REPLY, family, parse_webnav_reply
 from agentgym.envs.planners import run_expert
+
+NUM_TEMPLATES = TASK_FILTERS["templates"].modulus  # the Rust env's count, checked below
 
 SITES = ("shop", "forum", "code")
 _ID_LINE = re.compile(r"^\t*\[(\d+)\] (\w+) '")
