@@ -139,15 +139,7 @@ def test_packed_pass_equals_each_row_whole(case, checkpointing) -> None:
     first = max(prefix - 3, 1)  # loss tokens start inside the shared part where there is one
     mask = loss_mask_of(tokens, lengths, first)
     adv = torch.linspace(-1.0, 1.5, len(lengths))[:, None]
-    ref_model = tiny_model(seed=1)
-    packed_model = copy.deepcopy(ref_model)
-    assert attention.install(packed_model)
-    head = ValueHead(32)
-    torch.nn.init.normal_(head.proj.weight, std=0.05)
-    packed_head = copy.deepcopy(head)
-    if checkpointing:
-        for m in (ref_model, packed_model):
-            _enable_activation_checkpointing(m)
+    ref_model, packed_model, head, packed_head = _model_pair(1, True, checkpointing)
     real = torch.zeros(tokens.shape, dtype=torch.bool)
     for r, n in enumerate(lengths):
         real[r, :n] = True
@@ -189,17 +181,7 @@ def test_a_split_group_borrows_its_opening_to_the_same_gradient(split, fallback,
     first = 3 if fallback == "loss in the opening" else prefix
     mask = loss_mask_of(tokens, lengths, first)
     adv = torch.linspace(-1.0, 1.5, len(lengths))[:, None]
-    ref_model = tiny_model(seed=2)
-    packed_model = copy.deepcopy(ref_model)
-    assert attention.install(packed_model)
-    head = packed_head = None
-    if fallback == "values":
-        head = ValueHead(32)
-        torch.nn.init.normal_(head.proj.weight, std=0.05)
-        packed_head = copy.deepcopy(head)
-    if checkpointing:
-        for m in (ref_model, packed_model):
-            _enable_activation_checkpointing(m)
+    ref_model, packed_model, head, packed_head = _model_pair(2, fallback == "values", checkpointing)
     n = mask.sum()
 
     def objective(logp, entropy, values, rows):  # the minibatch's loss share of ``rows``
@@ -271,3 +253,20 @@ def test_a_learner_step_on_shared_prefixes_runs_fewer_tokens_to_the_same_gradien
     assert shared["tokens_run"] < plain["tokens_run"] == plain["tokens"]  # one pass: its own prox
     assert shared["loss/policy"] == pytest.approx(plain["loss/policy"], abs=1e-6)
     assert shared["grad_norm"] == pytest.approx(plain["grad_norm"], rel=1e-5)
+
+
+def _model_pair(seed: int, value_head: bool, checkpointing: bool):
+    """The reference model, its copy with the packed attention installed, and a value head
+    with its copy (None, None without one)."""
+    ref_model = tiny_model(seed=seed)
+    packed_model = copy.deepcopy(ref_model)
+    assert attention.install(packed_model)
+    head = packed_head = None
+    if value_head:
+        head = ValueHead(32)
+        torch.nn.init.normal_(head.proj.weight, std=0.05)
+        packed_head = copy.deepcopy(head)
+    if checkpointing:
+        for m in (ref_model, packed_model):
+            _enable_activation_checkpointing(m)
+    return ref_model, packed_model, head, packed_head
