@@ -19,7 +19,8 @@
 #
 # MODEL (default runs/models/smollm2-135m-instruct: agentgym model fetch smollm2-135m-instruct
 # MODEL), SEEDS (default "0 1 2"), ARMS (scalinginter's arms, default "stepwise short long"),
-# LIMIT (eval tasks per set, default 20).
+# LIMIT (eval tasks per set, default 20), FORCE=1 (scalinginter: train the arms even when the warm
+# start's Pass@8 is 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -126,8 +127,20 @@ scalinginter)
         agentgym sft "$HORIZON" --set "model.path=$MODEL" --set "run_dir=$warm" \
             --set "sft.data=[$warm/demos.jsonl]"
     fi
+    # Pass@8 of the warm start on held-out tasks of both levels at cap 6 (T 0.7, as training
+    # samples): GRPO learns only from groups with a success in them.
     eval_once "$OUT/warm.json" "$HORIZON" --set "run_dir=$warm" --set "model.path=$MODEL" \
+        --set "tasks.eval.limit=$LIMIT" --set eval.samples=8 --set eval.temperature=0.7 \
         --checkpoint "$warm/sft/checkpoints" --caps 6
+    if [ "${FORCE:-0}" != 1 ] && python - "$OUT/warm.json" <<'PY'
+import json, sys
+sys.exit(0 if json.load(open(sys.argv[1]))[0]["rows"]["babyai"]["pass@8"] == 0 else 1)
+PY
+    then
+        echo "the warm start's Pass@8 is 0 ($OUT/warm.json): no group would have a success to" \
+            "learn from; a stronger warm start first (FORCE=1 trains the arms anyway)" >&2
+        exit 3
+    fi
     # Evals run at cap 6 only: the prompt does not depend on the cap, so an episode cut at t turns
     # is the cap-6 episode's first t turns, and the eval's share solved within 2 and 4 turns is
     # the cap-2 and cap-4 row of the matrix (up to batching noise: the noise table).
