@@ -121,11 +121,17 @@ scalinginter)
     # The warm start every arm and seed starts from: levels 14 and 21 give the instruct model
     # no success to rank (zero-shot Pass@8 0 on level 14), so RL begins after bot-demo SFT.
     warm=$OUT/warm
-    if [ ! -d "$warm/sft/checkpoints" ]; then
+    # $warm/sft.done marks a finished SFT; a checkpoint without it is a stopped one, resumed.
+    if [ ! -f "$warm/sft.done" ]; then
         [ -f "$warm/demos.jsonl" ] || agentgym demos babyai --tasks 0:4000 --levels 14,21 \
             --worked-example --out "$warm/demos.jsonl"
-        agentgym sft "$HORIZON" --set "model.path=$MODEL" --set "run_dir=$warm" \
-            --set "sft.data=[$warm/demos.jsonl]"
+        if [ -f "$warm/sft/checkpoints/latest" ]; then
+            agentgym sft --resume "$warm"
+        else
+            agentgym sft "$HORIZON" --set "model.path=$MODEL" --set "run_dir=$warm" \
+                --set "sft.data=[$warm/demos.jsonl]" --overwrite
+        fi
+        touch "$warm/sft.done"
     fi
     # Pass@8 of the warm start on held-out tasks of both levels at cap 6 (T 0.7, as training
     # samples): GRPO learns only from groups with a success in them.
