@@ -98,7 +98,7 @@ def learner_logprobs(model, prompts, gens, temperature) -> list[list[float]]:
     import torch
 
     from agentgym.learner.batch import TrainBatch
-    from agentgym.learner.learner import forward_tokens
+    from agentgym.learner.forward import forward_tokens
 
     out = []
     for prompt, gen in zip(prompts, gens, strict=True):

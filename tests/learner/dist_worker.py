@@ -78,8 +78,8 @@ def train(
         if save_at == learner.version:
             learner.save_checkpoint()
     items = dict(full_state_dict_items(learner.model, keep=dist.is_main))
-    if learner.value_head is not None:
-        head = full_state_dict_items(learner.value_head, keep=dist.is_main)
+    if learner.update.value_head is not None:
+        head = full_state_dict_items(learner.update.value_head, keep=dist.is_main)
         items.update({f"value_head.{k}": v for k, v in head})
     if dist.is_main:
         from safetensors.torch import save_file

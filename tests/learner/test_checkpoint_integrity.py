@@ -50,7 +50,7 @@ def test_a_damaged_newest_checkpoint_is_passed_over_for_the_newest_intact(tmp_pa
     damage(newest / "model.safetensors")
     assert "model.safetensors differs" in manifest_problem(newest)
     with pytest.raises(CheckpointError, match="damaged: model.safetensors differs"):
-        load_checkpoint(newest, tiny_model(), learner.optimizer, learner.generator)
+        load_checkpoint(newest, tiny_model(), learner.update.optimizer, learner.update.generator)
     resumed = Learner(tiny_model(seed=5), config(checkpoint_dir=str(tmp_path)))
     with caplog.at_level(logging.WARNING, logger="agentgym.learner"):
         resumed.load_checkpoint(tmp_path)

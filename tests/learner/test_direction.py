@@ -215,7 +215,7 @@ def _grads_of_one_update(learner: Learner, trajs) -> dict[str, torch.Tensor]:
                 if p.grad is not None:
                     seen[names[id(p)]] = p.grad.detach().clone()
 
-    handle = learner.optimizer.register_step_pre_hook(grab)
+    handle = learner.update.optimizer.register_step_pre_hook(grab)
     try:
         learner.step(trajs)
     finally:

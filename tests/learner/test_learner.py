@@ -23,6 +23,7 @@ from agentgym.learner import (  # noqa: E402
     state_dict_to_blobs,
 )
 from agentgym.learner.config import KL_REWARD_ESTIMATORS  # noqa: E402
+from agentgym.learner.update import PolicyUpdate  # noqa: E402
 
 
 def config(**kw) -> LearnerConfig:
@@ -267,8 +268,8 @@ def test_first_minibatch_prox_from_its_own_pass_gives_the_recomputed_update(monk
     for reuse in (True, False):
         model = tiny_model()
         learner = Learner(model, config(minibatches=2, ppo_epochs=2, loss=loss))
-        assert learner.prox_from_first_pass
-        monkeypatch.setattr(Learner, "prox_from_first_pass", reuse)
+        assert learner.update.prox_from_first_pass
+        monkeypatch.setattr(PolicyUpdate, "prox_from_first_pass", reuse)
         metrics = [learner.step(trajs) for _ in range(2)]
         monkeypatch.undo()
         results.append((params(model), metrics))
@@ -283,7 +284,8 @@ def test_first_minibatch_prox_from_its_own_pass_gives_the_recomputed_update(monk
         tiny_model(),
         config(advantage=AdvantageConfig(estimator="reinforce_pp", kl_reward_coef=0.1)),
     )
-    assert not gae.prox_from_first_pass and not kl_reward.prox_from_first_pass
+    assert not gae.update.prox_from_first_pass
+    assert not kl_reward.update.prox_from_first_pass
 
 
 class NoKeepWrapper(torch.nn.Module):
@@ -355,7 +357,7 @@ def test_a_step_whose_gradient_is_not_finite_is_skipped_and_counted():
     assert metrics["skipped_steps"] == 1 and metrics["skipped_steps_total"] == 1
     assert not math.isfinite(metrics["grad_norm"])
     assert all(torch.equal(before[k], v) for k, v in params(model).items())
-    assert not learner.optimizer.state  # no moment holds the overflow
+    assert not learner.update.optimizer.state  # no moment holds the overflow
     poison.remove()
     metrics = learner.step(trajs)
     assert metrics["skipped_steps"] == 0 and metrics["skipped_steps_total"] == 1
@@ -375,7 +377,7 @@ def test_gae_advantages_are_whitened_unless_switched_off():
     preps = {}
     for whiten in (True, False):
         estimator = AdvantageConfig(estimator="gae", gae_whiten=whiten)
-        preps[whiten] = Learner(tiny_model(), config(advantage=estimator))._prepare(batch)
+        preps[whiten] = Learner(tiny_model(), config(advantage=estimator)).update.prepare(batch)
     raw, white = preps[False].advantages, preps[True].advantages
     assert raw[m > 0].std() > 0.1 and raw[m > 0].mean().abs() > 0.1  # the outcome rewards
     assert white[m > 0].mean().item() == pytest.approx(0.0, abs=1e-5)

@@ -7,6 +7,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentgym.learner import losses as L  # noqa: E402
+from agentgym.learner.config import LossConfig  # noqa: E402
+
+
+def loss_cfg(**kw) -> LossConfig:
+    """The loss settings as the learner passes them: token-mean unless given."""
+    return LossConfig(**{"aggregation": "token-mean", **kw})
 
 
 def vanilla_ppo(logp, old_logp, adv, mask, eps):
@@ -28,7 +34,7 @@ def test_equals_vanilla_ppo_when_behaviour_is_prox():
     logp, prox, adv, mask = random_case()
     logp.requires_grad_(True)
     for mode in ("token", "sequence", "mask", "none"):
-        cfg = L.PolicyLossConfig(clip_eps=0.2, behaviour_weight=mode)
+        cfg = loss_cfg(clip_eps=0.2, behaviour_weight=mode)
         out = L.policy_loss(logp, prox, prox, adv, mask, cfg)
         ref = vanilla_ppo(logp, prox, adv, mask, 0.2)
         assert out.loss.item() == pytest.approx(ref.item(), rel=1e-6)
@@ -44,13 +50,11 @@ def test_asymmetric_and_dual_clip():
     prox = torch.zeros(1, 3)
     adv = torch.tensor([[1.0, 1.0, -1.0]])
     mask = torch.ones(1, 3)
-    cfg = L.PolicyLossConfig(clip_eps=0.2, clip_eps_high=0.3, behaviour_weight="none")
+    cfg = loss_cfg(clip_eps=0.2, clip_eps_high=0.3, behaviour_weight="none")
     per = L.policy_loss(logp, prox, prox, adv, mask, cfg).loss * 3
     # token 0: min(1.5, 1.3) -> -1.3; token 1: min(0.5, 0.8) -> -0.5; token 2: -min(-5, -1.3) = 5
     assert per.item() == pytest.approx(-1.3 - 0.5 + 5.0)
-    dual = L.PolicyLossConfig(
-        clip_eps=0.2, clip_eps_high=0.3, dual_clip=3.0, behaviour_weight="none"
-    )
+    dual = loss_cfg(clip_eps=0.2, clip_eps_high=0.3, dual_clip=3.0, behaviour_weight="none")
     out = L.policy_loss(logp, prox, prox, adv, mask, dual)
     assert (out.loss * 3).item() == pytest.approx(-1.3 - 0.5 + 3.0)
     assert out.dual_clip_fraction.item() == pytest.approx(1 / 3)
@@ -76,7 +80,7 @@ def test_weights_scale_each_tokens_loss():
     prox = torch.zeros(1, 2)
     behav = torch.log(torch.tensor([[0.25, 2.0]]))  # w = 4 (capped to 3), 0.5
     adv = torch.tensor([[1.0, 1.0]])
-    cfg = L.PolicyLossConfig(behaviour_weight="token", behaviour_cap=3.0)
+    cfg = loss_cfg(behaviour_weight="token", behaviour_cap=3.0)
     out = L.policy_loss(logp, prox, behav, adv, torch.ones(1, 2), cfg)
     assert out.loss.item() == pytest.approx(-(3.0 + 0.5) / 2)
     assert out.weight_max.item() == pytest.approx(3.0)
@@ -96,7 +100,7 @@ def test_aggregation_modes():
 def test_microbatch_losses_add_up_with_global_counts():
     logp, prox, adv, mask = random_case(1, B=4)
     for mode in L.AGGREGATIONS:
-        cfg = L.PolicyLossConfig(aggregation=mode, norm_tokens=50.0)
+        cfg = loss_cfg(aggregation=mode, norm_tokens=50.0)
         whole = L.policy_loss(logp, prox, prox, adv, mask, cfg).loss
         n_tok, n_seq = mask.sum(), (mask.sum(-1) > 0).sum()
         parts = sum(
@@ -132,7 +136,7 @@ def test_a_log_ratio_drift_past_float32_range_keeps_the_loss_finite():
     prox = torch.tensor([[-90.0, -0.2, -1.0]])
     adv = torch.tensor([[-1.0, 1.0, 1.0]])
     mask = torch.ones(1, 3)
-    cfg = L.PolicyLossConfig(clip_eps=0.2, behaviour_weight="none")
+    cfg = loss_cfg(clip_eps=0.2, behaviour_weight="none")
     out = L.policy_loss(logp, prox, prox, adv, mask, cfg)
     (grad,) = torch.autograd.grad(out.loss, logp)
     assert torch.isfinite(out.loss) and torch.isfinite(grad).all()
@@ -222,7 +226,7 @@ def test_clip_fraction_counts_the_tokens_whose_clipped_term_binds():
     ratio = torch.tensor([[1.5, 2.0, 0.5, 1.0, 1.5]])
     adv = torch.tensor([[1.0, 1.0, -1.0, 1.0, -1.0]])
     prox = torch.zeros(1, 5)
-    cfg = L.PolicyLossConfig(clip_eps=0.2, behaviour_weight="none")
+    cfg = loss_cfg(clip_eps=0.2, behaviour_weight="none")
     out = L.policy_loss(ratio.log(), prox, prox, adv, torch.ones(1, 5), cfg)
     assert out.clip_fraction.item() == pytest.approx(3 / 5)
 
@@ -233,7 +237,7 @@ def test_approx_kl_to_prox_is_positive_when_the_policy_left_the_sampled_tokens()
     prox = torch.log(torch.tensor([[0.5, 0.2, 0.1]]))
     logp = prox + torch.tensor([[-0.3, -0.2, 0.2]])
     mask = torch.tensor([[1.0, 1.0, 1.0]])
-    cfg = L.PolicyLossConfig(behaviour_weight="none")
+    cfg = loss_cfg(behaviour_weight="none")
     out = L.policy_loss(logp, prox, prox, torch.ones(1, 3), mask, cfg)
     assert out.approx_kl_prox.item() == pytest.approx((0.3 + 0.2 - 0.2) / 3)
 
@@ -249,7 +253,7 @@ def test_token_sum_over_a_constant_keeps_a_rows_weight_whatever_joins_its_batch(
     flat_mask = torch.ones(3, 6)  # three long rows, every token generated, advantage 0
 
     def grad(mode: str, with_flat: bool) -> torch.Tensor:
-        cfg = L.PolicyLossConfig(aggregation=mode, norm_tokens=40.0)
+        cfg = loss_cfg(aggregation=mode, norm_tokens=40.0)
         lp = logp if not with_flat else torch.cat([logp, torch.zeros(3, 6)])
         m = mask if not with_flat else torch.cat([mask, flat_mask])
         a = adv if not with_flat else torch.cat([adv, torch.zeros(3, 6)])

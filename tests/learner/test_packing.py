@@ -12,7 +12,6 @@ from learner_helpers import VOCAB, tiny_model  # noqa: E402
 from agentgym import attention  # noqa: E402
 from agentgym.learner.batch import TrainBatch  # noqa: E402
 from agentgym.learner.forward import ValueHead  # noqa: E402
-from agentgym.learner.learner import _enable_activation_checkpointing  # noqa: E402
 from agentgym.learner.losses import token_logprobs  # noqa: E402
 from agentgym.learner.packing import (  # noqa: E402
     Micro,
@@ -21,6 +20,7 @@ from agentgym.learner.packing import (  # noqa: E402
     plan,
     tokens_run,
 )
+from agentgym.learner.update import _enable_activation_checkpointing  # noqa: E402
 
 
 def rows_sharing(prefix: int, lengths: list[int], seed: int = 0):
@@ -246,7 +246,7 @@ def test_a_learner_step_on_shared_prefixes_runs_fewer_tokens_to_the_same_gradien
         cfg = LearnerConfig(optim=OptimConfig(lr=1e-2), groups_per_step=2, shared_prefix=share,
                             micro_batch_tokens=budget)  # fmt: skip
         learner = Learner(tiny_model(), cfg)
-        assert learner.packed
+        assert learner.update.packed
         metrics = learner.step(trajs)
         results[share] = metrics
     plain, shared = results[False], results[True]

@@ -53,16 +53,16 @@ def weights_seen(model, trajectories, temperature: float, packed: bool = True) -
     take packed sequences, the padded one (``forward_tokens``)."""
     from unittest import mock
 
-    import agentgym.learner.learner as learner_module
+    import agentgym.learner.update as update_module
 
     cfg = LearnerConfig(
         temperature=temperature, groups_per_step=2, minibatches=2, micro_batch_size=3
     )
     if packed:
         return Learner(model, cfg).step(trajectories)
-    with mock.patch.object(learner_module.attention, "install", return_value=False):
+    with mock.patch.object(update_module.attention, "install", return_value=False):
         learner = Learner(model, cfg)
-    assert not learner.packed
+    assert not learner.update.packed
     return learner.step(trajectories)
 
 

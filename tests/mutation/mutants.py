@@ -78,7 +78,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "advantages",
     ),
     Mutant(
-        "importance correction off (behaviour log-probs replaced by pi_prox)", LEARNER,
+        "importance correction off (behaviour log-probs replaced by pi_prox)", UPDATE,
         "            out.logp, prox, mb.behav_logp,\n",
         "            out.logp, prox, prox,\n",
         "learner",
@@ -90,19 +90,19 @@ MUTANTS: tuple[Mutant, ...] = (
         "batch",
     ),
     Mutant(
-        "loss_weight not applied in Learner.step", LEARNER,
+        "loss_weight not applied to the advantages", UPDATE,
         "prep = replace(prep, advantages=prep.advantages * weights[:, None])",
         "prep = replace(prep, advantages=prep.advantages)",
         "learner",
     ),
     Mutant(
-        "entropy bonus sign flipped", LEARNER,
+        "entropy bonus sign flipped", UPDATE,
         "loss = loss - cfg.entropy_coef * entropy_loss",
         "loss = loss + cfg.entropy_coef * entropy_loss",
         "learner",
     ),
     Mutant(
-        "KL loss sign flipped", LEARNER,
+        "KL loss sign flipped", UPDATE,
         "loss = loss + cfg.kl_coef * kl_loss",
         "loss = loss - cfg.kl_coef * kl_loss",
         "learner",
@@ -157,7 +157,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "advantages",
     ),
     Mutant(
-        "KL reward estimate reversed (log ref - log pi)", LEARNER,
+        "KL reward estimate reversed (log ref - log pi)", UPDATE,
         'kl_estimate(prox_logp, ref_logp, "k1")',
         'kl_estimate(ref_logp, prox_logp, "k1")',
         "learner",
@@ -169,13 +169,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "learner",
     ),
     Mutant(
-        "packed passes (pi_prox and training) at T = 1", LEARNER,
+        "packed passes (pi_prox and training) at T = 1", UPDATE,
         "                self.cfg.temperature, value_head, entropy_grad,\n",
         "                1.0, value_head, entropy_grad,\n",
         "learner",
     ),
     Mutant(
-        "padded passes (pi_prox and training) at T = 1", LEARNER,
+        "padded passes (pi_prox and training) at T = 1", UPDATE,
         "forward_tokens(model, mb, self.cfg.temperature, value_head, entropy_grad)",
         "forward_tokens(model, mb, 1.0, value_head, entropy_grad)",
         "learner",
@@ -318,7 +318,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "losses",
     ),
     Mutant(
-        "a step without signal still runs the optimizer", LEARNER,
+        "a step without signal still runs the optimizer", UPDATE,
         "flat = self._without_signal(prep)",
         "flat = False",
         "learner",

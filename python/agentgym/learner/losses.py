@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from agentgym.learner.config import LossConfig
+
 AGGREGATIONS = (
     "token-mean",
     "seq-mean-token-mean",
@@ -166,20 +168,6 @@ def behaviour_weights(
 
 
 @dataclass(frozen=True)
-class PolicyLossConfig:
-    """The knobs of ``policy_loss`` (a subset of the learner's ``LossConfig``)."""
-
-    clip_eps: float = 0.2
-    clip_eps_high: float | None = None
-    dual_clip: float | None = None
-    behaviour_weight: str = "token"
-    behaviour_cap: float = 5.0
-    aggregation: str = "token-mean"
-    norm_tokens: float | None = None
-    """The constant of ``seq-mean-token-sum-norm``."""
-
-
-@dataclass(frozen=True)
 class PolicyLoss:
     """The policy-gradient loss and detached statistics about it."""
 
@@ -198,7 +186,7 @@ def policy_loss(
     behav_logp: Tensor,
     advantages: Tensor,
     mask: Tensor,
-    cfg: PolicyLossConfig,
+    cfg: LossConfig,
     *,
     num_tokens: float | Tensor | None = None,
     num_seqs: float | Tensor | None = None,
@@ -210,7 +198,12 @@ def policy_loss(
     l_t = w_t * max(-A_t r_t, -A_t clip(r_t, 1 - eps, 1 + eps_high))
     dual clip (c > 1), for A_t < 0 only: l_t = w_t * min(max(...), -c A_t)
     With mu == pi_prox (w = 1) this is exactly the standard clipped PPO objective.
+
+    ``cfg`` is the learner's ``LossConfig`` with its aggregation resolved
+    (``LearnerConfig.aggregation``: None there means "the estimator's default").
     """
+    if cfg.aggregation is None:
+        raise ValueError("policy_loss: cfg.aggregation is None; pass LearnerConfig.aggregation")
     m = mask.to(logp.dtype)
     eps_high = cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high
     ratio = (logp - prox_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).exp()

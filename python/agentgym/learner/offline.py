@@ -18,7 +18,7 @@ from agentgym.learner.batch import TrainBatch
 from agentgym.learner.checkpoint import TrainingState, load_checkpoint, save_checkpoint
 from agentgym.learner.datasets import Example
 from agentgym.learner.metrics import MetricsWriter
-from agentgym.learner.update import OptimizerStep
+from agentgym.learner.update import OptimizerStep, adamw
 
 StepFn = Callable[[OptimizerStep, list[int]], dict[str, float]]
 """One optimizer step over the items at the given indices: accumulates their gradients, then
@@ -104,11 +104,8 @@ def offline_loop(
     (``stopped``). The model is in training mode during the steps (its dropout on) only with
     ``dropout``."""
     out = Path(out_dir)
-    o = cfg.optim
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay
-    )
-    optimizer_step = OptimizerStep(optimizer, o.grad_clip)
+    optimizer = adamw(model.parameters(), cfg.optim)
+    optimizer_step = OptimizerStep(optimizer, cfg.optim.grad_clip)
     generator = generator if generator is not None else torch.Generator().manual_seed(cfg.seed)
     plan = plan_steps(num_items, cfg)
     # what the plan is made of: a resumed run must have the same (a larger cfg.epochs only
