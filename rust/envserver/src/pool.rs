@@ -76,6 +76,17 @@ pub(crate) enum Phase {
 }
 
 impl Phase {
+    /// The phase as `info()` names it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Phase::Fresh => "fresh",
+            Phase::Running => "running",
+            Phase::Finished { truncated: false } => "done",
+            Phase::Finished { truncated: true } => "truncated",
+            Phase::Failed(_) => "failed",
+        }
+    }
+
     /// Why session `id` cannot step in this phase, if it cannot.
     pub(crate) fn step_refusal(&self, id: u64) -> Option<String> {
         match self {
@@ -502,7 +513,7 @@ impl EnvPool {
             };
             info.insert("pool_steps".into(), s.steps.into());
             info.insert("task_id".into(), s.task_id.map_or(serde_json::Value::Null, |t| t.into()));
-            info.insert("phase".into(), phase_name(&s.phase).into());
+            info.insert("phase".into(), s.phase.name().into());
             if let Phase::Failed(msg) = &s.phase {
                 info.insert("error".into(), msg.clone().into());
             }
@@ -656,16 +667,6 @@ fn reset_one(session: &SessionRef, id: u64, task_id: u64, stats: &PoolStats) -> 
             s.phase = Phase::Failed(msg.clone());
             Err(format!("session {id}: {msg}"))
         }
-    }
-}
-
-fn phase_name(phase: &Phase) -> &'static str {
-    match phase {
-        Phase::Fresh => "fresh",
-        Phase::Running => "running",
-        Phase::Finished { truncated: false } => "done",
-        Phase::Finished { truncated: true } => "truncated",
-        Phase::Failed(_) => "failed",
     }
 }
 

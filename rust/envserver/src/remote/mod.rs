@@ -488,7 +488,7 @@ impl RemotePool {
                 info.insert("remote_id".into(), s.remote_id.into());
                 info.insert("pool_steps".into(), s.steps.into());
                 info.insert("task_id".into(), s.task_id.map_or(Value::Null, Value::from));
-                info.insert("phase".into(), if s.lost.is_some() { "lost" } else { phase_name(&s.phase) }.into());
+                info.insert("phase".into(), if s.lost.is_some() { "lost" } else { s.phase.name() }.into());
                 if let Some(instance) = &s.instance {
                     info.insert("instance".into(), instance.to_string().into());
                 }
@@ -801,16 +801,6 @@ fn group_by_target(sessions: &[Target], items: Vec<usize>) -> Vec<(Group, Vec<us
         groups.entry((sessions[i].server, sessions[i].instance.clone())).or_default().push(i);
     }
     groups.into_iter().collect()
-}
-
-fn phase_name(phase: &Phase) -> &'static str {
-    match phase {
-        Phase::Fresh => "fresh",
-        Phase::Running => "running",
-        Phase::Finished { truncated: false } => "done",
-        Phase::Finished { truncated: true } => "truncated",
-        Phase::Failed(_) => "failed",
-    }
 }
 
 #[cfg(test)]
