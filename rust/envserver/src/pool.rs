@@ -136,6 +136,18 @@ pub struct PoolStats {
     pub env_panics: AtomicU64,
 }
 
+impl PoolStats {
+    /// The counters as (name, value) pairs, in the names the Python `stats()` uses.
+    pub fn counters(&self) -> [(&'static str, u64); 4] {
+        [
+            ("steps", self.steps.load(Ordering::Relaxed)),
+            ("resets", self.resets.load(Ordering::Relaxed)),
+            ("step_errors", self.step_errors.load(Ordering::Relaxed)),
+            ("env_panics", self.env_panics.load(Ordering::Relaxed)),
+        ]
+    }
+}
+
 /// A multiplexer of env sessions of one kind.
 pub struct EnvPool {
     factory: SharedFactory,

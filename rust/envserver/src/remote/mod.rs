@@ -153,6 +153,23 @@ pub struct RemoteStats {
     pub lost_sessions: AtomicU64,
 }
 
+impl RemoteStats {
+    /// The counters as (name, value) pairs, in the names the Python `stats()` uses;
+    /// `env_panics` is always 0 (a remote env's panic is its server's), kept so that the keys
+    /// match [`crate::pool::PoolStats::counters`].
+    pub fn counters(&self) -> [(&'static str, u64); 7] {
+        [
+            ("steps", self.steps.load(Ordering::Relaxed)),
+            ("resets", self.resets.load(Ordering::Relaxed)),
+            ("step_errors", self.step_errors.load(Ordering::Relaxed)),
+            ("env_panics", 0),
+            ("transport_errors", self.transport_errors.load(Ordering::Relaxed)),
+            ("close_errors", self.close_errors.load(Ordering::Relaxed)),
+            ("lost_sessions", self.lost_sessions.load(Ordering::Relaxed)),
+        ]
+    }
+}
+
 /// What a server said about itself (`None` fields: not an agentgym server).
 #[derive(Debug, Clone, Default)]
 struct Probe {
