@@ -468,9 +468,9 @@ impl EnvPool {
     /// in the pages of the threads that built it: without this, the memory of sessions closed
     /// by a process that then goes quiet would stay resident.
     fn release_freed_memory(&self) {
-        let everywhere = self.helpers.as_ref().is_some_and(|h| h.run(&|_| crate::release_freed_memory()));
+        let everywhere = self.helpers.as_ref().is_some_and(|h| h.run(&|_| crate::alloc::release_freed_memory()));
         if !everywhere {
-            crate::release_freed_memory();
+            crate::alloc::release_freed_memory();
         }
     }
 
