@@ -868,4 +868,17 @@ mod tests {
         let out = apply_step(&mut s, reply(false, false, None), Some(1));
         assert!(out.truncated && !out.done);
     }
+
+    #[test]
+    fn counters_name_the_local_pools_keys_first_and_no_panics() {
+        let stats = RemoteStats::default();
+        stats.steps.fetch_add(5, Ordering::Relaxed);
+        stats.lost_sessions.fetch_add(2, Ordering::Relaxed);
+        let local: Vec<&str> = crate::pool::PoolStats::default().counters().iter().map(|c| c.0).collect();
+        let counters = stats.counters();
+        assert_eq!(counters[..local.len()].iter().map(|c| c.0).collect::<Vec<_>>(), local);
+        assert_eq!(counters[0], ("steps", 5));
+        assert_eq!(counters[3], ("env_panics", 0));
+        assert_eq!(counters[6], ("lost_sessions", 2));
+    }
 }
