@@ -37,7 +37,7 @@ from agentgym.cli.progress import Progress, duration
 from agentgym.cli.rundir import eval_out, step_of
 from agentgym.cli.servers import ServerFailed, served
 from agentgym.config import EnvEntry, RunConfig, load_config
-from agentgym.envs.families import family, opens_with_example
+from agentgym.envs.families import family
 from agentgym.horizon import HorizonConfig
 
 
@@ -596,7 +596,7 @@ async def _episodes(
     position = {t: i for i, t in enumerate(tasks)}
     levels = _levels(env, pool, tasks)
     semaphore = asyncio.Semaphore(config.eval.groups_in_flight)
-    a = config.actor
+    rules = config.actor.rules.for_env(env).scored_by_env()  # eval scores the env's reward
 
     async def one(task_id: int) -> list[dict[str, Any]]:
         spec = EpisodeSpec(
@@ -605,10 +605,7 @@ async def _episodes(
             task_id,
             config.eval.samples,
             cap,
-            a.reply_format,
-            a.system_prompt,
-            a.max_context_tokens,
-            worked_example=opens_with_example(env, a.worked_example),
+            rules,
             seed=derive_seed(config.eval.seed, task_id),
         )
         async with semaphore:
