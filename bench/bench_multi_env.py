@@ -119,8 +119,7 @@ def run_case(
 
     draws = tuple(EnvDraw(name, tuple(range(1000)), 1.0, n) for name, n in envs.items())
     settings = ActorSettings(
-        env=draws[0].name, task_ids=draws[0].task_ids, envs=draws if len(draws) > 1 else (),
-        group_size=4, groups_in_flight=slots, max_staleness=10**6, share=10**6,
+        draws, group_size=4, groups_in_flight=slots, max_staleness=10**6, share=10**6,
         rules=EpisodeRules(max_context_tokens=4096),
         connect_timeout_s=10,
     )  # fmt: skip
@@ -131,7 +130,7 @@ def run_case(
         settings, engine, {n: pools[n] for n in envs}, ChatCodec(tokenizer),
         SamplingParams(max_new_tokens=16), learner.endpoints,
     )  # fmt: skip
-    learner.publish_control(Control(0, 6))
+    learner.publish_control(Control(0, {"": 6}))
     done: Counter[str] = Counter()
     thread = threading.Thread(target=lambda: asyncio.run(actor.run(timeout_s=seconds)))
     thread.start()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym.actor.actor import Actor, ActorSettings
+from agentgym.actor.actor import Actor, ActorSettings, EnvDraw
 from agentgym.config import ConfigError, load_config
 from agentgym.curriculum import Curriculum, CurriculumConfig, open_task_ids
 from agentgym.transport.channels import Endpoints
@@ -77,12 +77,12 @@ def test_curricula_that_cannot_work_are_refused_at_load():
 
 
 def test_the_actor_draws_only_from_the_stage_the_learner_sent():
-    settings = ActorSettings(env="babyai", task_ids=tuple(range(400)), curriculum=STAGES)
+    settings = ActorSettings((EnvDraw("babyai", tuple(range(400)), curriculum=STAGES),))
     actor = Actor(settings, None, None, None, None, Endpoints())
     (draw,) = settings.draws
-    actor._control = Control(0, 5)
+    actor._control = Control(0, {"": 5})
     assert {t % 40 for t in actor._open_tasks(draw)} == {0}
-    actor._control = decode_control(encode_control(Control(1, 5, env_stages={"babyai": 1})))
+    actor._control = decode_control(encode_control(Control(1, {"": 5}, env_stages={"babyai": 1})))
     rng = random.Random(0)
     drawn = {rng.choice(actor._open_tasks(draw)) % 40 for _ in range(200)}
     assert drawn == {0, 1, 2}
@@ -106,12 +106,10 @@ def test_env_weights_move_toward_the_envs_not_yet_mastered():
 def test_actors_draw_envs_with_the_weights_the_learner_sent():
     from collections import Counter
 
-    from agentgym.actor.actor import EnvDraw
-
     draws = (EnvDraw("babyai", (0,), 1.0, 4), EnvDraw("textcraft", (0,), 1.0, 4))
-    settings = ActorSettings(env="babyai", task_ids=(0,), envs=draws)
+    settings = ActorSettings(draws)
     actor = Actor(settings, None, {"babyai": None, "textcraft": None}, None, None, Endpoints())
-    sent = Control(3, 5, env_weights={"babyai": 0.1, "textcraft": 0.9})
+    sent = Control(3, {"": 5}, env_weights={"babyai": 0.1, "textcraft": 0.9})
     actor._control = decode_control(encode_control(sent))
     rng = random.Random(0)
     picks = Counter(actor._draw_env(rng).name for _ in range(2000))

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentgym.actor.actor import Actor, ActorSettings  # noqa: E402
+from agentgym.actor.actor import Actor, ActorSettings, EnvDraw  # noqa: E402
 from agentgym.actor.config import EpisodeRules  # noqa: E402
 from agentgym.actor.episodes import EpisodeSpec, next_ids, run_group  # noqa: E402
 from agentgym.actor.menu import MenuPolicy  # noqa: E402
@@ -231,7 +231,7 @@ class FakeLearner:
             self.channels.publish_weights_file(version, str(path))
         else:
             self.channels.publish_weights(version, state_dict_to_blobs(state))
-        self.channels.publish_control(Control(version, cap, stop=stop))
+        self.channels.publish_control(Control(version, {"": cap}, stop=stop))
 
     def collect(self, seconds):
         deadline = time.monotonic() + seconds
@@ -252,8 +252,7 @@ def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path, how)
     chunk = 16 << 10 if how == "streamed" else 64 << 20
     fake = FakeLearner(tmp_path, learner_model, chunk_bytes=chunk, files=how == "file")
     settings = ActorSettings(
-        env="babyai",
-        task_ids=(0, 1, 40, 41),
+        draws=(EnvDraw("babyai", (0, 1, 40, 41)),),
         group_size=3,
         groups_in_flight=3,
         max_staleness=0,
@@ -325,7 +324,7 @@ class FailingFirstGroupPool(EnvPool):
 
 def _follower(config, model, tokenizer, fake, pool, **settings):
     """An actor of the tiny menu policy on ``pool``, following ``fake``, and its thread."""
-    base = dict(env="babyai", task_ids=(0, 1, 40, 41), group_size=3, groups_in_flight=3,
+    base = dict(draws=(EnvDraw("babyai", (0, 1, 40, 41)),), group_size=3, groups_in_flight=3,
                 max_staleness=0, share=1, rules=_rules(1024))  # fmt: skip
     actor = Actor(
         ActorSettings(**{**base, **settings}),
@@ -413,7 +412,7 @@ def test_empty_weight_fetches_back_off(menu_run, tmp_path):
                                    max_staleness=2)  # fmt: skip
     try:
         fake.publish(0, 2)
-        fake.channels.publish_control(Control(1, 2))  # version 1, weights still those of 0
+        fake.channels.publish_control(Control(1, {"": 2}))  # version 1, weights still those of 0
         thread.start()
         fake.collect(1.0)
         before = fake.channels.weight_stats.received
@@ -434,10 +433,10 @@ def test_admission_credits_groups_that_never_reach_training():
     class Engine:
         version = 0
 
-    settings = ActorSettings(env="babyai", task_ids=(0,), max_staleness=0, share=1, index=3)
+    settings = ActorSettings((EnvDraw("babyai", (0,)),), max_staleness=0, share=1, index=3)
     actor = Actor(settings, Engine(), None, None, None, Endpoints())
     actor._start_launch(2)
-    actor._take_control(Control(0, 2))
+    actor._take_control(Control(0, {"": 2}))
     actor._groups_finished = actor.stats.groups_started = 1
     assert not actor._may_admit()  # the synchronous budget: one group per version
     actor.stats.groups_lost = 1
@@ -445,7 +444,7 @@ def test_admission_credits_groups_that_never_reach_training():
     actor.stats.groups_started = 2
     assert not actor._may_admit()
     dropped = {(3, 1): 5, (3, 2): 1, (4, 2): 7}  # another launch, another index
-    actor._take_control(decode_control(encode_control(Control(0, 2, dropped_groups=dropped))))
+    actor._take_control(decode_control(encode_control(Control(0, {"": 2}, dropped_groups=dropped))))
     assert actor.stats.groups_dropped_stale == 1 and actor._may_admit()
 
 
@@ -457,10 +456,10 @@ def test_admission_fills_the_first_batch_before_more_groups():
         version = 0
 
     settings = ActorSettings(
-        env="babyai", task_ids=(0,), groups_in_flight=4, max_staleness=2, share=2
+        (EnvDraw("babyai", (0,)),), groups_in_flight=4, max_staleness=2, share=2
     )
     actor = Actor(settings, Engine(), None, None, None, Endpoints())
-    actor._control, actor._first_version = Control(0, 2), 0
+    actor._control, actor._first_version = Control(0, {"": 2}), 0
     admitted = []
     for _ in range(4):
         admitted.append(actor._may_admit())
@@ -479,7 +478,7 @@ def test_a_relaunched_actor_goes_on_with_its_task_stream_under_new_ids():
     learner's ``Welcome``) moves its group and episode ids to a range of their own."""
     from agentgym.transport.wire import id_origin, id_position
 
-    settings = ActorSettings(env="babyai", task_ids=tuple(range(1000)), index=2, seed=5)
+    settings = ActorSettings((EnvDraw("babyai", tuple(range(1000))),), index=2, seed=5)
 
     def groups(actor, control, n):
         actor._control = control
@@ -488,16 +487,16 @@ def test_a_relaunched_actor_goes_on_with_its_task_stream_under_new_ids():
         for _ in range(n):
             gid = next(actor._group_ids)
             rng = actor._stream_rng(gid)
-            specs.append((id_origin(gid), id_position(gid), rng.choice(settings.task_ids)))
+            specs.append((id_origin(gid), id_position(gid), rng.choice(settings.draws[0].task_ids)))
         return specs
 
     first = Actor(settings, None, None, None, None, Endpoints())
-    ran = groups(first, Control(0, 2), 20)
+    ran = groups(first, Control(0, {"": 2}), 20)
     assert [g[:2] for g in ran] == [((2, 0), k) for k in range(20)]
     assert len({g[2] for g in ran}) > 10  # the tasks differ from group to group
     relaunched = Actor(settings, None, None, None, None, Endpoints())
     relaunched._start_launch(1)
-    after = groups(relaunched, Control(7, 2, task_streams={2: 12}), 8)
+    after = groups(relaunched, Control(7, {"": 2}, task_streams={2: 12}), 8)
     assert [g[:2] for g in after] == [((2, 1), k) for k in range(12, 20)]
     assert [g[2] for g in after] == [g[2] for g in ran[12:]]  # the same stream, not repeated
     assert id_origin(next(relaunched._episode_ids)) == (2, 1)
@@ -512,7 +511,7 @@ def replace_model_copy(model):
 
 def test_settings_reject_empty_task_list(menu_run):
     config, model, tokenizer = menu_run
-    settings = replace(ActorSettings(env="babyai", task_ids=(1,)), task_ids=())
+    settings = ActorSettings((EnvDraw("babyai", ()),))
     with pytest.raises(ValueError, match="no task ids"):
         Actor(settings, None, None, None, None, Endpoints())
 
@@ -539,14 +538,12 @@ def test_groups_of_a_two_env_actor_reach_the_learner_one_env_each(menu_run):
     """An actor drawing from BabyAI and TextCraft (the same task ids in both) runs real groups
     on real pools; after the learner's group buffer and collate, every group of the batch holds
     episodes of one env and one task, and each episode's text is its own env's."""
-    from agentgym.actor.actor import EnvDraw
     from agentgym.learner.batch import GroupBuffer
 
     config, _, tokenizer = menu_run
     envs = ("babyai", "textcraft")
     settings = ActorSettings(
-        env="babyai", task_ids=(0,), group_size=3, rules=_rules(1024),
-        envs=tuple(EnvDraw(e, (0, 1, 2), 1.0, 6) for e in envs),
+        tuple(EnvDraw(e, (0, 1, 2), 1.0, 6) for e in envs), group_size=3, rules=_rules(1024),
     )  # fmt: skip
     pools = {e: EnvPool(e) for e in envs}
     actor = Actor(settings, OneReplyEngine(tokenizer), pools, ChatCodec(tokenizer),
@@ -557,7 +554,7 @@ def test_groups_of_a_two_env_actor_reach_the_learner_one_env_each(menu_run):
         pushed.extend(trajectories)
 
     actor._push = push
-    actor._control, actor._first_version = Control(0, 2), 0
+    actor._control, actor._first_version = Control(0, {"": 2}), 0
 
     async def run_groups():
         for _ in range(10):

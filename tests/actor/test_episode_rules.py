@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from agentgym.actor.actor import ActorSettings
+from agentgym.actor.actor import ActorSettings, EnvDraw
 from agentgym.actor.config import ActorConfig, EpisodeRules
 from agentgym.actor.episodes import EpisodeSpec
 from agentgym.config import load_config
@@ -24,7 +24,7 @@ def test_the_config_hands_its_flat_keys_over_as_one_rules_value():
 
 def test_one_default_for_each_rule_everywhere():
     assert ActorConfig().rules == EpisodeRules()
-    assert ActorSettings(env="babyai", task_ids=(0,)).rules == EpisodeRules()
+    assert ActorSettings((EnvDraw("babyai", (0,)),)).rules == EpisodeRules()
     assert EpisodeSpec("babyai", 0, 0, 1, None).rules == EpisodeRules()
 
 

@@ -67,7 +67,7 @@ def _actor(weights=(3.0, 1.0), in_flight=(8, 8), seed=0) -> Actor:
         EnvDraw(name, tuple(range(100 * k, 100 * k + 50)), w, n)
         for k, (name, w, n) in enumerate(zip(names, weights, in_flight, strict=True))
     )
-    settings = ActorSettings(env="babyai", task_ids=(0,), envs=draws, seed=seed, group_size=2)
+    settings = ActorSettings(draws, seed=seed, group_size=2)
     return Actor(settings, None, {"babyai": None, "textcraft": None}, None, None, Endpoints())
 
 
@@ -92,7 +92,7 @@ def test_a_full_env_leaves_its_slots_and_the_other_env_goes_on():
     """With the slow env's slots all taken, every new group is of the other env; a group's
     tasks come from its own env's list and it takes that env's cap."""
     actor = _actor(in_flight=(2, 1))
-    actor._control, actor._first_version = Control(0, 5, env_caps={"textcraft": 3}), 0
+    actor._control, actor._first_version = Control(0, {"": 5, "textcraft": 3}), 0
     actor._running["textcraft"] = 1
     picks = {_draw(actor) for _ in range(100)}
     assert picks == {"babyai"}
@@ -113,7 +113,7 @@ def test_each_group_takes_a_task_and_the_cap_of_its_own_env():
         started.append(spec)
 
     actor._run_group = fake_run
-    actor._control, actor._first_version = Control(0, 7, env_caps={"textcraft": 2}), 0
+    actor._control, actor._first_version = Control(0, {"": 7, "textcraft": 2}), 0
 
     async def start_some():
         for _ in range(8):
@@ -129,9 +129,12 @@ def test_each_group_takes_a_task_and_the_cap_of_its_own_env():
 
 
 def test_control_carries_each_envs_cap():
-    control = Control(3, 8, env_caps={"babyai": 6, "textcraft": None})
+    control = Control(3, {"": 8, "babyai": 6, "textcraft": None})
     back = decode_control(encode_control(control))
-    assert back.env_caps == {"babyai": 6, "textcraft": None} and back.cap_of("search") == 8
+    assert back.caps == {"": 8, "babyai": 6, "textcraft": None} and back.cap_of("search") == 8
+    assert back.cap_of("textcraft") is None
+    with pytest.raises(ValueError, match="caps no env 'search'"):
+        Control(3, {"babyai": 6}).cap_of("search")
 
 
 def test_eval_results_of_several_envs_get_a_macro_row():

@@ -213,14 +213,48 @@ def test_checkpoint_resume_is_exact(tmp_path):
     first.save_checkpoint()
     resumed = Learner(tiny_model(seed=7), cfg)
     resumed.load_checkpoint(tmp_path)
-    assert resumed.version == 2 and resumed.horizon.cap == 3
+    assert resumed.version == 2 and resumed.horizons[""].cap == 3
     for d in data[2:]:
         resumed.step(d)
-    assert resumed.version == whole.version and resumed.horizon.cap == whole.horizon.cap == 4
+    assert (
+        resumed.version == whole.version and resumed.horizons[""].cap == whole.horizons[""].cap == 4
+    )
     for k, v in params(whole.model).items():
         assert torch.equal(v, resumed.model.state_dict()[k]), k
     state = json.loads((tmp_path / "step_00000002" / "state.json").read_text())
-    assert state["horizon"]["steps"] == 2
+    assert state["horizons"][""]["steps"] == 2
+
+
+def test_a_checkpoint_of_the_run_and_env_horizons_resumes_into_one_env_list(tmp_path):
+    """A ``state.json`` that holds the run's controller as ``horizon`` (and a multi-env run's
+    as ``env_horizons``) resumes a learner of one env under its name, and one of several."""
+    from agentgym.durable import write_manifest
+    from agentgym.learner import EnvTraining
+
+    horizon = HorizonConfig(schedule="stepwise", rounds=(2, 3, 4), every=1)
+    first = Learner(tiny_model(), config(horizon=horizon, checkpoint_dir=str(tmp_path / "one")))
+    first.step(make_groups(tiny_model()))
+    path = first.save_checkpoint()
+    state = json.loads((path / "state.json").read_text())
+    run = state.pop("horizons")[""]
+    (path / "state.json").write_text(json.dumps({**state, "horizon": run, "env_horizons": {}}))
+    write_manifest(path)
+    one = Learner(tiny_model(), config(horizon=horizon), envs={"babyai": EnvTraining(horizon)})
+    one.load_checkpoint(path)
+    assert one.control().caps == {"babyai": 3} == {"babyai": first.horizons[""].cap}
+
+    envs = {"babyai": EnvTraining(horizon), "textcraft": EnvTraining(horizon)}
+    multi = Learner(tiny_model(), config(checkpoint_dir=str(tmp_path / "multi")), envs=envs)
+    multi.step(make_groups(tiny_model()))
+    path = multi.save_checkpoint()
+    state = json.loads((path / "state.json").read_text())
+    envs_state = state.pop("horizons")
+    old = {**state, "horizon": run, "env_horizons": envs_state}
+    (path / "state.json").write_text(json.dumps(old))
+    write_manifest(path)
+    resumed = Learner(tiny_model(), config(), envs=envs)
+    resumed.load_checkpoint(path)
+    assert resumed.control().caps == multi.control().caps
 
 
 def test_actor_launch_counts_survive_a_resume(tmp_path):
@@ -402,7 +436,7 @@ def test_only_cut_offs_by_the_cap_drive_the_adaptive_horizon():
         trajs = [replace(t, truncation=cause) for t in make_groups(model, cap=2)]
         for _ in range(2):
             metrics = learner.step(trajs)
-        caps[cause] = learner.horizon.cap
+        caps[cause] = learner.horizons[""].cap
         assert metrics["truncated/all"] == 1.0 and metrics[f"truncated_{cause}/all"] == 1.0
         others = {"cap", "context", "env"} - {cause}
         assert all(metrics[f"truncated_{c}/babyai"] == 0.0 for c in others)

@@ -42,11 +42,11 @@ def test_each_envs_horizon_moves_on_its_own_episodes_and_survives_a_resume(tmp_p
     first.save_checkpoint()
     resumed = Learner(tiny_model(), cfg, envs=envs)
     resumed.load_checkpoint(tmp_path)
-    assert resumed.control().env_caps == first.control().env_caps
+    assert resumed.control().caps == first.control().caps
     run(resumed, data[2:])
-    assert resumed.control().env_caps == whole.control().env_caps
+    assert resumed.control().caps == whole.control().caps
     if schedule == "stepwise":
-        assert whole.control().env_caps == {"babyai": 4, "textcraft": 9}
+        assert whole.control().caps == {"babyai": 4, "textcraft": 9}
     other = Learner(tiny_model(), cfg, envs={"search": EnvTraining(HorizonConfig())})
     with pytest.raises(ValueError, match="no horizon state for env 'search'"):
         other.load_checkpoint(tmp_path)

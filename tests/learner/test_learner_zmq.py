@@ -24,8 +24,8 @@ def fake_actor(endpoints: Endpoints, seen: dict, stop_after_s: float = 120.0) ->
         while time.monotonic() < deadline:
             control = actor.poll_control(timeout_s=0.05)
             if control is not None:
-                seen["caps"].append(control.horizon_cap)
-                cap = control.horizon_cap
+                cap = control.cap_of("babyai")
+                seen["caps"].append(cap)
                 if control.stop:
                     seen["stopped"] = True
                     break

@@ -331,8 +331,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "a strict schedule admits groups of another cap", LEARNER,
-        "lambda g: self._strict(g[0].env) and g[0].horizon_cap != self._cap_now(g[0].env),",
-        "lambda g: False,",
+        "return h is not None and h.config.strict and group[0].horizon_cap != h.cap",
+        "return False",
         "learner",
     ),
     Mutant(

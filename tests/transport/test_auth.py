@@ -48,7 +48,7 @@ def received(learner, timeout_s):
 
 def reaches_learner(learner, keys, timeout_s=1.0) -> dict[str, bool]:
     """Which of push, control, weights and hello work for a peer with ``keys``."""
-    learner.publish_control(Control(5, 9))
+    learner.publish_control(Control(5, {"": 9}))
     with ActorChannels(learner.endpoints, keys=keys, linger_ms=0) as actor:
         pushed = actor.send_trajectories([make_traj(1)], timeout_s=timeout_s)
         got = received(learner, timeout_s) if pushed else []
@@ -67,7 +67,7 @@ def reaches_learner(learner, keys, timeout_s=1.0) -> dict[str, bool]:
 
     return {
         "trajectories": len(got) == 1,
-        "control": control == Control(5, 9),
+        "control": control == Control(5, {"": 9}),
         "weights": fetched,
         "hello": asyncio.run(hello()) is not None,
     }

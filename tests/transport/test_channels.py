@@ -82,16 +82,16 @@ def test_garbage_is_counted_not_fatal(learner):
 
 
 def test_late_joiner_gets_control(learner):
-    learner.publish_control(Control(3, 13))
+    learner.publish_control(Control(3, {"": 13}))
     time.sleep(0.1)  # published before the actor exists
     with ActorChannels(learner.endpoints) as actor:
         c = actor.poll_control(timeout_s=2.0)
-        assert c == Control(3, 13)
-        learner.publish_control(Control(4, 20, stop=True))
+        assert c == Control(3, {"": 13})
+        learner.publish_control(Control(4, {"": 20}, stop=True))
         deadline = time.monotonic() + 2
-        while c != Control(4, 20, stop=True) and time.monotonic() < deadline:
+        while c != Control(4, {"": 20}, stop=True) and time.monotonic() < deadline:
             c = actor.poll_control(timeout_s=0.1) or c
-        assert c == Control(4, 20, stop=True)
+        assert c == Control(4, {"": 20}, stop=True)
 
 
 def _blobs(version: int) -> list[TensorBlob]:
@@ -161,7 +161,7 @@ def test_back_pressure_blocks_sender(tmp_path):
 
 
 def test_async_actor_channels(learner):
-    learner.publish_control(Control(1, 6))
+    learner.publish_control(Control(1, {"": 6}))
     learner.publish_weights(1, _blobs(1))
 
     async def main():
@@ -177,7 +177,7 @@ def test_async_actor_channels(learner):
         return control, snap
 
     control, snap = asyncio.run(main())
-    assert control == Control(1, 6)
+    assert control == Control(1, {"": 6})
     assert snap.version == 1 and len(snap.tensors) == 3
     assert [t.episode_id for t in recv_n(learner, 1)] == [105]
 

@@ -141,17 +141,17 @@ def test_garbage_is_rejected(buf):
 
 
 def test_unknown_version_names_both_versions():
-    buf = _tamper(wire.encode_control(Control(1, 2)), v=99)
+    buf = _tamper(wire.encode_control(Control(1, {"": 2})), v=99)
     with pytest.raises(WireError, match=f"99.*{wire.SCHEMA_VERSION}"):
         wire.decode_control(buf)
 
 
 def test_control_round_trip():
-    streams = Control(3, 5, dropped_groups={(0, 1): 2, (4, 0): 1}, task_streams={0: 12, 4: 7})
-    for c in (Control(0, None), Control(5, 13, stop=True), streams):
+    streams = Control(3, {"": 5}, dropped_groups={(0, 1): 2, (4, 0): 1}, task_streams={0: 12, 4: 7})
+    for c in (Control(0, {"": None}), Control(5, {"": 13}, stop=True), streams):
         assert wire.decode_control(wire.encode_control(c)) == c
     with pytest.raises(WireError):
-        wire.decode_control(_tamper(wire.encode_control(Control(1, 2)), stop=1))
+        wire.decode_control(_tamper(wire.encode_control(Control(1, {"": 2})), stop=1))
     for bad in (
         {"dropped_groups": [[0, 1]]},
         {"dropped_groups": [[0, 1, -2]]},

@@ -29,8 +29,9 @@ received from that index, so a relaunched actor never repeats its predecessor's 
 a run resumed from a checkpoint one past the last group trained before it, so a resumed
 deterministic run trains on the groups an uninterrupted one would.
 
-In a multi-env run (``ActorSettings.envs``) each env has its own pool, task list and share of
-the in-flight groups (by weight, at least one), so an env whose steps are slow (a remote
+The envs an actor draws from are one list (``ActorSettings.draws``; a single-env run is a list
+of one). In a multi-env run each env has its own pool, task list and share of the in-flight
+groups (by weight, at least one), so an env whose steps are slow (a remote
 server) holds only its own slots and never starves the others. The next group's env is drawn
 by weight among the envs with a free slot; its task from that env's list; its cap is the
 learner's cap for that env. A group never mixes envs.
@@ -83,13 +84,14 @@ class GroupFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class EnvDraw:
-    """One env an actor draws groups of (multi-env runs)."""
+    """One env an actor draws groups of."""
 
     name: str
     task_ids: tuple[int, ...]
     weight: float = 1.0
-    in_flight: int = 1
-    """Groups of this env that may run at once."""
+    in_flight: int | None = None
+    """Groups of this env that may run at once (None: as many as the actor runs,
+    ``ActorSettings.groups_in_flight``)."""
     curriculum: CurriculumConfig | None = None
     """Its level stages: tasks are drawn from the levels the learner's stage opens."""
 
@@ -108,8 +110,9 @@ def in_flight_shares(weights: Sequence[float], total: int) -> list[int]:
 class ActorSettings:
     """Everything one actor process needs besides its engine, pool and codec."""
 
-    env: str
-    task_ids: tuple[int, ...]
+    draws: tuple[EnvDraw, ...]
+    """The envs groups are drawn from, each with its task ids, weight, in-flight share and
+    level curriculum (one for a single-env run)."""
     group_size: int = 8
     groups_in_flight: int = 4
     max_staleness: int = 4
@@ -135,16 +138,11 @@ class ActorSettings:
     """How long to wait at start for a learner to answer (it may start after the actor)."""
     hello_every_s: float = 5.0
     """How often the actor tells the learner it is alive."""
-    envs: tuple[EnvDraw, ...] = ()
-    """The envs of a multi-env run (empty: ``env`` with ``task_ids``)."""
-    curriculum: CurriculumConfig | None = None
-    """The level curriculum of a single-env run (``EnvDraw.curriculum`` in a multi-env one)."""
 
-    @property
-    def draws(self) -> tuple[EnvDraw, ...]:
-        """The envs groups are drawn from (one for a single-env run)."""
-        one = EnvDraw(self.env, self.task_ids, 1.0, self.groups_in_flight, self.curriculum)
-        return self.envs or (one,)
+    def __post_init__(self) -> None:
+        names = [d.name for d in self.draws]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"ActorSettings.draws: one entry per env, at least one: {names}")
 
 
 @dataclass
@@ -354,7 +352,8 @@ class Actor:
 
     def _open_envs(self) -> list[EnvDraw]:
         """The envs with a free in-flight slot."""
-        return [d for d in self.s.draws if self._running[d.name] < d.in_flight]
+        limit = self.s.groups_in_flight
+        return [d for d in self.s.draws if self._running[d.name] < (d.in_flight or limit)]
 
     def _draw_env(self, rng: random.Random) -> EnvDraw:
         """The next group's env: by weight among those with room (no draw for one env)."""

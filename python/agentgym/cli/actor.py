@@ -178,10 +178,7 @@ def run_actor(
     run_dir = Path(config.run_dir)
     (run_dir / "actors").mkdir(parents=True, exist_ok=True)
     settings = ActorSettings(
-        env=config.entries[0].env.name,
-        task_ids=config.entries[0].tasks.train.ids(),
-        envs=env_draws(config) if config.multi_env else (),
-        curriculum=config.entries[0].tasks.curriculum,
+        draws=env_draws(config),
         group_size=a.group_size,
         groups_in_flight=a.groups_in_flight,
         max_staleness=staleness,
@@ -210,8 +207,8 @@ def run_actor(
 
 
 def env_draws(config: RunConfig) -> tuple:
-    """The ``EnvDraw`` of each env of a multi-env run: its train tasks, weight and share of
-    ``actor.groups_in_flight``."""
+    """The ``EnvDraw`` of each env of the run (one for a single-env run): its train tasks,
+    weight, share of ``actor.groups_in_flight`` and level curriculum."""
     from agentgym.actor.actor import EnvDraw, in_flight_shares
 
     entries = config.entries

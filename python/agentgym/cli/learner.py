@@ -90,11 +90,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def env_training(config: RunConfig) -> dict:
-    """Per env of a multi-env run, its ``EnvTraining`` (empty for a one-env run)."""
+    """Per env of the run (one for a single-env run), its ``EnvTraining``."""
     from agentgym.learner import EnvTraining
 
-    if not config.multi_env:
-        return {}
     return {
         e.env.name: EnvTraining(config.horizon_of(e), e.loss_weight, e.reward_scale)
         for e in config.entries

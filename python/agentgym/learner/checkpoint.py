@@ -113,12 +113,11 @@ class TrainingState:
     """Everything besides tensors that a resumed learner must get back."""
 
     version: int
-    horizon: dict[str, Any]
+    horizons: dict[str, dict[str, Any]]
+    """Per env, its horizon controller's state (``Learner.horizons``)."""
     counters: dict[str, Any]
     actor_launches: dict[str, int] = field(default_factory=dict)
     """Per actor index, how many actor processes the run has had (``ActorRegistry``)."""
-    env_horizons: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Per env of a multi-env run, its horizon controller's state."""
     curricula: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per env with a level curriculum, its state (open stage, recent successes)."""
     env_mix: dict[str, list[bool]] = field(default_factory=dict)
@@ -131,6 +130,16 @@ class TrainingState:
     (``GroupBuffer.state_dict``): the actors of a resumed run go on from there, so a
     deterministic run resumed from a checkpoint trains on the groups an uninterrupted one
     would."""
+
+
+def _state_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """A ``state.json``'s fields as ``TrainingState`` takes them; a checkpoint written before
+    the horizons were one map per env holds the run's controller (``horizon``) and those of a
+    multi-env run's envs (``env_horizons``)."""
+    if "horizon" in meta:
+        run, envs = meta.pop("horizon"), meta.pop("env_horizons", {})
+        meta["horizons"] = envs or {"": run}
+    return meta
 
 
 class Stateful(Protocol):
@@ -162,8 +171,7 @@ class LearnerParts:
     generator: torch.Generator
     """The update's shuffling generator; saved with torch's, numpy's and random's states."""
     optimizer_step: StepCounter
-    horizon: Stateful
-    env_horizons: Mapping[str, Stateful]
+    horizons: Mapping[str, Stateful]
     curricula: Mapping[str, Stateful]
     env_mix: Stateful | None
     buffer: Stateful
@@ -182,10 +190,9 @@ class LearnerParts:
         """The non-tensor state of these parts."""
         return TrainingState(
             self.version,
-            self.horizon.state_dict(),
+            {env: h.state_dict() for env, h in self.horizons.items()},
             {**self.counters, "skipped_steps": self.optimizer_step.skipped},
             {str(k): v for k, v in self.actor_launches.items()},
-            {env: h.state_dict() for env, h in self.env_horizons.items()},
             {env: c.state_dict() for env, c in self.curricula.items()},
             self.env_mix.state_dict() if self.env_mix is not None else {},
             tokenizer=self.tokenizer,
@@ -194,14 +201,17 @@ class LearnerParts:
 
     def restore(self, state: TrainingState, source: Path) -> None:
         """Put ``state`` (read from ``source``) back into these parts, in place."""
-        self.horizon.load_state_dict(state.horizon)
-        for env, h in self.env_horizons.items():
-            if env not in state.env_horizons:
+        saved = state.horizons
+        for env, h in self.horizons.items():
+            if env in saved:
+                h.load_state_dict(saved[env])
+            elif len(saved) == 1 and len(self.horizons) == 1:  # one env, under another key
+                h.load_state_dict(next(iter(saved.values())))
+            else:
                 raise ValueError(
                     f"{source}: the checkpoint has no horizon state for env {env!r} (its envs: "
-                    f"{sorted(state.env_horizons) or 'one'}); resume with the run's own envs"
+                    f"{sorted(saved)}); resume with the run's own envs"
                 )
-            h.load_state_dict(state.env_horizons[env])
         for env, c in self.curricula.items():
             if env in state.curricula:  # a curriculum added on resume starts at its first stage
                 c.load_state_dict(state.curricula[env])
@@ -357,7 +367,7 @@ def load_sharded_checkpoint(
     _dcp_load({"model": model_sd, "optim": optim_sd}, path)
     set_state_dict(modules, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd)
     _set_rng_state(torch.load(path / "rng.pt", weights_only=True), generator)
-    meta = json.loads((path / "state.json").read_text())
+    meta = _state_fields(json.loads((path / "state.json").read_text()))
     meta.pop("world_size", None)
     return TrainingState(**meta)
 
@@ -483,7 +493,7 @@ def _load_checkpoint(path, model, optimizer, generator, extra) -> TrainingState:
         extra.load_state_dict(load_file(str(path / "extra.safetensors"), device=str(device)))
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
     _set_rng_state(torch.load(path / "rng.pt", weights_only=True), generator)
-    return TrainingState(**json.loads((path / "state.json").read_text()))
+    return TrainingState(**_state_fields(json.loads((path / "state.json").read_text())))
 
 
 def _rng_state(generator: torch.Generator) -> dict[str, Any]:

@@ -287,7 +287,7 @@ def _installed(module: str) -> bool:
 
 @dataclass(frozen=True)
 class EnvTraining:
-    """How one env of a multi-env run is trained (from its ``envs`` entry)."""
+    """How one env of the run is trained (its ``envs`` entry; the run's own for one env)."""
 
     horizon: HorizonConfig
     """Its horizon schedule (its own controller; the cap goes out per env)."""

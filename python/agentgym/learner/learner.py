@@ -41,7 +41,7 @@ from agentgym.learner.publish import Publisher
 from agentgym.learner.update import PolicyUpdate
 from agentgym.transport.channels import ActorRegistry, LearnerChannels
 from agentgym.transport.malloc import trim_heap
-from agentgym.transport.wire import TRUNCATIONS, Control, Trajectory
+from agentgym.transport.wire import ANY_ENV, TRUNCATIONS, Control, Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +78,16 @@ class Learner:
         self.tokenizer_id = tokenizer_id
         self.task_group = task_group
         self.envs = dict(envs or {})
-        """Per env of a multi-env run: its schedule and weights (empty: one env)."""
+        """Per env of the run: its schedule and weights (empty: every env follows
+        ``config.horizon`` with weight 1)."""
         self.dist = dist or Dist(device=config.device)
         self.update = PolicyUpdate(model, config, self.dist, ref_model=ref_model)
         self.version = 0
-        self.horizon = HorizonController(config.horizon)
-        self.horizons = {env: HorizonController(e.horizon) for env, e in self.envs.items()}
+        self.horizons = {env: HorizonController(e.horizon) for env, e in self.envs.items()} or {
+            ANY_ENV: HorizonController(config.horizon)
+        }
+        """Per env, its horizon controller (``ANY_ENV``: one for every env, when the learner
+        is given no env list)."""
         self.curricula = {env: Curriculum(c) for env, c in (curricula or {}).items()}
         self.env_mix = env_mix
         """Moves the env weights of a multi-env run (None: the configured weights hold)."""
@@ -114,8 +118,7 @@ class Learner:
         if done.flat:
             self.counters["skipped_flat_steps"] += 1
         lags = (self.version - batch.min_versions).tolist()
-        cap = self.horizon.cap
-        env_caps = {env: h.cap for env, h in self.horizons.items()}
+        trained = self._caps()  # the schedule's caps at this update
         self.version += 1
         self._observe_horizons(trajectories)
         self._observe_curricula(trajectories)
@@ -131,11 +134,9 @@ class Learner:
         metrics.update({f"staleness/{k}": v for k, v in sorted(Counter(lags).items())})
         metrics.update(
             version=self.version,
-            horizon_cap=self.horizon.cap,
-            horizon_cap_trained=cap,  # the schedule's cap at this update
+            **_per_env("horizon_cap", self._caps()),
+            **_per_env("horizon_cap_trained", trained),
             **{f"horizon_cap_data/{c}": n for c, n in _caps_of(trajectories).items()},
-            **{f"horizon_cap/{env}": h.cap for env, h in self.horizons.items()},
-            **{f"horizon_cap_trained/{env}": c for env, c in env_caps.items()},
             **{f"curriculum_stage/{env}": c.stage for env, c in self.curricula.items()},
             **{f"env_weight/{env}": w for env, w in self._env_weights().items()},
             step_time_s=elapsed,
@@ -169,14 +170,13 @@ class Learner:
         return torch.tensor(weights, dtype=torch.float32, device=self.update.device)
 
     def _observe_horizons(self, trajectories: Sequence[Trajectory]) -> None:
-        """One update for every horizon controller: the run's, and each env's on its own
-        episodes (every env counts the update, so step-driven schedules move together). Only a
+        """One update for every horizon controller, each on its env's episodes (``ANY_ENV``'s
+        on all; every env counts the update, so step-driven schedules move together). Only a
         cut-off by the turn cap counts as truncated for them: a full context or the env's own
         limit is not lifted by a higher cap."""
         at_cap = [(t.env, t.horizon_cap, t.truncation == "cap", t.success) for t in trajectories]
-        self.horizon.observe(HorizonStats.from_episodes([e[1:] for e in at_cap], self.horizon.cap))
         for env, h in self.horizons.items():
-            mine = [e[1:] for e in at_cap if e[0] == env]
+            mine = [e[1:] for e in at_cap if env in (ANY_ENV, e[0])]
             h.observe(HorizonStats.from_episodes(mine, h.cap))
 
     def _observe_curricula(self, trajectories: Sequence[Trajectory]) -> None:
@@ -185,33 +185,33 @@ class Learner:
                 log.info("curriculum: %s opens stage %d at version %d", env, c.stage, self.version)
 
     def control(self, *, stop: bool = False) -> Control:
-        """What the actors are told now: version, caps (the run's and each env's), each
-        curriculum's open stage, stop."""
-        caps = {env: h.cap for env, h in self.horizons.items()}
+        """What the actors are told now: version, each env's cap, each curriculum's open
+        stage, stop."""
         stages = {env: c.stage for env, c in self.curricula.items()}
-        return Control(self.version, self.horizon.cap, stop=stop, env_caps=caps,
-                       env_stages=stages, env_weights=self._env_weights(),
+        return Control(self.version, self._caps(), stop=stop, env_stages=stages,
+                       env_weights=self._env_weights(),
                        dropped_groups=dict(self.buffer.stats.dropped_groups),
                        task_streams=self.buffer.task_streams(),
                        cap_plans=self._cap_plans())  # fmt: skip
 
-    def _controllers(self) -> dict[str, HorizonController]:
-        """Each horizon controller by the env it caps ("" for the run's own)."""
-        return {"": self.horizon, **self.horizons}
+    def _caps(self) -> dict[str, int | None]:
+        """Each env's cap now (``Control.caps``)."""
+        return {env: h.cap for env, h in self.horizons.items()}
 
     def _cap_plans(self) -> dict[str, tuple[int | None, ...]]:
         """For strict schedules, the caps of the next updates an actor's new group may be
         trained at (``Control.cap_plans``): as many as the staleness bound lets it run ahead."""
         ahead = max(self.cfg.max_staleness, 1)
-        return {env: h.upcoming(ahead) for env, h in self._controllers().items()
-                if h.config.strict}  # fmt: skip
+        return {env: h.upcoming(ahead) for env, h in self.horizons.items() if h.config.strict}
 
-    def _cap_now(self, env: str) -> int | None:
-        """The cap the schedule gives ``env``'s episodes at this update."""
-        return self.horizons[env].cap if env in self.horizons else self.horizon.cap
+    def _horizon_of(self, env: str) -> HorizonController | None:
+        """The controller that caps ``env`` (None: the learner caps no such env)."""
+        return self.horizons.get(env, self.horizons.get(ANY_ENV))
 
-    def _strict(self, env: str) -> bool:
-        return (self.horizons[env] if env in self.horizons else self.horizon).config.strict
+    def _off_schedule(self, group: Sequence[Trajectory]) -> bool:
+        """Whether a strict schedule trains ``group`` at another cap than it ran under."""
+        h = self._horizon_of(group[0].env)
+        return h is not None and h.config.strict and group[0].horizon_cap != h.cap
 
     def _env_weights(self) -> dict[str, float]:
         moving = self.env_mix is not None and self.env_mix.config.mode != "fixed"
@@ -250,10 +250,7 @@ class Learner:
 
     def train_ready(self) -> dict[str, Any] | None:
         """One update if ``groups_per_step`` fresh complete groups are ready, else None."""
-        self.buffer.drop_where(
-            lambda g: self._strict(g[0].env) and g[0].horizon_cap != self._cap_now(g[0].env),
-            "cap_mismatch",
-        )
+        self.buffer.drop_where(self._off_schedule, "cap_mismatch")
         groups = self.buffer.pop_groups(self.cfg.groups_per_step, self.version)
         if groups is None:
             return None
@@ -404,7 +401,7 @@ class Learner:
             version=self.version, tokenizer=self.tokenizer_id, model=self.update.model,
             value_head=self.update.value_head, optimizer=self.update.optimizer,
             generator=self.update.generator, optimizer_step=self.update.optimizer_step,
-            horizon=self.horizon, env_horizons=self.horizons, curricula=self.curricula,
+            horizons=self.horizons, curricula=self.curricula,
             env_mix=self.env_mix, buffer=self.buffer, counters=self.counters,
             actor_launches=self._actor_launches,
         )  # fmt: skip
@@ -431,6 +428,14 @@ class _Refusals:
                 f"rejected and none accepted (the last: {self.stats.last_error}): the actors "
                 "produce nothing this learner can train on (damaged weights?); stopping"
             )
+
+
+def _per_env(name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` as metrics: ``name`` alone for a learner of one env (or of ``ANY_ENV``),
+    ``name/<env>`` for each env of several."""
+    if len(values) == 1:
+        return {name: next(iter(values.values()))}
+    return {f"{name}/{env}": v for env, v in values.items()}
 
 
 def _caps_of(trajectories: Sequence[Trajectory]) -> dict[str, int]:

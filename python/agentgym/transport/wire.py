@@ -26,10 +26,14 @@ from typing import Any
 import msgpack
 import numpy as np
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Bumped whenever a field changes meaning or layout; receivers reject any other version."""
 
 TRUNCATIONS = ("", "cap", "context", "env")
+
+ANY_ENV = ""
+"""The env key of a cap (``Control.caps``, ``Control.cap_plans``) that holds for every env not
+named: the cap of a learner given no env list."""
 """Why an episode was cut off (``Trajectory.truncation``): not at all; its turns reached the
 horizon cap; its conversation reached ``actor.max_context_tokens``; the environment's own
 limit (BabyAI's step budget, ScienceWorld's move limit)."""
@@ -186,16 +190,15 @@ class Trajectory:
 
 @dataclass(frozen=True)
 class Control:
-    """What the learner tells every actor: the policy version, the horizon cap, stop."""
+    """What the learner tells every actor: the policy version, each env's horizon cap, stop."""
 
     policy_version: int
     """Version of the newest weights the learner serves."""
-    horizon_cap: int | None
-    """Turn cap for episodes that start from now on (None: uncapped)."""
+    caps: Mapping[str, int | None]
+    """Per env, the turn cap for its episodes that start from now on (None: uncapped); the
+    ``ANY_ENV`` key caps every env not named."""
     stop: bool = False
     """True once the learner is done; actors finish and exit."""
-    env_caps: Mapping[str, int | None] = field(default_factory=dict)
-    """Per env of a multi-env run, its own turn cap (an env not listed: ``horizon_cap``)."""
     env_stages: Mapping[str, int] = field(default_factory=dict)
     """Per env with a level curriculum, its open stage (``agentgym.curriculum``)."""
     env_weights: Mapping[str, float] = field(default_factory=dict)
@@ -209,17 +212,21 @@ class Control:
     that index starts: one past the newest group the learner received from the index, or,
     in a run resumed from a checkpoint, one past the newest group trained before it."""
     cap_plans: Mapping[str, tuple[int | None, ...]] = field(default_factory=dict)
-    """With a strict horizon schedule: per env ("" for the run's own), the caps of the next
-    updates (versions policy_version + 1, + 2, ...), so that a group starts with the cap of
-    the update it will be trained at; empty otherwise."""
+    """With a strict horizon schedule: per env (``ANY_ENV`` for every env not named), the
+    caps of the next updates (versions policy_version + 1, + 2, ...), so that a group starts
+    with the cap of the update it will be trained at; empty otherwise."""
 
     def cap_of(self, env: str, ahead: int = 0) -> int | None:
         """The turn cap for new episodes of ``env``; ``ahead`` > 0: of those to be trained
         that many updates from now, where a strict schedule says (else the cap in force)."""
-        plan = self.cap_plans.get(env, self.cap_plans.get(""))
+        plan = self.cap_plans.get(env, self.cap_plans.get(ANY_ENV))
         if ahead > 0 and plan:
             return plan[min(ahead, len(plan)) - 1]
-        return self.env_caps.get(env, self.horizon_cap)
+        for key in (env, ANY_ENV):
+            if key in self.caps:
+                return self.caps[key]
+        raise ValueError(f"the learner caps no env {env!r} (it caps {sorted(self.caps)}): the "
+                         "actor runs an env its learner's config does not list")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -462,9 +469,8 @@ def encode_control(control: Control) -> bytes:
             "v": SCHEMA_VERSION,
             "kind": "control",
             "policy_version": control.policy_version,
-            "horizon_cap": control.horizon_cap,
+            "caps": dict(control.caps),
             "stop": control.stop,
-            "env_caps": dict(control.env_caps),
             "env_stages": dict(control.env_stages),
             "env_weights": dict(control.env_weights),
             "dropped_groups": [[i, launch, n] for (i, launch), n in control.dropped_groups.items()],
@@ -704,9 +710,8 @@ def decode_control(buf: Any) -> Control:
     msg = _unpack(buf, "control")
     return Control(
         policy_version=_field(msg, "policy_version", int),
-        horizon_cap=_field(msg, "horizon_cap", (int, type(None))),
+        caps=_caps(_field(msg, "caps", dict)),
         stop=_field(msg, "stop", bool),
-        env_caps=_env_caps(_field(msg, "env_caps", dict)),
         env_stages=_env_stages(_field(msg, "env_stages", dict)),
         env_weights=_env_weights(_field(msg, "env_weights", dict)),
         dropped_groups=_dropped_groups(_field(msg, "dropped_groups", list)),
@@ -762,11 +767,11 @@ def _env_stages(stages: dict) -> dict[str, int]:
     return stages
 
 
-def _env_caps(caps: dict) -> dict[str, int | None]:
+def _caps(caps: dict) -> dict[str, int | None]:
     for env, cap in caps.items():
         ok_cap = cap is None or (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1)
         if not isinstance(env, str) or not ok_cap:
-            raise WireError(f"control: env_caps must map env names to caps >= 1 or null: {caps!r}")
+            raise WireError(f"control: caps must map env names to caps >= 1 or null: {caps!r}")
     return caps
 
 
