@@ -67,7 +67,7 @@ from agentgym.engines.base import Engine, SamplingParams
 from agentgym.envs import EnvPool
 from agentgym.transport.auth import TransportKeys
 from agentgym.transport.channels import AsyncActorChannels, Endpoints, WeightFetchError
-from agentgym.transport.wire import Control, Trajectory, id_position
+from agentgym.transport.wire import Control, Trajectory, id_position, trajectory_header
 
 log = logging.getLogger(__name__)
 
@@ -586,20 +586,11 @@ async def _wait_event(event: asyncio.Event, timeout_s: float) -> None:
 def trajectory_record(t: Trajectory, codec: ChatCodec) -> dict[str, Any]:
     """A JSON record of one trajectory: the text as the model saw it, its token ids and loss
     mask (the form ``agentgym sft``, ``agentgym pairs`` and ``agentgym dpo`` read) and the
-    behaviour log-probs (0 off the mask; ``agentgym hub`` colours replies by them)."""
+    behaviour log-probs (0 off the mask; ``agentgym hub`` colours replies by them). Its
+    header fields follow the wire schema (``trajectory_header``)."""
     return {
-        "episode_id": t.episode_id,
-        "group_id": t.group_id,
-        "env": t.env,
-        "task_id": t.task_id,
-        "horizon_cap": t.horizon_cap,
-        "reward": t.reward,
-        "success": t.success,
+        **trajectory_header(t),
         "truncated": t.truncated,
-        "truncation": t.truncation,
-        "num_turns": t.num_turns,
-        "invalid_replies": t.invalid_replies,
-        "budget_cut_replies": t.budget_cut_replies,
         "versions": t.turn_versions.tolist(),
         "turn_finish": t.turn_finish.tolist(),
         "num_tokens": t.num_tokens,

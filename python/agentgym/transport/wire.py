@@ -428,6 +428,12 @@ _TRAJ_SCALARS = tuple(_TRAJ_FIELDS)
 _TRAJ_COERCIONS = tuple((name, plain) for name, (_, plain) in _TRAJ_FIELDS.items() if plain)
 
 
+def trajectory_header(t: Trajectory) -> dict[str, Any]:
+    """The header fields of ``t`` (all but its arrays, in ``Trajectory``'s order) as plain
+    Python values: what a message's header carries of it, and a JSON record keeps."""
+    return {name: getattr(t, name) for name in _TRAJ_SCALARS}
+
+
 _scalar_row = operator.attrgetter(*_TRAJ_SCALARS, "num_tokens")
 
 
