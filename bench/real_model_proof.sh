@@ -147,6 +147,10 @@ PY
             "learn from; a stronger warm start first (FORCE=1 trains the arms anyway)" >&2
         exit 3
     fi
+    # The warm start under the arms' own eval (their held-out tasks, samples and temperature):
+    # what each arm's gain is measured from (paired by task: agentgym compare).
+    eval_once "$OUT/warm-s.json" "$HORIZON" --set "run_dir=$warm" --set "model.path=$MODEL" \
+        --checkpoint "$warm/sft/checkpoints" --caps 6
     # Evals run at cap 6 only: the prompt does not depend on the cap, so an episode cut at t turns
     # is the cap-6 episode's first t turns, and the eval's share solved within 2 and 4 turns is
     # the cap-2 and cap-4 row of the matrix (up to batching noise: the noise table).
