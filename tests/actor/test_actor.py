@@ -360,6 +360,8 @@ def test_a_synchronous_actor_replaces_a_group_whose_every_episode_failed(menu_ru
 class DeadEngine:
     """An engine that fails every call, as vLLM's does once its engine process died."""
 
+    streams_weights = False  # never loads weights
+
     def __init__(self, engine):
         self.version = engine.version
         self._engine = engine
@@ -430,6 +432,7 @@ def test_admission_credits_groups_that_never_reach_training():
 
     class Engine:
         version = 0
+        streams_weights = False  # never loads weights
 
     settings = ActorSettings(env="babyai", task_ids=(0,), max_staleness=0, share=1, index=3)
     actor = Actor(settings, Engine(), None, None, None, Endpoints())
@@ -452,6 +455,7 @@ def test_admission_fills_the_first_batch_before_more_groups():
 
     class Engine:
         version = 0
+        streams_weights = False  # never loads weights
 
     settings = ActorSettings(
         env="babyai", task_ids=(0,), groups_in_flight=4, max_staleness=2, share=2
@@ -518,6 +522,7 @@ class OneReplyEngine:
     """Answers every prompt at once with the same reply (``inventory``), whatever the env."""
 
     version = 0
+    streams_weights = False  # never loads weights
 
     def __init__(self, tokenizer):
         self.reply = list(tokenizer.encode("inventory", add_special_tokens=False))

@@ -515,7 +515,7 @@ class Actor:
         """One fetch; the version loaded, or None (nothing newer, or the fetch failed)."""
         start = time.perf_counter()
         try:
-            if hasattr(self.engine, "load_weights_stream") and self._stream_tensors is not None:
+            if self.engine.streams_weights and self._stream_tensors is not None:
                 loaded = await self._stream_weights()
             else:
                 loaded = await self._fetch_whole()
@@ -538,7 +538,7 @@ class Actor:
         if snapshot.path is not None:
             raise WeightFetchError(
                 f"the learner serves weights as files ({snapshot.path}); this engine cannot "
-                "stream them in (it has no load_weights_stream)"
+                "stream them in (streams_weights is false)"
             )
         await self.engine.load_weights(self._to_state_dict(snapshot.tensors), snapshot.version)
         return snapshot.version
