@@ -25,6 +25,7 @@ import time
 
 import torch
 
+from agentgym.actor.config import EpisodeRules
 from agentgym.actor.episodes import EpisodeSpec, run_group
 from agentgym.agent.turns import ChatCodec
 from agentgym.engines import SamplingParams
@@ -46,8 +47,7 @@ def run_batch(engine: HFEngine, codec: ChatCodec, args: argparse.Namespace) -> d
             group_size=args.group_size,
             horizon_cap=args.turns,
             seed=1000 + g,
-            max_context_tokens=args.max_context,
-            worked_example=True,
+            rules=EpisodeRules(max_context_tokens=args.max_context, worked_example=True),
         )
         for g in range(args.groups)
     ]

@@ -112,6 +112,7 @@ def run_case(
     """Groups/s per env for one actor with ``slots`` groups in flight, ``envs[e]`` of them
     at most of env ``e``."""
     from agentgym.actor.actor import Actor, ActorSettings, EnvDraw
+    from agentgym.actor.config import EpisodeRules
     from agentgym.agent.turns import ChatCodec
     from agentgym.engines.base import SamplingParams
     from agentgym.transport.channels import Endpoints, LearnerChannels
@@ -121,7 +122,7 @@ def run_case(
     settings = ActorSettings(
         env=draws[0].name, task_ids=draws[0].task_ids, envs=draws if len(draws) > 1 else (),
         group_size=4, groups_in_flight=slots, max_staleness=10**6, share=10**6,
-        reply_format="action_line", system_prompt=True, max_context_tokens=4096,
+        rules=EpisodeRules(max_context_tokens=4096),
         connect_timeout_s=10,
     )  # fmt: skip
     tmp.mkdir(parents=True, exist_ok=True)

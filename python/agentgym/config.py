@@ -24,7 +24,8 @@ from agentgym.configtools import ConfigError, FieldProblems, check, from_dict, n
 from agentgym.curriculum import CurriculumConfig, EnvMixConfig
 from agentgym.envs.families import FAMILIES, TASK_FILTERS, family
 from agentgym.horizon import HorizonConfig
-from agentgym.learner.config import LearnerConfig, OptimConfig
+from agentgym.learner.config import DPOConfig, LearnerConfig, SFTConfig
+from agentgym.learner.config import OptimConfig as OptimConfig  # re-exported, as SFT/DPOConfig
 from agentgym.models import TinyModelSpec
 
 # the fewest reply tokens that can hold "Action: <action>" under common tokenizers ("Action",
@@ -493,88 +494,6 @@ class EvalConfig:
             ("top_k", self.top_k >= 0, "must be >= 0 (0: off)"),
             ("top_p", 0 < self.top_p <= 1, "must be in (0, 1] (1: off)"),
             ("groups_in_flight", self.groups_in_flight >= 1, "must be >= 1"),
-        )
-
-
-_OFFLINE_COUNTS = ("epochs", "batch_size", "micro_batch_size")
-
-
-@dataclass(frozen=True)
-class SFTConfig:
-    """``agentgym sft``: supervised fine-tuning on trajectory datasets (AgentTraj, demos)."""
-
-    data: tuple[str, ...] = ()
-    """JSONL files (``agentgym.learner.datasets`` lists the record forms)."""
-    epochs: int = 1
-    """Passes over the data."""
-    batch_size: int = 16
-    """Sequences per optimizer step (the loss is the token mean over all of them)."""
-    micro_batch_size: int = 4
-    """Sequences per forward pass; a step accumulates gradients over its micro-batches, which
-    hold sequences of similar length (longest first)."""
-    max_tokens: int = 2048
-    """Longer sequences are cut to this many tokens (and counted)."""
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-4))
-    """AdamW and gradient clipping."""
-    checkpoint_every: int = 0
-    """Optimizer steps between checkpoints (0: only at the end)."""
-    strict: bool = False
-    """Fail on the first malformed record instead of skipping and counting it."""
-    seed: int = 0
-    """Seeds the order of the examples."""
-    copy_mix: float = 0.0
-    """Weight of a copy loss added to every step: the next-token loss on 8 random spans and
-    their repeats (the task of ``model.copy_warmup_steps``). A high SFT lr wipes a tiny
-    model's copy warm-up within a few steps; the mix keeps the skill in training while the demos
-    teach where to copy from. 0: none."""
-    bf16: bool = False
-    """Forward passes under bf16 autocast (weights and optimizer state stay float32), as
-    ``learner.bf16`` does in one process; about 1.8x on CPUs with bf16 instructions."""
-
-    def __post_init__(self) -> None:
-        check(
-            self,
-            *((name, getattr(self, name) >= 1, "must be >= 1") for name in _OFFLINE_COUNTS),
-            ("max_tokens", self.max_tokens >= 2, "must be >= 2"),
-            ("checkpoint_every", self.checkpoint_every >= 0, "must be >= 0 (0: only at the end)"),
-            ("copy_mix", self.copy_mix >= 0, "must be >= 0"),
-        )
-
-
-@dataclass(frozen=True)
-class DPOConfig:
-    """``agentgym dpo``: offline preference optimisation on pairs of episodes of one task."""
-
-    data: tuple[str, ...] = ()
-    """JSONL files of pairs ``{"chosen": record, "rejected": record}`` (``agentgym pairs``)."""
-    loss: Literal["sigmoid", "ipo"] = "sigmoid"
-    """sigmoid: DPO; ipo: IPO (``agentgym.learner.losses.dpo_loss``)."""
-    beta: float = 0.1
-    """Strength of the pull towards the reference policy."""
-    epochs: int = 1
-    """Passes over the pairs."""
-    batch_size: int = 8
-    """Pairs per optimizer step (the loss is their mean)."""
-    micro_batch_size: int = 2
-    """Pairs per forward pass (each pass runs both sides)."""
-    max_tokens: int = 2048
-    """Longer sequences are cut to this many tokens (and counted)."""
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-5))
-    """AdamW and gradient clipping."""
-    checkpoint_every: int = 0
-    """Optimizer steps between checkpoints (0: only at the end)."""
-    strict: bool = False
-    """Fail on the first bad pair instead of skipping and counting it."""
-    seed: int = 0
-    """Seeds the order of the pairs."""
-
-    def __post_init__(self) -> None:
-        check(
-            self,
-            *((name, getattr(self, name) >= 1, "must be >= 1") for name in _OFFLINE_COUNTS),
-            ("beta", self.beta > 0, "must be > 0"),
-            ("max_tokens", self.max_tokens >= 2, "must be >= 2"),
-            ("checkpoint_every", self.checkpoint_every >= 0, "must be >= 0 (0: only at the end)"),
         )
 
 

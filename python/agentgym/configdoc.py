@@ -70,7 +70,16 @@ class UndocumentedField(ValueError):
 
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring written under each field of dataclass ``cls`` (a string literal right after
-    the annotated assignment), read from its source."""
+    the annotated assignment), read from its source and that of the dataclasses it extends
+    (``ActorConfig``'s episode rules are ``EpisodeRules``'s fields)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            docs.update(_own_field_docs(klass))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs = {}

@@ -15,13 +15,20 @@ resolves to 127.0.0.1) lets the page read answers too. The rules:
   loopback address, the bound address (any IP address when bound to all of them: a rebinding
   page cannot make the browser send an address), or a name allowed by ``--allow-host``
   (``*``: any).
+
+The bearer token of those servers and of ``agentgym-envserver`` comes from their common flags
+(``resolve_token``); one bound beyond loopback without a token is warned about
+(``exposed_without_token``).
 """
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -112,3 +119,25 @@ def is_loopback(host: str) -> bool:
         return True
     ip = _ip(host)
     return ip is not None and ip.is_loopback
+
+
+def resolve_token(args: argparse.Namespace, variable: str) -> str | None:
+    """The bearer token: ``--token``, else ``--token-file``'s first line, else $``variable``."""
+    if args.token and args.token_file:
+        raise ValueError("give --token or --token-file, not both")
+    if args.token_file:
+        try:
+            lines = Path(args.token_file).read_text().splitlines()
+        except OSError as e:
+            raise ValueError(f"--token-file: cannot read {args.token_file}: {e.strerror}") from e
+        token = lines[0].strip() if lines else ""
+        if not token:
+            raise ValueError(f"--token-file: {args.token_file} holds no token on its first line")
+        return token
+    return args.token or os.environ.get(variable) or None
+
+
+def exposed_without_token(host: str, token: str | None) -> bool:
+    """Whether the server listens beyond loopback with no token (anyone can drive it); a
+    host name counts as beyond loopback."""
+    return not token and not is_loopback(host)

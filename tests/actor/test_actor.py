@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentgym.actor.actor import Actor, ActorSettings  # noqa: E402
+from agentgym.actor.config import EpisodeRules  # noqa: E402
 from agentgym.actor.episodes import EpisodeSpec, next_ids, run_group  # noqa: E402
 from agentgym.actor.menu import MenuPolicy  # noqa: E402
 from agentgym.actor.policy import make_engine, sampling_params  # noqa: E402
@@ -29,8 +30,13 @@ from agentgym.transport.channels import Endpoints, LearnerChannels  # noqa: E402
 from agentgym.transport.wire import Control, decode_control, encode_control  # noqa: E402
 
 
+def _rules(context: int) -> EpisodeRules:
+    """The menu policy's rules: bare one-token replies, no system prompt."""
+    return EpisodeRules(reply_format="bare", system_prompt=False, max_context_tokens=context)
+
+
 def _group(config, model, tokenizer, pool, *, task_id=0, size=4, cap=2, group_id=7, context=1024):
-    spec = EpisodeSpec("babyai", task_id, group_id, size, cap, "bare", False, context)
+    spec = EpisodeSpec("babyai", task_id, group_id, size, cap, _rules(context))
     engine = make_engine(config, model, tokenizer, seed=3)
 
     async def go():
@@ -103,7 +109,7 @@ def test_at_another_temperature_the_learner_sees_the_behaviour_policy(menu_run):
 
     async def play():
         engine = make_engine(hot, model, tokenizer, seed=3)
-        specs = [EpisodeSpec("babyai", task, g, 4, 3, "bare", False, 1024, seed=g)
+        specs = [EpisodeSpec("babyai", task, g, 4, 3, _rules(1024), seed=g)
                  for g, task in ((1, 0), (2, 41))]  # fmt: skip
         try:
             return await asyncio.gather(
@@ -137,7 +143,7 @@ def test_seeded_group_gives_the_same_episodes_whatever_else_is_in_flight(menu_ru
     params = sampling_params(config)
 
     def spec(task_id, group_id, seed):
-        return EpisodeSpec("babyai", task_id, group_id, 6, 3, "bare", False, 1024, seed=seed)
+        return EpisodeSpec("babyai", task_id, group_id, 6, 3, _rules(1024), seed=seed)
 
     async def play(specs, engine_seed):
         engine = make_engine(config, model, tokenizer, seed=engine_seed)
@@ -252,9 +258,7 @@ def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path, how)
         groups_in_flight=3,
         max_staleness=0,
         share=1,
-        reply_format="bare",
-        system_prompt=False,
-        max_context_tokens=1024,
+        rules=_rules(1024),
     )
     engine_model = replace_model_copy(model)
     engine = make_engine(config, engine_model, tokenizer)
@@ -322,8 +326,7 @@ class FailingFirstGroupPool(EnvPool):
 def _follower(config, model, tokenizer, fake, pool, **settings):
     """An actor of the tiny menu policy on ``pool``, following ``fake``, and its thread."""
     base = dict(env="babyai", task_ids=(0, 1, 40, 41), group_size=3, groups_in_flight=3,
-                max_staleness=0, share=1, reply_format="bare", system_prompt=False,
-                max_context_tokens=1024)  # fmt: skip
+                max_staleness=0, share=1, rules=_rules(1024))  # fmt: skip
     actor = Actor(
         ActorSettings(**{**base, **settings}),
         make_engine(config, replace_model_copy(model), tokenizer),
@@ -547,8 +550,8 @@ def test_groups_of_a_two_env_actor_reach_the_learner_one_env_each(menu_run):
     config, _, tokenizer = menu_run
     envs = ("babyai", "textcraft")
     settings = ActorSettings(
-        env="babyai", task_ids=(0,), group_size=3, reply_format="bare", system_prompt=False,
-        max_context_tokens=1024, envs=tuple(EnvDraw(e, (0, 1, 2), 1.0, 6) for e in envs),
+        env="babyai", task_ids=(0,), group_size=3, rules=_rules(1024),
+        envs=tuple(EnvDraw(e, (0, 1, 2), 1.0, 6) for e in envs),
     )  # fmt: skip
     pools = {e: EnvPool(e) for e in envs}
     actor = Actor(settings, OneReplyEngine(tokenizer), pools, ChatCodec(tokenizer),

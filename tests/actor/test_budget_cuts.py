@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from agentgym.actor.config import EpisodeRules  # noqa: E402
 from agentgym.actor.episodes import EpisodeSpec, next_ids, run_group  # noqa: E402
 from agentgym.actor.policy import sampling_params  # noqa: E402
 from agentgym.agent.turns import ChatCodec  # noqa: E402
@@ -51,8 +52,8 @@ class ScriptedEngine:
 
 def play(menu_run, **penalty):
     config, _, tokenizer = menu_run
-    spec = EpisodeSpec("babyai", 0, 7, 2, len(SCRIPT), "action_line", False, 2048,
-                       invalid_reply_penalty=0.1, **penalty)  # fmt: skip
+    rules = EpisodeRules("action_line", False, 2048, invalid_reply_penalty=0.1, **penalty)
+    spec = EpisodeSpec("babyai", 0, 7, 2, len(SCRIPT), rules)
     result = asyncio.run(
         run_group(
             spec,
@@ -82,8 +83,8 @@ def test_a_budget_cut_is_invalid_and_counted_apart(menu_run):
     "penalty, reward",
     [
         ({"penalize_budget_cuts": False}, -0.1),
-        ({"penalty_mode": "per_episode"}, -0.1 * 2 / 3),
-        ({"penalty_mode": "per_episode", "penalize_budget_cuts": False}, -0.1 / 3),
+        ({"invalid_reply_penalty_mode": "per_episode"}, -0.1 * 2 / 3),
+        ({"invalid_reply_penalty_mode": "per_episode", "penalize_budget_cuts": False}, -0.1 / 3),
     ],
 )
 def test_the_penalty_per_episode_or_without_budget_cuts(menu_run, penalty, reward):

@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from agentgym.actor.config import EpisodeRules
 from agentgym.actor.episodes import EpisodeSpec, next_ids, run_group
 from agentgym.agent.turns import ChatCodec
 from agentgym.engines.base import Generation, SamplingParams
@@ -65,7 +66,7 @@ def test_replies_are_cut_after_the_first_stop(search_pool: EnvPool) -> None:
     tokenizer = train_tokenizer([*REPLIES, "Question: What is the capital of France?"] * 4, 300)
     codec = ChatCodec(tokenizer)
     engine = ScriptedEngine(tokenizer)
-    spec = EpisodeSpec("search", 0, 1, 1, None, max_context_tokens=100_000)
+    spec = EpisodeSpec("search", 0, 1, 1, None, EpisodeRules(max_context_tokens=100_000))
     result = asyncio.run(
         run_group(spec, engine, search_pool, codec, SamplingParams(max_new_tokens=64), next_ids(0))
     )

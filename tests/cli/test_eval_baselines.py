@@ -1,4 +1,4 @@
-"""``agentgym eval --policy``: the baselines without a model (``agentgym.envs.baselines``) and
+"""``agentgym eval --policy``: the baselines without a model (``agentgym.agent.baselines``) and
 ``--caps``, the eval matrix (a row per turn cap)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import tiny_run
 
+from agentgym.agent.baselines import parse_policy
 from agentgym.cli.eval import evaluate_baseline, parse_caps
 from agentgym.cli.main import main
 from agentgym.config import load_config
-from agentgym.envs.baselines import parse_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOLLM2_BABYAI = ROOT / "configs" / "smollm2-babyai.yaml"

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from agentgym.agent.demos import demo_episode
 from agentgym.agent.parsing import parse_action
 from agentgym.envs import EnvPool
-from agentgym.envs.planners import (
-    demo_episode,
-    parse_textcraft,
-    plan_babyai,
-    plan_textcraft,
-    run_expert,
-)
+from agentgym.envs.planners import parse_textcraft, plan_babyai, plan_textcraft, run_expert
 
 # ids are ordered by depth: 1 (0-124), 2 (125-415), 3 (416-532), 4 (533-543); 440 (crossbow)
 # needs an ingredient twice

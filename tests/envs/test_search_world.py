@@ -73,8 +73,8 @@ def test_index_check_reports_and_fails_when_strict(tmp_path, capsys):
 
 
 def test_the_one_hop_rule_solves_chain1_only(tmp_path):
+    from agentgym.agent.baselines import parse_policy, play
     from agentgym.envs import EnvPool
-    from agentgym.envs.baselines import parse_policy, play
     from agentgym.envs.search import build_index
 
     write_dataset(tmp_path, seed=0, num_questions=24, one_hop=0.5, held_out=8)

@@ -8,12 +8,8 @@ import pytest
 import requests
 from httphelpers import envserver_process, native_server, url_of
 
-from agentgym.cli.envserver import (
-    build_parser,
-    exposed_without_token,
-    parse_options,
-    resolve_token,
-)
+from agentgym.cli.envserver import TOKEN_ENV, build_parser, parse_options
+from agentgym.httpguard import exposed_without_token, resolve_token
 
 
 def test_cli_serves_and_stops_on_ctrl_c(procs):
@@ -43,18 +39,22 @@ def test_token_from_a_file_and_any_case_of_the_scheme(procs, tmp_path):
 def test_token_sources_and_exposure_warning(tmp_path, monkeypatch):
     monkeypatch.delenv("AGENTGYM_ENVSERVER_TOKEN", raising=False)
     parse = build_parser().parse_args
-    assert resolve_token(parse(["--env", "babyai"])) is None
+    assert resolve_token(parse(["--env", "babyai"]), TOKEN_ENV) is None
     monkeypatch.setenv("AGENTGYM_ENVSERVER_TOKEN", "from-env")
-    assert resolve_token(parse(["--env", "babyai"])) == "from-env"
-    assert resolve_token(parse(["--env", "babyai", "--token", "t"])) == "t"
+    assert resolve_token(parse(["--env", "babyai"]), TOKEN_ENV) == "from-env"
+    assert resolve_token(parse(["--env", "babyai", "--token", "t"]), TOKEN_ENV) == "t"
     empty = tmp_path / "empty"
     empty.write_text("\n")
     with pytest.raises(ValueError, match="holds no token"):
-        resolve_token(parse(["--env", "babyai", "--token-file", str(empty)]))
+        resolve_token(parse(["--env", "babyai", "--token-file", str(empty)]), TOKEN_ENV)
     with pytest.raises(ValueError, match="cannot read"):
-        resolve_token(parse(["--env", "babyai", "--token-file", str(tmp_path / "missing")]))
+        resolve_token(
+            parse(["--env", "babyai", "--token-file", str(tmp_path / "missing")]), TOKEN_ENV
+        )
     with pytest.raises(ValueError, match="not both"):
-        resolve_token(parse(["--env", "babyai", "--token", "t", "--token-file", str(empty)]))
+        resolve_token(
+            parse(["--env", "babyai", "--token", "t", "--token-file", str(empty)]), TOKEN_ENV
+        )
     assert exposed_without_token("0.0.0.0", None) and exposed_without_token("10.1.2.3", "")
     assert not exposed_without_token("0.0.0.0", "t")
     assert not exposed_without_token("127.0.0.1", None) and not exposed_without_token("::1", None)

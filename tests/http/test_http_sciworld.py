@@ -104,6 +104,7 @@ def test_gold_path_succeeds_and_move_limit_truncates(procs):
 
     from fake_sciworld import ScriptedEngine
 
+    from agentgym.actor.config import EpisodeRules
     from agentgym.actor.episodes import EpisodeSpec, next_ids, run_group
     from agentgym.agent.turns import ChatCodec
     from agentgym.engines.base import SamplingParams
@@ -125,7 +126,9 @@ def test_gold_path_succeeds_and_move_limit_truncates(procs):
         engine = ScriptedEngine(tokenizer, engine_plans, idle_action="look at agent")
 
         async def play(task_id, engine=engine):
-            spec = EpisodeSpec("sciworld", task_id, task_id, 1, None, max_context_tokens=10**6)
+            spec = EpisodeSpec(
+                "sciworld", task_id, task_id, 1, None, EpisodeRules(max_context_tokens=10**6)
+            )
             params = SamplingParams(max_new_tokens=64)
             codec = ChatCodec(tokenizer)
             return await run_group(spec, engine, pool, codec, params, next_ids(0))

@@ -119,6 +119,7 @@ def test_fresh_simulator_replaces_the_simulator_on_reset():
 
 def test_actor_episode_shows_the_task_and_reads_success_and_truncation(sciworld_url):
     pytest.importorskip("transformers")
+    from agentgym.actor.config import EpisodeRules
     from agentgym.actor.episodes import EpisodeSpec, next_ids, run_group
     from agentgym.agent.turns import ChatCodec
     from agentgym.engines.base import SamplingParams
@@ -135,10 +136,10 @@ def test_actor_episode_shows_the_task_and_reads_success_and_truncation(sciworld_
     pool = EnvPool.remote(sciworld_url, "sciworld", num_tasks=4)
 
     async def play(task_id, penalty=0.0, task_reward=1.0):
-        spec = EpisodeSpec(
-            "sciworld", task_id, task_id, 2, None, max_context_tokens=100_000,
-            invalid_reply_penalty=penalty, task_reward=task_reward,
-        )  # fmt: skip
+        rules = EpisodeRules(
+            max_context_tokens=100_000, invalid_reply_penalty=penalty, task_reward=task_reward
+        )
+        spec = EpisodeSpec("sciworld", task_id, task_id, 2, None, rules)
         params = SamplingParams(max_new_tokens=64)
         return await run_group(spec, engine, pool, ChatCodec(tokenizer), params, next_ids(0))
 

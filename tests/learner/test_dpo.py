@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 from test_sft import examples, tiny_lm  # noqa: E402
 
-from agentgym.config import DPOConfig  # noqa: E402
+from agentgym.learner.config import DPOConfig  # noqa: E402
 from agentgym.learner.datasets import DatasetError, read_pairs  # noqa: E402
 from agentgym.learner.dpo import _pairs_loss, side_logprobs, train_dpo  # noqa: E402
 

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from agentgym.config import SFTConfig  # noqa: E402
+from agentgym.learner.config import SFTConfig  # noqa: E402
 from agentgym.learner.datasets import Example  # noqa: E402
 from agentgym.learner.sft import _demo_loss, micro_batches, train_sft  # noqa: E402
 

@@ -282,8 +282,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "invalid-reply penalty added instead of subtracted", "actor/episodes.py",
-        "reward=spec.task_reward * e.reward - format_penalty(spec, e),",
-        "reward=spec.task_reward * e.reward + format_penalty(spec, e),",
+        "reward=spec.rules.task_reward * e.reward - format_penalty(spec.rules, e),",
+        "reward=spec.rules.task_reward * e.reward + format_penalty(spec.rules, e),",
         "actor",
     ),
     Mutant(
@@ -343,8 +343,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "the per-episode penalty is the per-reply one", "actor/episodes.py",
-        "return spec.invalid_reply_penalty * penalised / max(len(e.turn_finish), 1)",
-        "return spec.invalid_reply_penalty * penalised",
+        "return rules.invalid_reply_penalty * penalised / max(len(e.turn_finish), 1)",
+        "return rules.invalid_reply_penalty * penalised",
         "actor",
     ),
     # --- eval -----------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgym.actor.config import EpisodeRules
 from agentgym.actor.episodes import (
     Clocks,
     EpisodeSpec,
@@ -63,7 +64,6 @@ from agentgym.agent.turns import ChatCodec
 from agentgym.curriculum import CurriculumConfig, open_task_ids
 from agentgym.engines.base import Engine, SamplingParams
 from agentgym.envs import EnvPool
-from agentgym.envs.families import opens_with_example
 from agentgym.transport.auth import TransportKeys
 from agentgym.transport.channels import AsyncActorChannels, Endpoints, WeightFetchError
 from agentgym.transport.wire import Control, Trajectory, id_position
@@ -116,14 +116,9 @@ class ActorSettings:
     share: int = 1
     """Groups this actor contributes to each learner step."""
     index: int = 0
-    reply_format: str = "action_line"
-    system_prompt: bool = True
-    max_context_tokens: int = 4096
-    invalid_reply_penalty: float = 0.0
-    invalid_reply_penalty_mode: str = "per_reply"
-    penalize_budget_cuts: bool = True
-    task_reward: float = 1.0
-    worked_example: bool = False
+    rules: EpisodeRules = field(default_factory=EpisodeRules)
+    """The rules of every episode (``ActorConfig.rules``); the worked example applies to the
+    envs whose family has one."""
     seed: int = 0
     push_timeout_s: float = 2.0
     fetch_backoff_s: tuple[float, float] = (0.05, 1.0)
@@ -391,14 +386,7 @@ class Actor:
             group_id=group_id,
             group_size=self.s.group_size,
             horizon_cap=self._control.cap_of(draw.name, self._updates_ahead()),
-            reply_format=self.s.reply_format,  # type: ignore[arg-type]
-            system_prompt=self.s.system_prompt,
-            max_context_tokens=self.s.max_context_tokens,
-            invalid_reply_penalty=self.s.invalid_reply_penalty,
-            penalty_mode=self.s.invalid_reply_penalty_mode,  # type: ignore[arg-type]
-            penalize_budget_cuts=self.s.penalize_budget_cuts,
-            task_reward=self.s.task_reward,
-            worked_example=opens_with_example(draw.name, self.s.worked_example),
+            rules=self.s.rules.for_env(draw.name),
             seed=derive_seed(self.s.seed, id_position(group_id)),
         )
         self.stats.groups_started += 1

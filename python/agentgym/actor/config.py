@@ -1,23 +1,24 @@
-"""The actor's config schema (frozen dataclasses, one docstring per field)."""
+"""The actor's config schema (frozen dataclasses, one docstring per field).
+
+``EpisodeRules`` holds the rules of one episode (reply format, prompt, context limit, reward
+shaping); ``ActorConfig`` extends it, so the rules stay flat keys of the ``actor`` section
+(``actor.max_context_tokens``) while the actor and the episode code take them whole
+(``ActorConfig.rules``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Literal
 
 from agentgym.configtools import check
+from agentgym.envs.families import opens_with_example
 
 
 @dataclass(frozen=True)
-class ActorConfig:
-    """How an actor runs episodes and feeds the learner."""
+class EpisodeRules:
+    """How an episode is prompted, cut off and rewarded (the same for every group of a run)."""
 
-    num_actors: int = 1
-    """Actor processes ``agentgym train`` starts (each with its own engine and env pool)."""
-    group_size: int = 8
-    """Episodes per task, sent together as one GRPO group (same task, same horizon cap)."""
-    groups_in_flight: int = 4
-    """Groups an actor runs at once; their turns share engine batches."""
     reply_format: Literal["action_line", "bare"] = "action_line"
     """action_line: AgentGym's "Thought: ... Action: <action>" replies (parsed with its rules);
     bare: the whole reply is the action (for the menu policy's one-token replies)."""
@@ -55,6 +56,42 @@ class ActorConfig:
     reward alone (R1-Zero style: only ``invalid_reply_penalty`` ranks the episodes of a group),
     to see how many steps the format takes and what task success does meanwhile; success,
     the step lines' success and eval are unchanged."""
+
+    def __post_init__(self) -> None:
+        check(self, *self._rule_checks())
+
+    def _rule_checks(self) -> tuple[tuple[str, bool, str], ...]:
+        return (
+            ("max_context_tokens", self.max_context_tokens >= 1, "must be >= 1"),
+            ("invalid_reply_penalty", self.invalid_reply_penalty >= 0, "must be >= 0 (0: off)"),
+            ("task_reward", self.task_reward >= 0, "must be >= 0 (0: the format reward alone)"),
+            ("task_reward", self.task_reward > 0 or self.invalid_reply_penalty > 0,
+             "0 needs actor.invalid_reply_penalty > 0 (else every reward is 0: nothing to learn)"),
+        )  # fmt: skip
+
+    def for_env(self, env: str) -> EpisodeRules:
+        """These rules for an episode of ``env``: the worked example only where its family has
+        one (a multi-env run's other envs open without it)."""
+        return replace(self, worked_example=opens_with_example(env, self.worked_example))
+
+    def scored_by_env(self) -> EpisodeRules:
+        """These rules with the reward shaping off (no format penalty, the env's reward at
+        weight 1): how eval scores an episode."""
+        return replace(self, invalid_reply_penalty=0.0, task_reward=1.0)
+
+
+@dataclass(frozen=True)
+class ActorConfig(EpisodeRules):
+    """How an actor runs episodes and feeds the learner. The keys from ``reply_format`` to
+    ``task_reward`` are the rules of every episode (``EpisodeRules``), which the actor hands
+    whole to the episode code."""
+
+    num_actors: int = 1
+    """Actor processes ``agentgym train`` starts (each with its own engine and env pool)."""
+    group_size: int = 8
+    """Episodes per task, sent together as one GRPO group (same task, same horizon cap)."""
+    groups_in_flight: int = 4
+    """Groups an actor runs at once; their turns share engine batches."""
     seed: int = 0
     """Seeds task sampling, the sampling of each group (mixed with its group id) and the engine's
     own stream; actor i uses seed + i."""
@@ -69,12 +106,13 @@ class ActorConfig:
         counts = ("num_actors", "group_size", "groups_in_flight", "torch_threads")
         check(
             self,
+            *self._rule_checks(),
             *((name, getattr(self, name) >= 1, "must be >= 1") for name in counts),
-            ("max_context_tokens", self.max_context_tokens >= 1, "must be >= 1"),
             ("sample_every", self.sample_every >= 0, "must be >= 0 (0: no sample)"),
             ("push_timeout_s", self.push_timeout_s > 0, "must be > 0"),
-            ("invalid_reply_penalty", self.invalid_reply_penalty >= 0, "must be >= 0 (0: off)"),
-            ("task_reward", self.task_reward >= 0, "must be >= 0 (0: the format reward alone)"),
-            ("task_reward", self.task_reward > 0 or self.invalid_reply_penalty > 0,
-             "0 needs actor.invalid_reply_penalty > 0 (else every reward is 0: nothing to learn)"),
         )  # fmt: skip
+
+    @property
+    def rules(self) -> EpisodeRules:
+        """The episode rules of this config, as the actor and the episode code take them."""
+        return EpisodeRules(**{f.name: getattr(self, f.name) for f in fields(EpisodeRules)})

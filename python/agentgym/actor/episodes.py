@@ -17,6 +17,7 @@ from typing import Literal
 
 import numpy as np
 
+from agentgym.actor.config import EpisodeRules
 from agentgym.agent.parsing import EMPTY_ACTION_MESSAGE, ParsedAction, parse_action, sanitize_action
 from agentgym.agent.prompts import initial_messages
 from agentgym.agent.turns import ChatCodec, Conversation
@@ -37,30 +38,15 @@ def parse_reply(reply: str, env: str, reply_format: Literal["action_line", "bare
 
 @dataclass(frozen=True)
 class EpisodeSpec:
-    """What a group runs: which task, how many episodes, under which cap and prompt rules."""
+    """What a group runs: which task, how many episodes, under which cap and episode rules."""
 
     env: str
     task_id: int
     group_id: int
     group_size: int
     horizon_cap: int | None
-    reply_format: Literal["action_line", "bare"] = "action_line"
-    system_prompt: bool = True
-    max_context_tokens: int = 4096
-    invalid_reply_penalty: float = 0.0
-    """Subtracted from a trajectory's reward for replies without a usable action (success is
-    unchanged), by ``penalty_mode``."""
-    penalty_mode: Literal["per_reply", "per_episode"] = "per_reply"
-    """per_reply: the penalty times the penalised replies (an all-invalid episode loses
-    penalty x turns, so the reward scale grows with the cap); per_episode: the penalty times
-    their share of the episode's turns (at most the penalty, whatever the cap)."""
-    penalize_budget_cuts: bool = True
-    """Whether a reply cut by the token budget before its action counts for the penalty (it
-    counts as invalid either way, apart as ``budget_cut_replies``)."""
-    task_reward: float = 1.0
-    """Weight of the env's reward in the trajectory's reward (0: the format term alone)."""
-    worked_example: bool = False
-    """Open with the env family's worked example before the first observation."""
+    rules: EpisodeRules = field(default_factory=EpisodeRules)
+    """How its episodes are prompted, cut off and rewarded (``actor.*``: ``ActorConfig.rules``)."""
     seed: int | None = None
     """Seeds the sampling: turn t samples with ``derive_seed(seed, t)`` (its i-th live episode
     with that + i), so the same seed, weights and task give the same episodes whatever else is
@@ -186,8 +172,8 @@ async def _start(spec, pool, codec, sessions, clocks) -> list[_Episode]:
 
 
 def _opening(spec: EpisodeSpec, observation: str) -> list[dict[str, str]]:
-    if spec.system_prompt:
-        return initial_messages(spec.env, observation, worked_example=spec.worked_example)
+    if spec.rules.system_prompt:
+        return initial_messages(spec.env, observation, worked_example=spec.rules.worked_example)
     return [{"role": "user", "content": observation}]
 
 
@@ -206,7 +192,7 @@ async def _turn(spec, engine, pool, params, live: list[_Episode], clocks: Clocks
         text = ep.conversation.add_reply(
             gen.token_ids, gen.logprobs, gen.policy_version, stop=params.stop
         )
-        parsed = parse_reply(text, spec.env, spec.reply_format)
+        parsed = parse_reply(text, spec.env, spec.rules.reply_format)
         cut = gen.finish_reason == "length"
         ep.turn_finish.append(int(cut))
         if parsed.ok:
@@ -252,7 +238,7 @@ def _apply_limits(spec: EpisodeSpec, live: list[_Episode], turns: int) -> None:
     for ep in live:
         if ep.done or ep.error:
             continue
-        if len(ep.conversation.tokens) >= spec.max_context_tokens:
+        if len(ep.conversation.tokens) >= spec.rules.max_context_tokens:
             ep.done, ep.truncation = True, "context"
         elif spec.horizon_cap is not None and turns >= spec.horizon_cap:
             ep.done, ep.truncation = True, "cap"
@@ -269,7 +255,7 @@ def _result(spec, episodes: list[_Episode], episode_ids, generated: int) -> Grou
             env=spec.env,
             task_id=spec.task_id,
             horizon_cap=spec.horizon_cap,
-            reward=spec.task_reward * e.reward - format_penalty(spec, e),
+            reward=spec.rules.task_reward * e.reward - format_penalty(spec.rules, e),
             success=e.success,
             truncation=e.truncation,
             timings={"generate": e.gen_s, "env": e.env_s},
@@ -286,11 +272,12 @@ def _result(spec, episodes: list[_Episode], episode_ids, generated: int) -> Grou
     )  # fmt: skip
 
 
-def format_penalty(spec: EpisodeSpec, e: _Episode) -> float:
-    """What an episode's invalid replies cost its reward (``EpisodeSpec.penalty_mode``)."""
-    if spec.invalid_reply_penalty == 0:
+def format_penalty(rules: EpisodeRules, e: _Episode) -> float:
+    """What an episode's invalid replies cost its reward (``EpisodeRules.invalid_reply_penalty``,
+    added up by its ``invalid_reply_penalty_mode``)."""
+    if rules.invalid_reply_penalty == 0:
         return 0.0
-    penalised = e.invalid_replies - (0 if spec.penalize_budget_cuts else e.budget_cuts)
-    if spec.penalty_mode == "per_episode":
-        return spec.invalid_reply_penalty * penalised / max(len(e.turn_finish), 1)
-    return spec.invalid_reply_penalty * penalised
+    penalised = e.invalid_replies - (0 if rules.penalize_budget_cuts else e.budget_cuts)
+    if rules.invalid_reply_penalty_mode == "per_episode":
+        return rules.invalid_reply_penalty * penalised / max(len(e.turn_finish), 1)
+    return rules.invalid_reply_penalty * penalised

@@ -1,4 +1,5 @@
-"""Agent turns: per-env instructions, action parsing, token-in/token-out conversations."""
+"""Agent turns: per-env instructions, action parsing, token-in/token-out conversations; policies
+without a model (``baselines``) and expert demos as chat records (``demos``)."""
 
 from agentgym.agent.parsing import ParsedAction, parse_action, sanitize_action
 from agentgym.agent.prompts import initial_messages, instruction_for

@@ -91,9 +91,9 @@ def parse_options(pairs: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """``agentgym demos``: returns the exit code (1 when no task was solved)."""
+    from agentgym.agent.demos import demo_episode
     from agentgym.envs import EnvPool
     from agentgym.envs.families import family
-    from agentgym.envs.planners import demo_episode
 
     span = parse_tasks(args.tasks)
     tasks = _filtered(list(span), "--levels", args.levels, TASK_FILTERS["levels"].modulus)

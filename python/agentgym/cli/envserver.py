@@ -10,13 +10,11 @@ released until Ctrl-C (or SIGTERM), which stops it cleanly.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from agentgym.httpguard import is_loopback
+from agentgym.httpguard import exposed_without_token, resolve_token
 
 TOKEN_ENV = "AGENTGYM_ENVSERVER_TOKEN"
 
@@ -140,28 +138,6 @@ def parse_options(env: str, pairs: Sequence[str]) -> dict[str, str]:
     return options
 
 
-def resolve_token(args: argparse.Namespace, variable: str = TOKEN_ENV) -> str | None:
-    """The bearer token: ``--token``, else ``--token-file``'s first line, else $``variable``."""
-    if args.token and args.token_file:
-        raise ValueError("give --token or --token-file, not both")
-    if args.token_file:
-        try:
-            lines = Path(args.token_file).read_text().splitlines()
-        except OSError as e:
-            raise ValueError(f"--token-file: cannot read {args.token_file}: {e.strerror}") from e
-        token = lines[0].strip() if lines else ""
-        if not token:
-            raise ValueError(f"--token-file: {args.token_file} holds no token on its first line")
-        return token
-    return args.token or os.environ.get(variable) or None
-
-
-def exposed_without_token(host: str, token: str | None) -> bool:
-    """Whether the server listens beyond loopback with no token (anyone can drive it); a
-    host name counts as beyond loopback."""
-    return not token and not is_loopback(host)
-
-
 def start(args: argparse.Namespace):
     """Starts the native server described by ``args`` (returns ``agentgym._envserver.Server``)."""
     from agentgym import _envserver
@@ -175,7 +151,7 @@ def start(args: argparse.Namespace):
         max_body_bytes=args.max_body_bytes,
         max_action_bytes=args.max_action_bytes,
         idle_timeout=args.idle_timeout if args.idle_timeout > 0 else None,
-        token=resolve_token(args),
+        token=resolve_token(args, TOKEN_ENV),
         workers=args.workers,
         env_threads=args.env_threads,
         blocking_threads=args.blocking_threads,
@@ -197,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, RuntimeError, ImportError) as e:
         print(f"agentgym-envserver: {e}", file=sys.stderr)
         return 2
-    if exposed_without_token(args.host, resolve_token(args)):
+    if exposed_without_token(args.host, resolve_token(args, TOKEN_ENV)):
         print(
             f"warning: agentgym-envserver listens on {args.host} without a bearer token: "
             f"anyone who can reach this port can drive the envs (set ${TOKEN_ENV} or "

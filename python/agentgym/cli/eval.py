@@ -13,7 +13,7 @@ model (numbered, ``step_N-2.json``, rather than replacing a result of other sett
 
 ``--policy SPEC`` plays the eval tasks with a policy without a model instead (a constant reply,
 the family's scripted rule, copying the worked example, or the env's expert:
-``agentgym.envs.baselines``), written to ``eval/policy_<spec>_cap<cap>.json``: the baselines a
+``agentgym.agent.baselines``), written to ``eval/policy_<spec>_cap<cap>.json``: the baselines a
 learning figure is set beside. ``--caps 2,4,6`` evaluates under each turn cap in turn and prints the
 matrix, with the share of episodes solved within each number of turns.
 """
@@ -37,7 +37,7 @@ from agentgym.cli.progress import Progress, duration
 from agentgym.cli.rundir import eval_out, step_of
 from agentgym.cli.servers import ServerFailed, served
 from agentgym.config import EnvEntry, RunConfig, load_config
-from agentgym.envs.families import family, opens_with_example
+from agentgym.envs.families import family
 from agentgym.horizon import HorizonConfig
 
 
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="SPEC",
         help="evaluate a policy without a model instead of a checkpoint: constant:ACTION, "
-        "scripted[:NAME] (the env family's rule), copy-example, bot (agentgym.envs.baselines)",
+        "scripted[:NAME] (the env family's rule), copy-example, bot (agentgym.agent.baselines)",
     )
     parser.add_argument(
         "--caps",
@@ -217,8 +217,8 @@ def format_matrix(results: list[dict[str, Any]]) -> str:
 
 def _run_policy(args: argparse.Namespace, config: RunConfig) -> tuple[int, dict | None]:
     """``--policy SPEC``: the eval tasks played by a policy without a model
-    (``agentgym.envs.baselines``); written to ``RUN_DIR/eval/policy_<spec>_cap<cap>.json``."""
-    from agentgym.envs.baselines import parse_policy
+    (``agentgym.agent.baselines``); written to ``RUN_DIR/eval/policy_<spec>_cap<cap>.json``."""
+    from agentgym.agent.baselines import parse_policy
 
     if args.checkpoint is not None:
         print("agentgym eval: --policy and --checkpoint exclude each other", file=sys.stderr)
@@ -259,10 +259,10 @@ def _run_policy(args: argparse.Namespace, config: RunConfig) -> tuple[int, dict 
 def evaluate_baseline(
     config: RunConfig, policy: Any, *, limit: int | None, progress: EvalProgress | None = None
 ) -> dict:
-    """The held-out tasks of every env played once by ``policy`` (``agentgym.envs.baselines``)
+    """The held-out tasks of every env played once by ``policy`` (``agentgym.agent.baselines``)
     under the eval's cap, summarised as a model's eval is (k = 1: the policies are
     deterministic)."""
-    from agentgym.envs.baselines import play
+    from agentgym.agent.baselines import play
 
     results = []
     for entry in config.entries:
@@ -596,7 +596,7 @@ async def _episodes(
     position = {t: i for i, t in enumerate(tasks)}
     levels = _levels(env, pool, tasks)
     semaphore = asyncio.Semaphore(config.eval.groups_in_flight)
-    a = config.actor
+    rules = config.actor.rules.for_env(env).scored_by_env()  # eval scores the env's reward
 
     async def one(task_id: int) -> list[dict[str, Any]]:
         spec = EpisodeSpec(
@@ -605,10 +605,7 @@ async def _episodes(
             task_id,
             config.eval.samples,
             cap,
-            a.reply_format,
-            a.system_prompt,
-            a.max_context_tokens,
-            worked_example=opens_with_example(env, a.worked_example),
+            rules,
             seed=derive_seed(config.eval.seed, task_id),
         )
         async with semaphore:

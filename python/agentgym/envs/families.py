@@ -235,7 +235,7 @@ def _line_after(prefix: str) -> Callable[[str], str | None]:
     return goal
 
 
-# Scripted baselines (``EnvFamily.baselines``, ``agentgym.envs.baselines``): the simplest rule
+# Scripted baselines (``EnvFamily.baselines``, ``agentgym.agent.baselines``): the simplest rule
 # per family, for the eval tables. Each maps (observations so far, actions taken) -> an action.
 _AVAILABLE = re.compile(r"^Available actions: (\[.*\])\s*$", re.M)
 _GOAL_OBJECT = re.compile(r"\b(go to|pick up|open|put)\b(?: the| a)? (\w+ (?:ball|box|key|door))")
@@ -437,7 +437,7 @@ class EnvFamily:
         default_factory=dict
     )
     """Scripted baselines by name, the first the default (``agentgym eval --policy
-    scripted[:NAME]``, ``agentgym.envs.baselines``): (observations so far, the first stating
+    scripted[:NAME]``, ``agentgym.agent.baselines``): (observations so far, the first stating
     the goal; actions taken) -> the next action, or None to stop."""
 
     def group(self, env: str, task_id: int, info: Mapping[str, Any]) -> str:

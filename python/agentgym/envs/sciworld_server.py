@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.asgiguard import Guard, GuardSettings, head_timeout_protocol
-from agentgym.httpguard import CrossSite
+from agentgym.httpguard import CrossSite, exposed_without_token, resolve_token
 
 TOKEN_ENV = "AGENTGYM_SCIWORLD_TOKEN"
 
@@ -354,8 +354,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     import sys
 
     import uvicorn
-
-    from agentgym.cli.envserver import exposed_without_token, resolve_token
 
     args = build_parser().parse_args(argv)
     try:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
+from agentgym.actor.config import EpisodeRules
 from agentgym.actor.episodes import EpisodeSpec, run_group
 from agentgym.envs import AsyncCoalescer, EnvPool, EnvSession, env_names
 from agentgym.integrations.common import Episode, open_pool, require
@@ -422,7 +423,7 @@ def rollout_func(
     episode_ids = itertools.count()
     spec = EpisodeSpec(
         env=env, task_id=0, group_id=0, group_size=1, horizon_cap=max_turns,
-        max_context_tokens=max_context_tokens, worked_example=worked_example,
+        rules=EpisodeRules(max_context_tokens=max_context_tokens, worked_example=worked_example),
     )  # fmt: skip
 
     def rollout(prompts: list[Any], trainer: Any) -> dict[str, list]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from agentgym.config import DPOConfig
+from agentgym.learner.config import DPOConfig
 from agentgym.learner.datasets import Example
 from agentgym.learner.forward import forward_tokens
 from agentgym.learner.losses import dpo_loss, sequence_logprobs

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from agentgym.config import SFTConfig
+from agentgym.learner.config import SFTConfig
 from agentgym.learner.datasets import Example
 from agentgym.learner.forward import forward_tokens
 from agentgym.learner.losses import sft_loss

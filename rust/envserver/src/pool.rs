@@ -76,6 +76,17 @@ pub(crate) enum Phase {
 }
 
 impl Phase {
+    /// The phase as `info()` names it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Phase::Fresh => "fresh",
+            Phase::Running => "running",
+            Phase::Finished { truncated: false } => "done",
+            Phase::Finished { truncated: true } => "truncated",
+            Phase::Failed(_) => "failed",
+        }
+    }
+
     /// Why session `id` cannot step in this phase, if it cannot.
     pub(crate) fn step_refusal(&self, id: u64) -> Option<String> {
         match self {
@@ -123,6 +134,18 @@ pub struct PoolStats {
     pub resets: AtomicU64,
     pub step_errors: AtomicU64,
     pub env_panics: AtomicU64,
+}
+
+impl PoolStats {
+    /// The counters as (name, value) pairs, in the names the Python `stats()` uses.
+    pub fn counters(&self) -> [(&'static str, u64); 4] {
+        [
+            ("steps", self.steps.load(Ordering::Relaxed)),
+            ("resets", self.resets.load(Ordering::Relaxed)),
+            ("step_errors", self.step_errors.load(Ordering::Relaxed)),
+            ("env_panics", self.env_panics.load(Ordering::Relaxed)),
+        ]
+    }
 }
 
 /// A multiplexer of env sessions of one kind.
@@ -445,9 +468,9 @@ impl EnvPool {
     /// in the pages of the threads that built it: without this, the memory of sessions closed
     /// by a process that then goes quiet would stay resident.
     fn release_freed_memory(&self) {
-        let everywhere = self.helpers.as_ref().is_some_and(|h| h.run(&|_| crate::release_freed_memory()));
+        let everywhere = self.helpers.as_ref().is_some_and(|h| h.run(&|_| crate::alloc::release_freed_memory()));
         if !everywhere {
-            crate::release_freed_memory();
+            crate::alloc::release_freed_memory();
         }
     }
 
@@ -502,7 +525,7 @@ impl EnvPool {
             };
             info.insert("pool_steps".into(), s.steps.into());
             info.insert("task_id".into(), s.task_id.map_or(serde_json::Value::Null, |t| t.into()));
-            info.insert("phase".into(), phase_name(&s.phase).into());
+            info.insert("phase".into(), s.phase.name().into());
             if let Phase::Failed(msg) = &s.phase {
                 info.insert("error".into(), msg.clone().into());
             }
@@ -656,16 +679,6 @@ fn reset_one(session: &SessionRef, id: u64, task_id: u64, stats: &PoolStats) -> 
             s.phase = Phase::Failed(msg.clone());
             Err(format!("session {id}: {msg}"))
         }
-    }
-}
-
-fn phase_name(phase: &Phase) -> &'static str {
-    match phase {
-        Phase::Fresh => "fresh",
-        Phase::Running => "running",
-        Phase::Finished { truncated: false } => "done",
-        Phase::Finished { truncated: true } => "truncated",
-        Phase::Failed(_) => "failed",
     }
 }
 

@@ -174,14 +174,7 @@ pool_pymethods! { PyEnvPool, to_py, step_checked,
 
     /// Counters since the pool was built: steps, resets, step_errors, env_panics.
     fn stats(&self) -> BTreeMap<&'static str, u64> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let s = &self.inner.stats;
-        BTreeMap::from([
-            ("steps", s.steps.load(Relaxed)),
-            ("resets", s.resets.load(Relaxed)),
-            ("step_errors", s.step_errors.load(Relaxed)),
-            ("env_panics", s.env_panics.load(Relaxed)),
-        ])
+        BTreeMap::from(self.inner.stats.counters())
     }
 }
 
@@ -454,17 +447,7 @@ pool_pymethods! { PyRemotePool, remote_to_py, step,
     /// Counters: steps, resets, step_errors, env_panics (always 0), transport_errors, close_errors,
     /// lost_sessions.
     fn stats(&self) -> BTreeMap<&'static str, u64> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let s = &self.inner.stats;
-        BTreeMap::from([
-            ("steps", s.steps.load(Relaxed)),
-            ("resets", s.resets.load(Relaxed)),
-            ("step_errors", s.step_errors.load(Relaxed)),
-            ("env_panics", 0),
-            ("transport_errors", s.transport_errors.load(Relaxed)),
-            ("close_errors", s.close_errors.load(Relaxed)),
-            ("lost_sessions", s.lost_sessions.load(Relaxed)),
-        ])
+        BTreeMap::from(self.inner.stats.counters())
     }
 }
 

@@ -153,6 +153,23 @@ pub struct RemoteStats {
     pub lost_sessions: AtomicU64,
 }
 
+impl RemoteStats {
+    /// The counters as (name, value) pairs, in the names the Python `stats()` uses;
+    /// `env_panics` is always 0 (a remote env's panic is its server's), kept so that the keys
+    /// match [`crate::pool::PoolStats::counters`].
+    pub fn counters(&self) -> [(&'static str, u64); 7] {
+        [
+            ("steps", self.steps.load(Ordering::Relaxed)),
+            ("resets", self.resets.load(Ordering::Relaxed)),
+            ("step_errors", self.step_errors.load(Ordering::Relaxed)),
+            ("env_panics", 0),
+            ("transport_errors", self.transport_errors.load(Ordering::Relaxed)),
+            ("close_errors", self.close_errors.load(Ordering::Relaxed)),
+            ("lost_sessions", self.lost_sessions.load(Ordering::Relaxed)),
+        ]
+    }
+}
+
 /// What a server said about itself (`None` fields: not an agentgym server).
 #[derive(Debug, Clone, Default)]
 struct Probe {
@@ -488,7 +505,7 @@ impl RemotePool {
                 info.insert("remote_id".into(), s.remote_id.into());
                 info.insert("pool_steps".into(), s.steps.into());
                 info.insert("task_id".into(), s.task_id.map_or(Value::Null, Value::from));
-                info.insert("phase".into(), if s.lost.is_some() { "lost" } else { phase_name(&s.phase) }.into());
+                info.insert("phase".into(), if s.lost.is_some() { "lost" } else { s.phase.name() }.into());
                 if let Some(instance) = &s.instance {
                     info.insert("instance".into(), instance.to_string().into());
                 }
@@ -803,16 +820,6 @@ fn group_by_target(sessions: &[Target], items: Vec<usize>) -> Vec<(Group, Vec<us
     groups.into_iter().collect()
 }
 
-fn phase_name(phase: &Phase) -> &'static str {
-    match phase {
-        Phase::Fresh => "fresh",
-        Phase::Running => "running",
-        Phase::Finished { truncated: false } => "done",
-        Phase::Finished { truncated: true } => "truncated",
-        Phase::Failed(_) => "failed",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -860,5 +867,18 @@ mod tests {
         let mut s = session();
         let out = apply_step(&mut s, reply(false, false, None), Some(1));
         assert!(out.truncated && !out.done);
+    }
+
+    #[test]
+    fn counters_name_the_local_pools_keys_first_and_no_panics() {
+        let stats = RemoteStats::default();
+        stats.steps.fetch_add(5, Ordering::Relaxed);
+        stats.lost_sessions.fetch_add(2, Ordering::Relaxed);
+        let local: Vec<&str> = crate::pool::PoolStats::default().counters().iter().map(|c| c.0).collect();
+        let counters = stats.counters();
+        assert_eq!(counters[..local.len()].iter().map(|c| c.0).collect::<Vec<_>>(), local);
+        assert_eq!(counters[0], ("steps", 5));
+        assert_eq!(counters[3], ("env_panics", 0));
+        assert_eq!(counters[6], ("lost_sessions", 2));
     }
 }

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentgym.agent.parsing import parse_action
 from agentgym.envs.families import family
 
 MAX_TURNS = 256
@@ -98,8 +99,6 @@ def chooser(policy: Policy, env: str, pool: Any, task_id: int) -> Chooser:
 
 
 def _example_action(env: str) -> str:
-    from agentgym.agent.parsing import parse_action
-
     rules = family(env)
     assert rules.example is not None
     parsed = parse_action(rules.example[1], env)
