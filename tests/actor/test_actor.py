@@ -20,13 +20,8 @@ from agentgym.agent.turns import ChatCodec, Conversation  # noqa: E402
 from agentgym.envs import EnvPool, StepBatch  # noqa: E402
 from agentgym.learner.batch import collate  # noqa: E402
 from agentgym.learner.forward import forward_tokens  # noqa: E402
-from agentgym.learner.weights import (  # noqa: E402
-    blobs_to_state_dict,
-    state_dict_to_blobs,
-    stream_tensors,
-    write_safetensors,
-)
 from agentgym.transport.channels import Endpoints, LearnerChannels  # noqa: E402
+from agentgym.transport.weights.tensors import state_dict_to_blobs, write_safetensors  # noqa: E402
 from agentgym.transport.wire import Control, decode_control, encode_control  # noqa: E402
 
 
@@ -245,10 +240,9 @@ class FakeLearner:
 def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path, how):
     """The actor follows versions and caps; its engine ends with the learner's weights, either
     fetched whole, streamed in 16 KB chunks (tensors larger than that in pieces), or read from
-    the safetensors file the learner names."""
+    the safetensors file the learner names (whole: into an engine that does not stream)."""
     config, model, tokenizer = menu_run
     learner_model = replace_model_copy(model)
-    streamed = how != "whole"
     chunk = 16 << 10 if how == "streamed" else 64 << 20
     fake = FakeLearner(tmp_path, learner_model, chunk_bytes=chunk, files=how == "file")
     settings = ActorSettings(
@@ -262,6 +256,7 @@ def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path, how)
     )
     engine_model = replace_model_copy(model)
     engine = make_engine(config, engine_model, tokenizer)
+    engine.streams_weights = how != "whole"
     actor = Actor(
         settings,
         engine,
@@ -269,8 +264,6 @@ def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path, how)
         ChatCodec(tokenizer),
         sampling_params(config),
         fake.channels.endpoints,
-        load_state_dict=blobs_to_state_dict,
-        stream_tensors=stream_tensors if streamed else None,
     )
     out = {}
     thread = threading.Thread(
@@ -334,7 +327,6 @@ def _follower(config, model, tokenizer, fake, pool, **settings):
         ChatCodec(tokenizer),
         sampling_params(config),
         fake.channels.endpoints,
-        load_state_dict=blobs_to_state_dict,
     )
     out = {}
     thread = threading.Thread(target=lambda: out.update(stats=asyncio.run(actor.run(timeout_s=60))))
