@@ -76,6 +76,7 @@ class FixedEngine:
     """Replies ``Action: <the env's fixed action>`` at once (the env named in the prompt)."""
 
     version = 0
+    streams_weights = False  # takes whole state dicts
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer

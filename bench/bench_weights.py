@@ -102,8 +102,8 @@ def state_bytes(model) -> int:
 def learner(method: str, size, device: str, endpoints, ready, go, done, out, path: str) -> None:
     import torch
 
-    from agentgym.learner.weights import state_dict_to_blobs, write_safetensors
     from agentgym.transport.channels import LearnerChannels
+    from agentgym.transport.weights.tensors import state_dict_to_blobs, write_safetensors
 
     torch.set_num_threads(1)
     model = build(size, 1.5, device)
@@ -133,8 +133,9 @@ def actor(method: str, size, device: str, endpoints, ready, go, done, out, path:
     import torch
 
     from agentgym.engines.hf import HFEngine
-    from agentgym.learner.weights import blobs_to_state_dict, stream_tensors
     from agentgym.transport.channels import AsyncActorChannels
+    from agentgym.transport.weights.paths import stream_tensors
+    from agentgym.transport.weights.tensors import blobs_to_state_dict
 
     torch.set_num_threads(1)
     model = build(size, 0.0, device)

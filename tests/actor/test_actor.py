@@ -20,13 +20,8 @@ from agentgym.agent.turns import ChatCodec, Conversation  # noqa: E402
 from agentgym.envs import EnvPool, StepBatch  # noqa: E402
 from agentgym.learner.batch import collate  # noqa: E402
 from agentgym.learner.forward import forward_tokens  # noqa: E402
-from agentgym.learner.weights import (  # noqa: E402
-    blobs_to_state_dict,
-    state_dict_to_blobs,
-    stream_tensors,
-    write_safetensors,
-)
 from agentgym.transport.channels import Endpoints, LearnerChannels  # noqa: E402
+from agentgym.transport.weights.tensors import state_dict_to_blobs, write_safetensors  # noqa: E402
 from agentgym.transport.wire import Control, decode_control, encode_control  # noqa: E402
 
 
@@ -245,10 +240,9 @@ class FakeLearner:
 def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path, how):
     """The actor follows versions and caps; its engine ends with the learner's weights, either
     fetched whole, streamed in 16 KB chunks (tensors larger than that in pieces), or read from
-    the safetensors file the learner names."""
+    the safetensors file the learner names (whole: into an engine that does not stream)."""
     config, model, tokenizer = menu_run
     learner_model = replace_model_copy(model)
-    streamed = how != "whole"
     chunk = 16 << 10 if how == "streamed" else 64 << 20
     fake = FakeLearner(tmp_path, learner_model, chunk_bytes=chunk, files=how == "file")
     settings = ActorSettings(
@@ -261,6 +255,7 @@ def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path, how)
     )
     engine_model = replace_model_copy(model)
     engine = make_engine(config, engine_model, tokenizer)
+    engine.streams_weights = how != "whole"
     actor = Actor(
         settings,
         engine,
@@ -268,8 +263,6 @@ def test_actor_follows_fake_learner_and_stops_admitting(menu_run, tmp_path, how)
         ChatCodec(tokenizer),
         sampling_params(config),
         fake.channels.endpoints,
-        load_state_dict=blobs_to_state_dict,
-        stream_tensors=stream_tensors if streamed else None,
     )
     out = {}
     thread = threading.Thread(
@@ -333,7 +326,6 @@ def _follower(config, model, tokenizer, fake, pool, **settings):
         ChatCodec(tokenizer),
         sampling_params(config),
         fake.channels.endpoints,
-        load_state_dict=blobs_to_state_dict,
     )
     out = {}
     thread = threading.Thread(target=lambda: out.update(stats=asyncio.run(actor.run(timeout_s=60))))
@@ -361,6 +353,8 @@ def test_a_synchronous_actor_replaces_a_group_whose_every_episode_failed(menu_ru
 
 class DeadEngine:
     """An engine that fails every call, as vLLM's does once its engine process died."""
+
+    streams_weights = False  # never loads weights
 
     def __init__(self, engine):
         self.version = engine.version
@@ -432,6 +426,7 @@ def test_admission_credits_groups_that_never_reach_training():
 
     class Engine:
         version = 0
+        streams_weights = False  # never loads weights
 
     settings = ActorSettings((EnvDraw("babyai", (0,)),), max_staleness=0, share=1, index=3)
     actor = Actor(settings, Engine(), None, None, None, Endpoints())
@@ -454,6 +449,7 @@ def test_admission_fills_the_first_batch_before_more_groups():
 
     class Engine:
         version = 0
+        streams_weights = False  # never loads weights
 
     settings = ActorSettings(
         (EnvDraw("babyai", (0,)),), groups_in_flight=4, max_staleness=2, share=2
@@ -520,6 +516,7 @@ class OneReplyEngine:
     """Answers every prompt at once with the same reply (``inventory``), whatever the env."""
 
     version = 0
+    streams_weights = False  # never loads weights
 
     def __init__(self, tokenizer):
         self.reply = list(tokenizer.encode("inventory", add_special_tokens=False))

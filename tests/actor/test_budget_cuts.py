@@ -33,6 +33,7 @@ class ScriptedEngine:
     """Every episode gets turn t's scripted reply, ended as the script says."""
 
     version = 0
+    streams_weights = False  # never loads weights
 
     def __init__(self, tokenizer):
         self.replies = [(tokenizer.encode(text, add_special_tokens=False), finish)

@@ -31,6 +31,8 @@ REPLIES = [
 class ScriptedEngine:
     """Replies with the next scripted text, whatever it is asked; records the params."""
 
+    streams_weights = False  # never loads weights
+
     def __init__(self, tokenizer) -> None:
         self.tokens = [tokenizer.encode(r, add_special_tokens=False) for r in REPLIES]
         self.params: list[SamplingParams] = []

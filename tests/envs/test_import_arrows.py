@@ -1,5 +1,6 @@
 """The import arrows point down: envs/ is the ground floor (it imports no agentgym layer above
-it, only the HTTP guards), and the offline learners read their config from learner/ itself."""
+it, only the HTTP guards), the transport imports only itself, and the offline learners read
+their config from learner/ itself."""
 
 from __future__ import annotations
 
@@ -38,3 +39,15 @@ def test_envs_imports_no_layer_above_it():
 def test_offline_learners_do_not_import_the_run_config():
     for name in ("sft.py", "dpo.py", "offline.py"):
         assert "agentgym.config" not in _imports(PACKAGE / "learner" / name), name
+
+
+def test_transport_imports_no_layer_above_it():
+    """The transport (its weight protocol and paths included) imports only itself: the learner,
+    the actor and the engines build on it, never the other way."""
+    upward = {
+        f"{path.relative_to(PACKAGE)}: {module}"
+        for path in sorted((PACKAGE / "transport").rglob("*.py"))
+        for module in _imports(path)
+        if module.startswith("agentgym.") and _layer(module) != "agentgym.transport"
+    }
+    assert not upward

@@ -110,6 +110,7 @@ class ScriptedEngine:
     """
 
     version = 0
+    streams_weights = False  # never loads weights
 
     def __init__(self, tokenizer, plans: dict[str, list[str]], idle_action: str):
         self.tokenizer, self.plans, self.idle_action = tokenizer, plans, idle_action

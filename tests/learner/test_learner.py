@@ -19,8 +19,6 @@ from agentgym.learner import (  # noqa: E402
     LearnerConfig,
     LossConfig,
     OptimConfig,
-    blobs_to_state_dict,
-    state_dict_to_blobs,
 )
 from agentgym.learner.config import KL_REWARD_ESTIMATORS  # noqa: E402
 from agentgym.learner.update import PolicyUpdate  # noqa: E402
@@ -284,15 +282,6 @@ def test_keep_checkpoints_deletes_all_but_the_newest(tmp_path):
     assert (tmp_path / "latest").read_text() == "step_00000003"
 
 
-def test_weights_round_trip_through_blobs():
-    model = tiny_model().to(torch.bfloat16)
-    sd = model.state_dict()
-    out = blobs_to_state_dict(state_dict_to_blobs(sd))
-    assert out.keys() == sd.keys()
-    for k in sd:
-        assert out[k].dtype == torch.bfloat16 and torch.equal(out[k], sd[k])
-
-
 @pytest.mark.parametrize("loss", [LossConfig(), LossConfig(kl_coef=0.05, entropy_coef=0.01)])
 def test_first_minibatch_prox_from_its_own_pass_gives_the_recomputed_update(monkeypatch, loss):
     """pi_prox taken (detached) from the first minibatch's training pass: the same update as
@@ -356,7 +345,7 @@ def test_file_mode_publishes_a_safetensors_file_and_keeps_two(tmp_path):
     from safetensors.torch import load_file
 
     from agentgym.transport.channels import Endpoints, LearnerChannels
-    from agentgym.transport.wire import WeightRequest
+    from agentgym.transport.weights import WeightRequest
 
     model = tiny_model()
     learner = Learner(model, config(weights_via="file", weights_dir=str(tmp_path / "w")))

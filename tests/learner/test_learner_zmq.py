@@ -11,8 +11,9 @@ pytest.importorskip("transformers")
 from learner_helpers import make_groups, rescore, tiny_model  # noqa: E402
 
 from agentgym.horizon import HorizonConfig  # noqa: E402
-from agentgym.learner import Learner, LearnerConfig, OptimConfig, blobs_to_state_dict  # noqa: E402
+from agentgym.learner import Learner, LearnerConfig, OptimConfig  # noqa: E402
 from agentgym.transport import ActorChannels, Endpoints, LearnerChannels  # noqa: E402
+from agentgym.transport.weights.tensors import blobs_to_state_dict  # noqa: E402
 
 
 def fake_actor(endpoints: Endpoints, seen: dict, stop_after_s: float = 120.0) -> None:
@@ -59,13 +60,13 @@ def test_learner_and_actor_over_zmq(tmp_path, transport):
     seen: dict = {"caps": [], "versions": []}
     published: dict[int, dict] = {}  # the learner's weights at each version it served
     with LearnerChannels(eps, republish_s=0.05) as channels:
-        serve = channels.publish_weights
+        serve = channels.weights.publish
 
-        def publish_weights(version, blobs):
+        def publish(version, blobs):
             published[version] = blobs_to_state_dict(blobs)
             return serve(version, blobs)
 
-        channels.publish_weights = publish_weights
+        channels.weights.publish = publish
         actor = threading.Thread(target=fake_actor, args=(channels.endpoints, seen))
         actor.start()
         learner.run(channels, max_steps=3)

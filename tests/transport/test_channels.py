@@ -119,7 +119,7 @@ def test_weights_fetched_in_chunks_only_when_newer(learner):
 
 
 def test_weights_restart_when_snapshot_changes_mid_fetch(learner):
-    from agentgym.transport.wire import WeightRequest
+    from agentgym.transport import WeightRequest
 
     learner.publish_weights(1, _blobs(1))
     first = learner.weights.answer(WeightRequest(1, -1, 0))
@@ -186,7 +186,7 @@ def test_a_tensor_larger_than_a_chunk_travels_in_pieces_and_is_reassembled(learn
     """chunk_bytes=100: a 400-byte tensor goes as 4 pieces; no reply carries more than a
     chunk; the streamed tensors equal the published ones."""
     pytest.importorskip("torch")
-    from agentgym.learner.weights import stream_tensors
+    from agentgym.transport.weights.paths import stream_tensors
 
     big = np.arange(100, dtype=np.float32)
     learner.publish_weights(3, [*_blobs(3), TensorBlob("big", "float32", (4, 25), big.tobytes())])

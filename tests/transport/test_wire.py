@@ -6,14 +6,7 @@ import pytest
 from transport_helpers import assert_same, make_traj
 
 from agentgym.transport import wire
-from agentgym.transport.wire import (
-    Control,
-    TensorBlob,
-    Trajectory,
-    WeightReply,
-    WeightRequest,
-    WireError,
-)
+from agentgym.transport.wire import Control, Trajectory, WireError
 
 
 def test_trajectory_batch_round_trip():
@@ -131,9 +124,8 @@ GARBAGE = [b"", b"\xc1", b"garbage", msgpack.packb([1, 2]), msgpack.packb({})]
 
 @pytest.mark.parametrize("buf", GARBAGE)
 def test_garbage_is_rejected(buf):
-    for decode in (wire.decode_control, wire.decode_weight_request):
-        with pytest.raises(WireError):
-            decode(buf)
+    with pytest.raises(WireError):
+        wire.decode_control(buf)
     with pytest.raises(WireError):
         wire.decode_trajectories([buf, b"", b"", b"", b""])
     with pytest.raises(WireError):
@@ -162,55 +154,6 @@ def test_control_round_trip():
     ):
         with pytest.raises(WireError):
             wire.decode_control(_tamper(wire.encode_control(streams), **bad))
-
-
-def test_weight_request_and_reply_round_trip():
-    req = WeightRequest(request_id=9, have_version=3, chunk=2, version=5)
-    assert wire.decode_weight_request(wire.encode_weight_request(req)) == req
-    with pytest.raises(WireError, match="snapshot version"):
-        wire.decode_weight_request(
-            wire.encode_weight_request(WeightRequest(1, 0, chunk=1, version=None))
-        )
-    a = np.arange(6, dtype=np.float32).reshape(2, 3)
-    bf16 = TensorBlob("b", "bfloat16", (2,), b"\x80\x3f\x00\x40")
-    reply = WeightReply(9, "ok", 5, 1, 3, (TensorBlob("a", "float32", (2, 3), a.data), bf16))
-    frames = wire.encode_weight_reply(reply)
-    out = wire.decode_weight_reply([bytes(f) for f in frames])
-    assert (out.request_id, out.status, out.version, out.chunk, out.num_chunks) == (
-        9,
-        "ok",
-        5,
-        1,
-        3,
-    )
-    assert np.array_equal(out.tensors[0].to_numpy(), a)
-    assert out.tensors[1].dtype == "bfloat16" and bytes(out.tensors[1].data) == bf16.data
-
-
-def test_weight_reply_rejects_missing_frames_and_bad_sizes():
-    blob = TensorBlob("a", "float32", (2,), np.zeros(2, np.float32).data)
-    frames = [bytes(f) for f in wire.encode_weight_reply(WeightReply(1, "ok", 1, 0, 1, (blob,)))]
-    with pytest.raises(WireError, match="frames"):
-        wire.decode_weight_reply(frames[:1])
-    with pytest.raises(WireError, match="bytes"):
-        wire.decode_weight_reply([frames[0], b"\0" * 7])
-    with pytest.raises(WireError, match="status"):
-        header = _tamper(frames[0], status="maybe")
-        wire.decode_weight_reply([header, frames[1]])
-
-
-def test_tensor_pieces_round_trip_and_bad_offsets_are_refused():
-    data = np.arange(6, dtype=np.float32)
-    piece = TensorBlob("a", "float32", (2, 3), data[2:5].tobytes(), offset=8)
-    assert not piece.whole and piece.nbytes == 24
-    reply = wire.decode_weight_reply(
-        wire.encode_weight_reply(WeightReply(1, "ok", 2, 0, 1, (piece,)))
-    )
-    (got,) = reply.tensors
-    assert got.offset == 8 and got.shape == (2, 3) and bytes(got.data) == data[2:5].tobytes()
-    for offset, nbytes in ((2, 4), (-4, 4), (20, 8), (0, 6)):  # unaligned, negative, past end
-        with pytest.raises(WireError):
-            TensorBlob("a", "float32", (2, 3), b"\0" * nbytes, offset=offset)
 
 
 def test_hello_and_welcome_carry_the_actor_index_and_its_launch():

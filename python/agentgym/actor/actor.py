@@ -66,7 +66,8 @@ from agentgym.curriculum import CurriculumConfig, open_task_ids
 from agentgym.engines.base import Engine, SamplingParams
 from agentgym.envs import EnvPool
 from agentgym.transport.auth import TransportKeys
-from agentgym.transport.channels import AsyncActorChannels, Endpoints, WeightFetchError
+from agentgym.transport.channels import AsyncActorChannels, Endpoints
+from agentgym.transport.weights import WeightFetchError
 from agentgym.transport.wire import Control, Trajectory, id_position, trajectory_header
 
 log = logging.getLogger(__name__)
@@ -185,8 +186,6 @@ class Actor:
         params: SamplingParams,
         endpoints: Endpoints,
         *,
-        load_state_dict=None,
-        stream_tensors=None,
         keys: TransportKeys | None = None,
     ):
         empty = [d.name for d in settings.draws if not d.task_ids]
@@ -201,8 +200,6 @@ class Actor:
         self.keys = keys
         self.stats = ActorStats()
         self.clocks = Clocks()
-        self._to_state_dict = load_state_dict
-        self._stream_tensors = stream_tensors
         self._start_launch(0)
         self._control: Control | None = None
         self._first_version: int | None = None
@@ -500,12 +497,12 @@ class Actor:
 
     async def _fetch_once(self) -> int | None:
         """One fetch; the version loaded, or None (nothing newer, or the fetch failed)."""
+        # the weight paths convert with torch; the actor module imports without it
+        from agentgym.transport.weights.paths import load_newer
+
         start = time.perf_counter()
         try:
-            if hasattr(self.engine, "load_weights_stream") and self._stream_tensors is not None:
-                loaded = await self._stream_weights()
-            else:
-                loaded = await self._fetch_whole()
+            loaded = await load_newer(self.engine, self._channels)
         except WeightFetchError as e:
             log.warning("actor %d: %s", self.s.index, e)
             return None
@@ -516,30 +513,6 @@ class Actor:
             self.stats.engine_version = loaded
             self._changed.set()
         return loaded
-
-    async def _fetch_whole(self) -> int | None:
-        """Fetch every chunk, then load the state dict (engines without streaming)."""
-        snapshot = await self._channels.fetch_weights(self.engine.version)
-        if snapshot is None or snapshot.version <= self.engine.version:
-            return None
-        if snapshot.path is not None:
-            raise WeightFetchError(
-                f"the learner serves weights as files ({snapshot.path}); this engine cannot "
-                "stream them in (it has no load_weights_stream)"
-            )
-        await self.engine.load_weights(self._to_state_dict(snapshot.tensors), snapshot.version)
-        return snapshot.version
-
-    async def _stream_weights(self) -> int | None:
-        """Load the learner's chunks into the engine as they arrive (one chunk held at a time,
-        plus a tensor being pieced together)."""
-        chunks = self._channels.weight_chunks(self.engine.version)
-        first = await anext(chunks, None)
-        if first is None:
-            return None
-
-        await self.engine.load_weights_stream(self._stream_tensors(first, chunks), first.version)
-        return first.version
 
     # --- reporting --------------------------------------------------------------------------
 

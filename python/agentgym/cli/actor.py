@@ -156,7 +156,6 @@ def run_actor(
         wait_for_model,
     )
     from agentgym.agent.turns import ChatCodec
-    from agentgym.learner.weights import blobs_to_state_dict, stream_tensors
 
     if wait_model_s > 0 and not wait_for_model(config, wait_model_s):
         log.warning("no model appeared within %.0f s; building it here", wait_model_s)
@@ -198,8 +197,6 @@ def run_actor(
         ChatCodec(tokenizer),
         sampling_params(config),
         endpoints,
-        load_state_dict=blobs_to_state_dict,
-        stream_tensors=stream_tensors,
         keys=keys,
     )
     on_terminate(actor.stop)

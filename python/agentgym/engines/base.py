@@ -3,13 +3,14 @@
 An engine turns token-id prompts into sampled continuations. For every sampled token it returns
 the log-probability under the distribution it actually sampled from (logits divided by the
 temperature, then top-k and top-p truncation, renormalised): the behaviour policy mu of the
-learner's importance correction. Weights are replaced in place by `load_weights`, which also sets
-the policy version that later generations report.
+learner's importance correction. Weights are replaced in place by `load_weights` (a whole state
+dict) or, in an engine that ``streams_weights``, by `load_weights_stream` (tensors as they arrive),
+which also set the policy version that later generations report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -88,13 +89,21 @@ class Engine(Protocol):
         """Sample one continuation per prompt; calls from many coroutines are batched together."""
         ...
 
-    async def load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
-        """Replace the weights in place (between batches) and set `version`.
+    streams_weights: bool
+    """Whether ``load_weights_stream`` takes the weights as they arrive. The actor streams the
+    learner's chunks (or the file it names) into such an engine; into another it loads a
+    whole state dict fetched first, and cannot take weights served as a file."""
 
-        An engine may also offer ``load_weights_stream(tensors, version)``, taking an async
-        iterator of (name, tensor) that it loads as they arrive; the actor then streams the
-        learner's chunks into it instead of building a whole state dict first.
-        """
+    async def load_weights(self, state_dict: Mapping[str, Any], version: int) -> None:
+        """Replace the weights in place (between batches) and set `version`."""
+        ...
+
+    async def load_weights_stream(
+        self, tensors: AsyncIterator[tuple[str, Any]], version: int
+    ) -> None:
+        """Load (name, tensor) pairs as they arrive, each dropped once copied, and set
+        `version` (only where ``streams_weights``). A stream that breaks off leaves version
+        -1, so that the next fetch asks for every tensor."""
         ...
 
     async def close(self) -> None:

@@ -49,6 +49,8 @@ class _Request:
 class HFEngine:
     """An `Engine` backed by a transformers causal LM (see the module docstring)."""
 
+    streams_weights = True
+
     def __init__(
         self,
         model: torch.nn.Module,

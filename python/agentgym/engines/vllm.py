@@ -191,6 +191,8 @@ def unshared(weights: Mapping[str, Any]) -> dict[str, Any]:
 class VLLMEngine:
     """An `Engine` on vLLM's async engine (see the module docstring)."""
 
+    streams_weights = True
+
     def __init__(
         self,
         engine: Any,

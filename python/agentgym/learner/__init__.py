@@ -22,8 +22,6 @@ _WHERE = {
     "collate": "batch",
     "Learner": "learner",
     "ValueHead": "forward",
-    "blobs_to_state_dict": "weights",
-    "state_dict_to_blobs": "weights",
 }
 
 __all__ = sorted(_WHERE)

@@ -1,4 +1,5 @@
-"""Actor <-> learner transport: typed messages (``wire``) over ZeroMQ sockets (``channels``)."""
+"""Actor <-> learner transport: typed messages (``wire``, and the weight protocol in
+``weights``) over ZeroMQ sockets (``channels``)."""
 
 from agentgym.transport.channels import (
     ActorChannels,
@@ -6,19 +7,16 @@ from agentgym.transport.channels import (
     ChannelStats,
     Endpoints,
     LearnerChannels,
+)
+from agentgym.transport.weights import (
+    TensorBlob,
     WeightFetchError,
+    WeightReply,
+    WeightRequest,
     WeightSnapshot,
     WeightStore,
 )
-from agentgym.transport.wire import (
-    SCHEMA_VERSION,
-    Control,
-    TensorBlob,
-    Trajectory,
-    WeightReply,
-    WeightRequest,
-    WireError,
-)
+from agentgym.transport.wire import SCHEMA_VERSION, Control, Trajectory, WireError
 
 __all__ = [
     "SCHEMA_VERSION",

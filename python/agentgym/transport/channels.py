@@ -10,7 +10,8 @@ The learner binds three sockets; actors connect to them and may come and go at a
   version and horizon cap.
 - weights: learner ROUTER <-> actor DEALER. An actor asks for weights newer than the version it
   has; the learner answers with the latest snapshot, split into chunks of about
-  ``chunk_bytes``, one request per chunk.
+  ``chunk_bytes``, one request per chunk (the messages, the store and the fetch are
+  ``agentgym.transport.weights``'s; this module carries them).
 
 Receivers never crash on bad input: a message that fails to decode, or whose values are out of
 bounds (``agentgym.transport.limits``), is counted in ``stats.rejected``, logged (at most a
@@ -23,9 +24,7 @@ it keeps.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import math
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -38,28 +37,35 @@ import zmq.asyncio
 from agentgym.transport.auth import TransportKeys, ZapHandler, uses_tcp
 from agentgym.transport.conns import ConnectionCap, connection_cap
 from agentgym.transport.limits import TrajectoryLimits, actor_name_problem, raise_open_file_limit
+from agentgym.transport.weights.protocol import (
+    TensorBlob,
+    WeightFetch,
+    WeightFetchError,
+    WeightReply,
+    WeightRequest,
+    WeightSnapshot,
+    WeightStore,
+    chunk_stream,
+    decode_weight_reply,
+    decode_weight_request,
+    encode_weight_reply,
+    encode_weight_request,
+)
 from agentgym.transport.wire import (
     SCHEMA_VERSION,
     TRAJECTORY_FRAMES,
     Control,
     Hello,
-    TensorBlob,
     Trajectory,
-    WeightReply,
-    WeightRequest,
     Welcome,
     WireError,
     decode_control,
     decode_hello,
     decode_trajectory_message,
-    decode_weight_reply,
-    decode_weight_request,
     decode_welcome,
     encode_control,
     encode_hello,
     encode_trajectories,
-    encode_weight_reply,
-    encode_weight_request,
     encode_welcome,
     message_kind,
 )
@@ -254,88 +260,6 @@ class ActorRegistry:
             "refused": self.refused,
             "unnamed_trajectories": self.unnamed,
         }
-
-
-class WeightStore:
-    """The latest published weights, split into chunks; thread-safe.
-
-    Tensors are held as raw bytes (``TensorBlob``); the learner converts its state dict with
-    ``agentgym.learner.weights.state_dict_to_blobs``.
-    """
-
-    def __init__(self, chunk_bytes: int = 64 << 20):
-        self._chunk_bytes = chunk_bytes
-        self._lock = threading.Lock()
-        self._version: int | None = None
-        self._chunks: list[tuple[TensorBlob, ...]] = []
-        self._path: str | None = None
-
-    def publish(self, version: int, tensors: Sequence[TensorBlob]) -> None:
-        """Replace the served snapshot with ``tensors`` at ``version``."""
-        chunks = _split_chunks(tensors, self._chunk_bytes)
-        with self._lock:
-            self._version, self._chunks, self._path = version, chunks, None
-
-    def publish_file(self, version: int, path: str) -> None:
-        """Serve ``version`` as a reference to the safetensors file at ``path``."""
-        with self._lock:
-            self._version, self._chunks, self._path = version, [()], path
-
-    def retire(self) -> None:
-        """Stop serving the current snapshot (its memory is freed once no reply holds it):
-        the learner calls this before building the next one, so it never holds two. Actors
-        asking meanwhile hear "none" (or "restart" mid-fetch) and ask again later."""
-        with self._lock:
-            self._version, self._chunks, self._path = None, [], None
-
-    @property
-    def version(self) -> int | None:
-        """Version of the served snapshot, None before the first publish."""
-        with self._lock:
-            return self._version
-
-    def answer(self, req: WeightRequest) -> WeightReply:
-        """The reply to one request (see ``WeightReply`` for the statuses)."""
-        with self._lock:
-            version, chunks, path = self._version, self._chunks, self._path
-        rid = req.request_id
-        if version is None:
-            return WeightReply(rid, "none", -1)
-        if req.chunk == 0 and req.have_version >= version:
-            return WeightReply(rid, "up_to_date", version)
-        if req.chunk > 0 and req.version != version or req.chunk >= len(chunks):
-            return WeightReply(rid, "restart", version)
-        return WeightReply(rid, "ok", version, req.chunk, len(chunks), chunks[req.chunk], path)
-
-
-def _split_chunks(tensors: Sequence[TensorBlob], chunk_bytes: int) -> list[tuple[TensorBlob, ...]]:
-    """Consecutive tensors in chunks of at most ``chunk_bytes`` bytes; a tensor larger than
-    that is cut into pieces of whole elements (views of its bytes, no copies)."""
-    chunks: list[tuple[TensorBlob, ...]] = []
-    current: list[TensorBlob] = []
-    size = 0
-    for t in tensors:
-        for piece in _pieces(t, chunk_bytes):
-            nbytes = memoryview(piece.data).nbytes
-            if current and size + nbytes > chunk_bytes:
-                chunks.append(tuple(current))
-                current, size = [], 0
-            current.append(piece)
-            size += nbytes
-    chunks.append(tuple(current))
-    return chunks
-
-
-def _pieces(t: TensorBlob, chunk_bytes: int) -> list[TensorBlob]:
-    raw = memoryview(t.data).cast("B")
-    if raw.nbytes <= chunk_bytes:
-        return [t]
-    itemsize = t.nbytes // max(math.prod(t.shape), 1)
-    step = max(chunk_bytes // itemsize, 1) * itemsize
-    return [
-        TensorBlob(t.name, t.dtype, t.shape, raw[start : start + step], start)
-        for start in range(0, raw.nbytes, step)
-    ]
 
 
 class LearnerChannels:
@@ -648,54 +572,6 @@ def _last_endpoint(sock: zmq.Socket) -> str:
 # Actor side
 
 
-@dataclass
-class WeightSnapshot:
-    """A complete state dict fetched from the learner, as raw tensors."""
-
-    version: int
-    tensors: list[TensorBlob] = field(default_factory=list)
-    path: str | None = None
-    """Set when the learner serves this version as a safetensors file (no tensors then)."""
-
-
-class WeightFetchError(RuntimeError):
-    """The learner did not answer a weight request in time, or answered nonsense."""
-
-
-_request_ids = itertools.count(1)
-
-
-class _WeightFetch:
-    """The chunk-by-chunk protocol of one weight fetch, without any I/O."""
-
-    def __init__(self, have_version: int):
-        self.have_version = have_version
-        self.result: WeightSnapshot | None = None
-        self._partial = WeightSnapshot(version=-1)
-        self._chunk, self._num_chunks, self._done = 0, 1, False
-
-    def next_request(self) -> WeightRequest | None:
-        """The next request to send, or None when the fetch is over."""
-        if self._done:
-            return None
-        version = self._partial.version if self._chunk else None
-        return WeightRequest(next(_request_ids), self.have_version, self._chunk, version)
-
-    def feed(self, reply: WeightReply) -> None:
-        """Advance with the learner's reply to the last request."""
-        if reply.status in ("none", "up_to_date"):
-            self._done = True
-        elif reply.status == "restart":
-            self._partial, self._chunk, self._num_chunks = WeightSnapshot(version=-1), 0, 1
-        else:
-            self._partial.version, self._num_chunks = reply.version, reply.num_chunks
-            self._partial.path = reply.path
-            self._partial.tensors.extend(reply.tensors)
-            self._chunk += 1
-            if self._chunk >= self._num_chunks:
-                self.result, self._done = self._partial, True
-
-
 def _ms_left(deadline: float) -> int:
     """Milliseconds until ``deadline`` (monotonic), for zmq's poll; at least 1."""
     return max(int((deadline - time.monotonic()) * 1000), 0) + 1
@@ -830,7 +706,7 @@ class ActorChannels:
         Raises ``WeightFetchError`` when the learner does not answer within ``timeout_s``.
         """
         deadline = time.monotonic() + timeout_s
-        fetch = _WeightFetch(have_version)
+        fetch = WeightFetch(have_version)
         while (req := fetch.next_request()) is not None:
             fetch.feed(self._request(req, deadline))
         return fetch.result
@@ -927,7 +803,7 @@ class AsyncActorChannels:
     ) -> WeightSnapshot | None:
         """Weights newer than ``have_version`` (all chunks), or None if there are none."""
         deadline = time.monotonic() + timeout_s
-        fetch = _WeightFetch(have_version)
+        fetch = WeightFetch(have_version)
         while (req := fetch.next_request()) is not None:
             fetch.feed(await self._request(req, deadline))
         return fetch.result
@@ -954,37 +830,18 @@ class AsyncActorChannels:
         self._greeter = _new_dealer(self._ctx, self._endpoints.weights, self._keys)
         return None
 
-    async def weight_chunks(
+    def weight_chunks(
         self, have_version: int, timeout_s: float = 30.0
     ) -> AsyncIterator[WeightReply]:
         """The chunks of the newest weights after ``have_version``, one at a time (nothing
-        when there are none). While the caller applies one chunk the next is on its way, so
-        at most two chunks are held here. ``timeout_s`` bounds each request.
+        when there are none; ``chunk_stream`` over this actor's weight socket). While the
+        caller applies one chunk the next is on its way, so at most two chunks are held here.
+        ``timeout_s`` bounds each request.
 
         Raises ``WeightFetchError`` when the learner does not answer in time or replaces the
         snapshot mid-stream (the caller starts a new stream).
         """
-        first = WeightRequest(next(_request_ids), have_version)
-        deadline = time.monotonic() + timeout_s
-        await self._send(first, deadline)
-        reply = await self._receive(first, deadline)
-        if reply.status in ("none", "up_to_date"):
-            return
-        version, count = reply.version, reply.num_chunks
-        while True:
-            following = None
-            if reply.chunk + 1 < count:  # ask for the next chunk before handing this one out
-                following = WeightRequest(
-                    next(_request_ids), have_version, reply.chunk + 1, version
-                )
-                deadline = time.monotonic() + timeout_s
-                await self._send(following, deadline)
-            yield reply
-            if following is None:
-                return
-            reply = await self._receive(following, time.monotonic() + timeout_s)
-            if reply.status != "ok" or reply.chunk != following.chunk:
-                raise WeightFetchError(f"weights replaced by version {reply.version} mid-fetch")
+        return chunk_stream(self._send, self._receive, have_version, timeout_s)
 
     async def _request(self, req: WeightRequest, deadline: float) -> WeightReply:
         await self._send(req, deadline)

@@ -11,6 +11,10 @@ shape of each array; frames 1.. hold the raw bytes of the concatenated tokens, l
 masks and turn versions of the whole batch. The big arrays are copied once when the batch is
 concatenated and never again: zmq sends the frames as they are, and the receiver slices numpy
 views straight out of the received frames.
+
+The weight messages (``WeightRequest``, ``TensorBlob``, ``WeightReply``) speak the same schema
+version with the helpers below (``unpack_message``, ``message_field``); they live with the rest
+of the weight protocol in ``agentgym.transport.weights``.
 """
 
 from __future__ import annotations
@@ -44,8 +48,9 @@ MAX_ACTORS = 1 << 15
 MAX_LAUNCHES = 1 << 16
 
 # Wire dtype names and the little-endian numpy dtype they map to. bfloat16 has no numpy dtype:
-# it travels as raw bytes and is reinterpreted by torch at the edge (see ``TensorBlob``).
-_NUMPY_DTYPES: dict[str, np.dtype] = {
+# it travels as raw bytes and is reinterpreted by torch at the edge
+# (``agentgym.transport.weights.TensorBlob``).
+NUMPY_DTYPES: dict[str, np.dtype] = {
     "bool": np.dtype("|b1"),
     "uint8": np.dtype("|u1"),
     "int8": np.dtype("|i1"),
@@ -56,8 +61,8 @@ _NUMPY_DTYPES: dict[str, np.dtype] = {
     "float32": np.dtype("<f4"),
     "float64": np.dtype("<f8"),
 }
-_ITEMSIZE: dict[str, int] = {**{k: v.itemsize for k, v in _NUMPY_DTYPES.items()}, "bfloat16": 2}
-WIRE_DTYPES = frozenset(_ITEMSIZE)
+ITEMSIZES: dict[str, int] = {**{k: v.itemsize for k, v in NUMPY_DTYPES.items()}, "bfloat16": 2}
+WIRE_DTYPES = frozenset(ITEMSIZES)
 
 
 class WireError(ValueError):
@@ -230,91 +235,6 @@ class Control:
 
 
 @dataclass(frozen=True)
-class WeightRequest:
-    """Actor -> learner: send chunk ``chunk`` of weights newer than ``have_version``.
-
-    For ``chunk > 0``, ``version`` names the snapshot being fetched; if the learner no longer
-    holds it, it answers with status ``"restart"`` and the actor starts over at chunk 0.
-    """
-
-    request_id: int
-    have_version: int
-    chunk: int = 0
-    version: int | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class TensorBlob:
-    """One named tensor, or a piece of one, as raw little-endian bytes (``data`` may be any
-    buffer).
-
-    A tensor larger than a weight chunk travels in pieces: each names the whole tensor's
-    ``shape`` and holds the bytes from ``offset`` on (whole elements); ``offset`` 0 with every
-    byte is the whole tensor.
-    """
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    data: Any
-    offset: int = 0
-
-    def __post_init__(self) -> None:
-        if self.dtype not in _ITEMSIZE:
-            raise WireError(f"tensor {self.name!r}: unknown dtype {self.dtype!r}")
-        size = _ITEMSIZE[self.dtype]
-        want = size * math.prod(self.shape)
-        got = memoryview(self.data).nbytes
-        if self.offset == 0 and got == want:
-            return
-        if self.offset < 0 or self.offset % size or got % size or self.offset + got > want:
-            raise WireError(
-                f"tensor {self.name!r}: {got} bytes at offset {self.offset} for shape "
-                f"{self.shape} {self.dtype}"
-            )
-
-    @property
-    def nbytes(self) -> int:
-        """Size of the whole tensor in bytes."""
-        return _ITEMSIZE[self.dtype] * math.prod(self.shape)
-
-    @property
-    def whole(self) -> bool:
-        """Whether this blob holds the whole tensor (not a piece)."""
-        return self.offset == 0 and memoryview(self.data).nbytes == self.nbytes
-
-    def to_numpy(self) -> np.ndarray:
-        """The tensor as a read-only numpy view (not for bfloat16, which numpy lacks)."""
-        if self.dtype == "bfloat16":
-            raise WireError(f"tensor {self.name!r}: bfloat16 has no numpy dtype; use torch")
-        return np.frombuffer(self.data, dtype=_NUMPY_DTYPES[self.dtype]).reshape(self.shape)
-
-
-@dataclass(frozen=True, eq=False)
-class WeightReply:
-    """Learner -> actor: one chunk of a versioned state dict, or a status without tensors.
-
-    status: ``"ok"`` (tensors of chunk ``chunk`` of ``num_chunks``), ``"up_to_date"`` (the actor
-    already has ``version``), ``"none"`` (no weights published yet), ``"restart"`` (the snapshot
-    asked for is gone; fetch chunk 0 again).
-
-    ``path``: the learner wrote this version to a safetensors file there (a filesystem the
-    actors share) instead of serving chunks; the reply then carries no tensors.
-    """
-
-    request_id: int
-    status: str
-    version: int
-    chunk: int = 0
-    num_chunks: int = 0
-    tensors: tuple[TensorBlob, ...] = ()
-    path: str | None = None
-
-
-REPLY_STATUSES = frozenset({"ok", "up_to_date", "none", "restart"})
-
-
-@dataclass(frozen=True)
 class Hello:
     """Actor -> learner on the weight socket, at start and then every few seconds: who it is.
     The learner answers with a ``Welcome`` (refused when the wire schemas differ)."""
@@ -347,7 +267,7 @@ class Welcome:
 
 def _as_1d(value: Any, dtype: str, name: str) -> np.ndarray:
     arr = np.asarray(value)
-    want = _NUMPY_DTYPES[dtype]
+    want = NUMPY_DTYPES[dtype]
     if arr.dtype != want:
         if arr.dtype.kind != want.kind and not (arr.size == 0 or _safe_cast(arr.dtype, want)):
             raise WireError(f"{name}: dtype {arr.dtype} where {dtype} is expected")
@@ -375,7 +295,7 @@ def _view(desc: Any, frame: Any, dtype: str, name: str) -> np.ndarray:
     if type(shape) is not list or len(shape) != 1 or type(shape[0]) is not int or shape[0] < 0:
         raise WireError(f"{name}: bad shape {shape!r}")
     try:
-        arr = np.frombuffer(frame, dtype=_NUMPY_DTYPES[dtype])
+        arr = np.frombuffer(frame, dtype=NUMPY_DTYPES[dtype])
     except (TypeError, ValueError):  # not a buffer, or not a whole number of items
         nbytes = memoryview(frame).nbytes if isinstance(frame, (bytes, memoryview)) else "?"
         raise WireError(f"{name}: frame of {nbytes} bytes is not shape {shape} {dtype}") from None
@@ -462,7 +382,7 @@ def encode_trajectories(
         elif parts:
             arr = np.concatenate(parts)
         else:
-            arr = np.zeros(0, _NUMPY_DTYPES[dtype])
+            arr = np.zeros(0, NUMPY_DTYPES[dtype])
         msg[name] = _describe(arr, dtype)
         frames.append(arr.data)
     return [msgpack.packb(msg, use_bin_type=True), *frames]
@@ -487,40 +407,6 @@ def encode_control(control: Control) -> bytes:
     )
 
 
-def encode_weight_request(req: WeightRequest) -> bytes:
-    """Encode a weight request."""
-    return msgpack.packb(
-        {
-            "v": SCHEMA_VERSION,
-            "kind": "weights_request",
-            "request_id": req.request_id,
-            "have_version": req.have_version,
-            "chunk": req.chunk,
-            "version": req.version,
-        },
-        use_bin_type=True,
-    )
-
-
-def encode_weight_reply(reply: WeightReply) -> list[Any]:
-    """Encode a weight reply as frames: a msgpack header, then one raw frame per tensor.
-
-    The tensor bytes are passed through untouched (zero-copy when zmq sends with copy=False).
-    """
-    header = {
-        "v": SCHEMA_VERSION,
-        "kind": "weights",
-        "request_id": reply.request_id,
-        "status": reply.status,
-        "version": reply.version,
-        "chunk": reply.chunk,
-        "num_chunks": reply.num_chunks,
-        **({"path": reply.path} if reply.path is not None else {}),
-        "tensors": [_blob_header(t) for t in reply.tensors],
-    }
-    return [msgpack.packb(header, use_bin_type=True), *(t.data for t in reply.tensors)]
-
-
 def encode_hello(hello: Hello) -> bytes:
     """Encode a hello (its schema field says which schema the actor speaks)."""
     return msgpack.packb(
@@ -536,18 +422,12 @@ def encode_welcome(welcome: Welcome) -> bytes:
     )  # fmt: skip
 
 
-def _blob_header(t: TensorBlob) -> dict[str, Any]:
-    head: dict[str, Any] = {"name": t.name, "dtype": t.dtype, "shape": list(t.shape)}
-    if not t.whole:
-        head["offset"] = t.offset
-    return head
-
-
 # --------------------------------------------------------------------------------------------
 # Decoding
 
 
-def _unpack(buf: Any, kind: str) -> dict[str, Any]:
+def unpack_message(buf: Any, kind: str) -> dict[str, Any]:
+    """The msgpack map in ``buf``, checked to be a ``kind`` message of this schema version."""
     try:
         msg = msgpack.unpackb(buf, raw=False, strict_map_key=True, use_list=True)
     except Exception as e:  # msgpack raises several unrelated types for garbage
@@ -562,7 +442,9 @@ def _unpack(buf: Any, kind: str) -> dict[str, Any]:
     return msg
 
 
-def _field(msg: dict[str, Any], name: str, types: type | tuple[type, ...]) -> Any:
+def message_field(msg: dict[str, Any], name: str, types: type | tuple[type, ...]) -> Any:
+    """``msg[name]``, checked to be present and of ``types`` (a bool never passes for a
+    number)."""
     if name not in msg:
         raise WireError(f"{msg.get('kind')} message: missing field {name!r}")
     value = msg[name]
@@ -603,7 +485,7 @@ def decode_trajectory_message(
     """(sender, trajectories, lost group ids) of a trajectory message."""
     if not frames:
         raise WireError("trajectories: an empty message")
-    msg = _unpack(frames[0], "trajectories")  # first: another schema may have other frames
+    msg = unpack_message(frames[0], "trajectories")  # first: another schema may have other frames
     if len(frames) != 1 + len(_TRAJ_ARRAYS):
         raise WireError(f"trajectories: expected {1 + len(_TRAJ_ARRAYS)} frames, got {len(frames)}")
     n, cols, lengths, turn_counts = _header_columns(msg)
@@ -617,8 +499,8 @@ def decode_trajectory_message(
     turns = sum(turn_counts)
     if len(arrays["turn_versions"]) != turns or len(arrays["turn_finish"]) != turns:
         raise WireError("trajectories: turn_versions or turn_finish does not match turn_counts")
-    sender = _field(msg, "sender", str) if "sender" in msg else None
-    lost = _field(msg, "lost", list) if "lost" in msg else []
+    sender = message_field(msg, "sender", str) if "sender" in msg else None
+    lost = message_field(msg, "lost", list) if "lost" in msg else []
     if not all(type(g) is int and 0 <= g < 1 << 63 for g in lost):
         raise WireError("trajectories: 'lost' must list group ids")
     return sender, _build_trajectories(n, cols, lengths, turn_counts, arrays), lost
@@ -627,7 +509,7 @@ def decode_trajectory_message(
 def _header_columns(msg: dict[str, Any]) -> tuple[int, dict[str, list], list[int], list[int]]:
     """The batch size, the scalar columns, and the token and turn counts, shape-checked: every
     column a list of ``n`` entries, the counts non-negative ints (whole columns at once)."""
-    n = _field(msg, "n", int)
+    n = message_field(msg, "n", int)
     try:
         columns = [msg[name] for name in _LIST_FIELDS]
     except KeyError as e:
@@ -713,16 +595,16 @@ _TRUNCATION_SET = frozenset(TRUNCATIONS)
 
 def decode_control(buf: Any) -> Control:
     """Decode a control message; raises WireError if anything is off."""
-    msg = _unpack(buf, "control")
+    msg = unpack_message(buf, "control")
     return Control(
-        policy_version=_field(msg, "policy_version", int),
-        caps=_caps(_field(msg, "caps", dict)),
-        stop=_field(msg, "stop", bool),
-        env_stages=_env_stages(_field(msg, "env_stages", dict)),
-        env_weights=_env_weights(_field(msg, "env_weights", dict)),
-        dropped_groups=_dropped_groups(_field(msg, "dropped_groups", list)),
-        task_streams=_task_streams(_field(msg, "task_streams", list)),
-        cap_plans=_cap_plans(_field(msg, "cap_plans", dict)),
+        policy_version=message_field(msg, "policy_version", int),
+        caps=_caps(message_field(msg, "caps", dict)),
+        stop=message_field(msg, "stop", bool),
+        env_stages=_env_stages(message_field(msg, "env_stages", dict)),
+        env_weights=_env_weights(message_field(msg, "env_weights", dict)),
+        dropped_groups=_dropped_groups(message_field(msg, "dropped_groups", list)),
+        task_streams=_task_streams(message_field(msg, "task_streams", list)),
+        cap_plans=_cap_plans(message_field(msg, "cap_plans", dict)),
     )
 
 
@@ -828,54 +710,6 @@ def decode_welcome(buf: Any) -> Welcome:
     if not isinstance(launch, int) or isinstance(launch, bool) or not 0 <= launch < MAX_LAUNCHES:
         raise WireError(f"welcome: launch must be an integer in [0, {MAX_LAUNCHES})")
     return Welcome(accepted, schema, str(msg.get("reason", "")), launch)
-
-
-def decode_weight_request(buf: Any) -> WeightRequest:
-    """Decode a weight request; raises WireError if anything is off."""
-    msg = _unpack(buf, "weights_request")
-    req = WeightRequest(
-        request_id=_field(msg, "request_id", int),
-        have_version=_field(msg, "have_version", int),
-        chunk=_field(msg, "chunk", int),
-        version=_field(msg, "version", (int, type(None))),
-    )
-    if req.chunk < 0 or (req.chunk > 0 and req.version is None):
-        raise WireError("weights_request: chunk > 0 needs the snapshot version")
-    return req
-
-
-def decode_weight_reply(frames: Sequence[Any]) -> WeightReply:
-    """Decode the frames of a weight reply; raises WireError if anything is off."""
-    if not frames:
-        raise WireError("weights: empty reply")
-    msg = _unpack(frames[0], "weights")
-    status = _field(msg, "status", str)
-    if status not in REPLY_STATUSES:
-        raise WireError(f"weights: unknown status {status!r}")
-    metas = _field(msg, "tensors", list)
-    if len(metas) != len(frames) - 1:
-        raise WireError(f"weights: header names {len(metas)} tensors, got {len(frames) - 1} frames")
-    tensors = []
-    for meta, data in zip(metas, frames[1:], strict=True):
-        if not isinstance(meta, dict):
-            raise WireError("weights: tensor header is not a map")
-        shape = _field(meta, "shape", list)
-        if not all(isinstance(s, int) and s >= 0 for s in shape):
-            raise WireError(f"weights: bad shape {shape!r}")
-        offset = meta.get("offset", 0)
-        if not isinstance(offset, int) or isinstance(offset, bool):
-            raise WireError(f"weights: bad offset {offset!r}")
-        name, dtype = _field(meta, "name", str), _field(meta, "dtype", str)
-        tensors.append(TensorBlob(name, dtype, tuple(shape), data, offset))
-    return WeightReply(
-        request_id=_field(msg, "request_id", int),
-        status=status,
-        version=_field(msg, "version", int),
-        chunk=_field(msg, "chunk", int),
-        num_chunks=_field(msg, "num_chunks", int),
-        path=_field(msg, "path", (str, type(None))) if "path" in msg else None,
-        tensors=tuple(tensors),
-    )
 
 
 # --------------------------------------------------------------------------------------------

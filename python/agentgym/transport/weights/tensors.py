@@ -1,4 +1,5 @@
-"""Model weights <-> ``TensorBlob`` lists, the form the weight channel serves.
+"""torch tensors <-> ``TensorBlob``s (the form the weight socket serves), and safetensors files
+written and read one tensor at a time.
 
 Tensors travel as raw little-endian bytes with their dtype name and shape; bfloat16 is kept
 as is (torch reinterprets the bytes), so actors load exactly the learner's values.
@@ -8,12 +9,12 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import torch
 
-from agentgym.transport.wire import TensorBlob, WeightReply
+from agentgym.transport.weights.protocol import TensorBlob
 
 _TORCH_TO_WIRE = {
     torch.bool: "bool",
@@ -30,7 +31,7 @@ _TORCH_TO_WIRE = {
 _WIRE_TO_TORCH = {v: k for k, v in _TORCH_TO_WIRE.items()}
 
 if sys.byteorder != "little":  # raw bytes on the wire are little-endian by contract
-    raise ImportError("agentgym.learner.weights assumes a little-endian host")
+    raise ImportError("agentgym.transport.weights.tensors assumes a little-endian host")
 
 
 def state_dict_to_blobs(
@@ -54,27 +55,6 @@ def blobs_to_state_dict(blobs: Iterable[TensorBlob]) -> dict[str, torch.Tensor]:
     out = dict(item for b in blobs if (item := assembler.add(b)) is not None)
     assembler.check_done()
     return out
-
-
-async def stream_tensors(
-    first: WeightReply, rest: AsyncIterator[WeightReply]
-) -> AsyncIterator[tuple[str, torch.Tensor]]:
-    """Whole (name, tensor) pairs from a stream of weight chunks, as soon as each is complete
-    (what an engine's ``load_weights_stream`` takes), or from the safetensors file the first
-    reply names; raises ValueError if pieces are missing at the end."""
-    if first.path is not None:
-        for item in read_safetensors(first.path):
-            yield item
-        return
-    assembler = TensorAssembler()
-    for blob in first.tensors:
-        if (item := assembler.add(blob)) is not None:
-            yield item
-    async for reply in rest:
-        for blob in reply.tensors:
-            if (item := assembler.add(blob)) is not None:
-                yield item
-    assembler.check_done()
 
 
 def read_safetensors(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
