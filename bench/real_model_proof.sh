@@ -20,7 +20,10 @@
 # MODEL (default runs/models/smollm2-135m-instruct: agentgym model fetch smollm2-135m-instruct
 # MODEL), SEEDS (default "0 1 2"), ARMS (scalinginter's arms, default "stepwise short long"),
 # LIMIT (eval tasks per set, default 20), FORCE=1 (scalinginter: train the arms even when the warm
-# start's Pass@8 is 0).
+# start's Pass@8 is 0), SETS (config overrides for every run and eval of the table, KEY=VALUE
+# words without spaces; on a CPU without native bf16, no avx512_bf16 or amx_bf16 in
+# /proc/cpuinfo, bf16 runs several times slower than float32 there:
+# SETS="sft.bf16=false learner.bf16=false engine.bf16=false").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +33,21 @@ SEEDS=${SEEDS:-0 1 2}
 LIMIT=${LIMIT:-20}
 OUT=runs/proof/$TABLE
 mkdir -p "$OUT"
+EXTRA=()
+for kv in ${SETS:-}; do
+    EXTRA+=(--set "$kv")
+done
+
+# agentgym CMD ARGS...: the CLI, with SETS added to every new train, sft and eval (a resumed run
+# keeps the settings it was started with).
+agentgym() {
+    local cmd=$1
+    shift
+    case $cmd in
+    train | sft | eval) [ "${1:-}" = --resume ] || set -- "$@" "${EXTRA[@]}" ;;
+    esac
+    command agentgym "$cmd" "$@"
+}
 
 BABYAI=configs/smollm2-babyai.yaml
 HORIZON=configs/smollm2-babyai-horizon.yaml
