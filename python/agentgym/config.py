@@ -356,8 +356,8 @@ class EngineConfig:
     bf16: bool = False
     """Compute in bf16, as ``learner.bf16`` does in the learner (it must equal it, so that the
     engine's and the learner's log-probs agree). hf: under bf16 autocast (weights stay
-    float32), on CPUs with bf16 instructions (AVX512-BF16, AMX) about 1.7x faster; vllm: the
-    engine's dtype (else float32)."""
+    float32), on CPUs with bf16 instructions (AVX512-BF16, AMX) about 1.7x faster, on others
+    several times slower (the commands warn); vllm: the engine's dtype (else float32)."""
     prefix_cache_mb: float | None = None
     """hf engine: MB of keys/values of earlier turns kept so that an episode's next prompt
     prefills only its new tokens, and a group's shared opening is prefilled once

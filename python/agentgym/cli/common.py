@@ -100,6 +100,53 @@ def resume_config(run_dir: str | Path, overrides: list[str], folder: str = "") -
     return replace(config, run_dir=str(Path(run_dir).resolve()))
 
 
+BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+"""The /proc/cpuinfo flags of CPUs with bf16 arithmetic. Without them torch computes bf16 on
+the CPU through float32 conversions, several times slower than float32 itself."""
+
+
+def cpu_bf16_native(cpuinfo: str | Path = "/proc/cpuinfo") -> bool | None:
+    """Whether this machine's CPU has bf16 instructions (``BF16_CPU_FLAGS``); None where
+    ``cpuinfo`` cannot be read (not Linux)."""
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return None
+    flags = {f for line in text.splitlines() if line.startswith("flags") for f in
+             line.partition(":")[2].split()}  # fmt: skip
+    return bool(flags & BF16_CPU_FLAGS)
+
+
+def slow_bf16(config: RunConfig, parts: tuple[str, ...], native: bool | None) -> list[str]:
+    """The bf16 fields among ``parts`` (``engine``, ``learner``, ``sft``; another part has no
+    bf16 field) that are on and compute on a CPU, where ``native`` (``cpu_bf16_native``) is
+    False; [] otherwise."""
+    if native is not False:
+        return []
+    where = {
+        "engine": (config.engine.bf16, config.engine.device),
+        "learner": (config.learner.bf16, config.learner.device),
+        "sft": (config.sft.bf16, "cpu"),  # SFT runs where the policy loads: the CPU
+    }
+    on = [(p, *where[p]) for p in parts if p in where]
+    return [f"{p}.bf16" for p, bf16, device in on if bf16 and device.startswith("cpu")]
+
+
+def warn_slow_bf16(config: RunConfig, prog: str, parts: tuple[str, ...]) -> None:
+    """One line on stderr when ``config`` computes in bf16 on a CPU without bf16 instructions
+    (``slow_bf16``): the run works, at a fraction of float32's speed."""
+    slow = slow_bf16(config, parts, cpu_bf16_native())
+    if slow:
+        fix = " ".join(f"--set {name}=false" for name in slow)
+        print(
+            f"{prog}: warning: {', '.join(slow)} on a CPU without bf16 instructions (no "
+            f"{' or '.join(sorted(BF16_CPU_FLAGS))} in /proc/cpuinfo): bf16 runs there several "
+            f"times slower than float32 (bench/bench_bf16_cpu.py measures it; {fix} for "
+            "float32)",
+            file=sys.stderr,
+        )
+
+
 def report_config_error(prog: str, error: ConfigError) -> int:
     """Print a config's problems, one line each, under a line saying nothing was started;
     returns the exit code (2)."""

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.actor.policy import model_conflict, resolve_checkpoint
-from agentgym.cli.common import add_set_arg, set_torch_threads
+from agentgym.cli.common import add_set_arg, set_torch_threads, warn_slow_bf16
 from agentgym.cli.progress import Progress, duration
 from agentgym.cli.rundir import eval_out, step_of
 from agentgym.cli.servers import ServerFailed, served
@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"agentgym eval: --caps: {e}", file=sys.stderr)
         return 2
+    if args.policy is None:  # a scripted policy runs no model
+        warn_slow_bf16(config, "agentgym eval", ("engine",))
     if caps is not None:
         return _run_matrix(args, config, caps)
     return _run_one(args, config)[0]

@@ -35,6 +35,7 @@ from agentgym.cli.common import (
     add_config_args,
     resume_config,
     set_torch_threads,
+    warn_slow_bf16,
 )
 from agentgym.cli.offline_run import StopRequest, claim, resume_point
 from agentgym.cli.rundir import checkpoint_step, trim_metrics
@@ -108,6 +109,7 @@ def offline_config(args: argparse.Namespace, section: str) -> RunConfig:
         raise SystemExit(f"agentgym {section}: no such data file: {', '.join(missing)}")
     if config.model.menu_policy:
         raise SystemExit(f"agentgym {section}: {MENU_POLICY_NOTE}")
+    warn_slow_bf16(config, f"agentgym {section}", (section,))
     return config
 
 

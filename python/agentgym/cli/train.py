@@ -31,6 +31,7 @@ from agentgym.cli.common import (
     add_set_arg,
     on_terminate,
     resume_config,
+    warn_slow_bf16,
 )
 from agentgym.cli.processes import (
     START_TIMEOUT_S,
@@ -111,6 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """``agentgym train``: returns the exit code."""
     config = _resolve(args)
+    warn_slow_bf16(config, "agentgym train", ("learner", "engine"))
     if args.sync and (problem := sync_problem(config)) is not None:
         raise ConfigError(problem)  # reported like every config problem (exit code 2)
     run_dir = Path(config.run_dir)
