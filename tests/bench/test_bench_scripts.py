@@ -116,6 +116,12 @@ CASES = [
         ["torch", "transformers"],
     ),
     (
+        "bench_bf16_cpu.py",
+        ["--tokens", "16", "--rounds", "1"],
+        "bf16 is",
+        ["torch", "transformers"],
+    ),
+    (
         "bench_multi_env.py",
         ["--seconds", "0.5", "--delay-ms", "5", "--slots", "2"],
         "| babyai + slow, shared slots",
@@ -153,7 +159,7 @@ def test_script_runs_with_minimal_settings(script, args, expect, needs, tmp_path
         pytest.skip(f"{script} needs {', '.join(missing)}")
     if script == "bench_weights.py":
         args = [*args, "--dir", str(tmp_path), "--port", str(free_base_port(9))]
-    if script in ("bench_engine_reuse.py", "bench_rl_step.py"):
+    if script in ("bench_engine_reuse.py", "bench_rl_step.py", "bench_bf16_cpu.py"):
         args = [*args, "--model", str(_tiny_babyai_model(tmp_path / "model"))]
     if script == "bench_rl_step.py":
         args = [*args, "--out-dir", str(tmp_path / "runs")]
