@@ -20,6 +20,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -339,15 +340,23 @@ def no_progress_bars() -> None:
     hf_logging.disable_progress_bar()
 
 
+_LOADING = threading.Lock()
+"""Held while a model loads: ``from_pretrained`` switches process-wide torch defaults (the
+meta device its empty weights start on), so two threads loading at once (the learner and the
+actors of ``agentgym train --inline``) can see each other's, and fail."""
+
+
 def load_model(path: str | Path, *, device: str = "cpu", dtype: Any = None) -> tuple[Any, Any]:
-    """(model, tokenizer) from a local checkpoint directory; the model in eval mode on `device`."""
+    """(model, tokenizer) from a local checkpoint directory; the model in eval mode on `device`
+    (one load at a time in a process: ``_LOADING``)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     no_progress_bars()
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32)
-    return model.to(device).eval(), tokenizer
+    with _LOADING:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype or torch.float32)
+        return model.to(device).eval(), tokenizer
 
 
 def cache_keyword(model: Any) -> str:

@@ -45,6 +45,7 @@ import logging
 import os
 import random
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -204,6 +205,8 @@ class Actor:
         self._control: Control | None = None
         self._first_version: int | None = None
         self._stop = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the one ``run`` runs on
+        self._loop_thread: int | None = None
         self._failure: BaseException | None = None  # the first group's exception
         self._changed = asyncio.Event()
         self._version_moved = asyncio.Event()  # the learner's version went up
@@ -220,6 +223,7 @@ class Actor:
         """Run until the learner says stop (or ``max_groups`` groups were pushed, or timeout);
         raises `GroupFailed` after stopping when a group raised."""
         start = time.perf_counter()
+        self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._channels = AsyncActorChannels(
             self.endpoints, actor=self.name, index=self.s.index, keys=self.keys
         )
@@ -301,7 +305,15 @@ class Actor:
                 log.warning("actor %d: the learner did not answer a hello", self.s.index)
 
     def stop(self) -> None:
-        """Ask the loop to finish (groups in flight are abandoned)."""
+        """Ask the loop to finish (groups in flight are abandoned). Callable from any thread:
+        from outside the running loop's thread the request is handed to that loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and threading.get_ident() != self._loop_thread:
+            loop.call_soon_threadsafe(self._stop_now)
+        else:
+            self._stop_now()
+
+    def _stop_now(self) -> None:
         self._stop.set()
         self._changed.set()
 

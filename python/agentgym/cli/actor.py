@@ -76,8 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``agentgym-actor``."""
+def main(
+    argv: list[str] | None = None,
+    *,
+    stop_on: Callable[[Callable[[], None]], None] = on_terminate,
+) -> int:
+    """Entry point of ``agentgym-actor``; ``stop_on`` is ``run_actor``'s."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s actor{args.index} %(message)s")
     tune_malloc()  # before the first message buffer is allocated
@@ -96,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             sync=args.sync,
             wait_model_s=args.wait_model,
             keys_path=args.keys,
+            stop_on=stop_on,
         )
     except KeysError as e:
         print(f"agentgym-actor: {e}", file=sys.stderr, flush=True)
@@ -140,11 +145,13 @@ def run_actor(
     sync: bool = False,
     wait_model_s: float = 0.0,
     keys_path: str | None = None,
+    stop_on: Callable[[Callable[[], None]], None] = on_terminate,
 ):
     """Build the engine and env pool and run one actor until the learner stops. ``endpoints``
     may be a function, called once the engine and pool are built (the learner's endpoints
     file may appear only then). Over TCP the actor joins with the run's transport keys
-    (``keys_path``, else the run dir's)."""
+    (``keys_path``, else the run dir's). ``stop_on`` is handed the function that stops the
+    actor, callable from any thread (by default a signal calls it)."""
     a = config.actor
     set_torch_threads(a.torch_threads, deterministic=config.deterministic)
     from agentgym.actor.actor import Actor, ActorSettings
@@ -199,7 +206,7 @@ def run_actor(
         endpoints,
         keys=keys,
     )
-    on_terminate(actor.stop)
+    stop_on(actor.stop)
     return _run_loop(actor)
 
 

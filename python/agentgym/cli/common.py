@@ -171,12 +171,14 @@ def learner_endpoints(config: RunConfig) -> Endpoints:
         raise SystemExit(f"agentgym: the learner's socket directory: {e}") from None
 
 
-def learner_channels(config: RunConfig, vocab_size: int | None = None) -> LearnerChannels:
-    """The learner's bound channels: over TCP, admitting only peers with the run's keys
-    (created in the run dir on first use); trajectories checked against ``trajectory_limits``;
-    messages capped at what the largest legal group needs, at most
-    ``transport.max_message_mb``."""
-    endpoints = learner_endpoints(config)
+def learner_channels(
+    config: RunConfig, vocab_size: int | None = None, endpoints: Endpoints | None = None
+) -> LearnerChannels:
+    """The learner's bound channels, at ``endpoints`` (default: ``learner_endpoints``): over
+    TCP, admitting only peers with the run's keys (created in the run dir on first use);
+    trajectories checked against ``trajectory_limits``; messages capped at what the largest
+    legal group needs, at most ``transport.max_message_mb``."""
+    endpoints = endpoints or learner_endpoints(config)
     t = config.transport
     keys = None
     if uses_tcp(*endpoints.__dict__.values()):

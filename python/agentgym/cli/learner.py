@@ -33,6 +33,7 @@ from agentgym.cli.rundir import LOCK_ENV, RunDirBusy, lock_run_dir
 from agentgym.config import RunConfig
 from agentgym.configtools import ConfigError
 from agentgym.durable import DiskFull
+from agentgym.transport.channels import Endpoints
 from agentgym.transport.malloc import tune_malloc
 
 log = logging.getLogger("agentgym.learner")
@@ -60,8 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``agentgym-learner``."""
+def main(
+    argv: list[str] | None = None,
+    *,
+    stop_on: Callable[[Callable[[], None]], None] = on_terminate,
+    endpoints: Endpoints | None = None,
+    locked: bool = False,
+) -> int:
+    """Entry point of ``agentgym-learner``; the keywords are ``run_learner``'s."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s learner %(message)s")
     tune_malloc()  # before the first message buffer is allocated
     args = build_parser().parse_args(argv)
@@ -81,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     from agentgym.learner.learner import Stalled
 
     try:
-        run_learner(config, resume=args.resume is not None, max_steps=args.max_steps)
+        run_learner(
+            config, resume=args.resume is not None, max_steps=args.max_steps, stop_on=stop_on,
+            endpoints=endpoints, locked=locked,
+        )  # fmt: skip
     except (CheckpointError, DiskFull, Stalled) as e:  # the run's state, said in one line
         log.error("%s", " ".join(str(e).split()))
         print(f"agentgym-learner: {' '.join(str(e).split())}", file=sys.stderr, flush=True)
@@ -118,8 +128,19 @@ def vocab_size(model: Any) -> int | None:
     return size if isinstance(size, int) else None
 
 
-def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | None = None) -> None:
-    """Build the model and learner, bind the channels and train until done or signalled."""
+def run_learner(
+    config: RunConfig,
+    *,
+    resume: bool = False,
+    max_steps: int | None = None,
+    stop_on: Callable[[Callable[[], None]], None] = on_terminate,
+    endpoints: Endpoints | None = None,
+    locked: bool = False,
+) -> None:
+    """Build the model and learner, bind the channels and train until done or asked to stop.
+    ``stop_on`` is handed the function that asks it to stop (by default a signal calls it);
+    ``endpoints``: where to bind (default: the configured transport's); ``locked``: the caller
+    holds the run dir's lock (a launcher running this in one of its threads)."""
     set_torch_threads(config.torch_threads, deterministic=config.deterministic)
     from agentgym.actor.policy import (
         load_policy,
@@ -137,7 +158,7 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
     dist = from_environment(config.learner.device, config.learner.dist_timeout_s)
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        if LOCK_ENV not in os.environ:  # a launcher's child holds its lock already
+        if not locked and LOCK_ENV not in os.environ:  # else a launcher holds it already
             try:
                 lock_run_dir(run_dir, "agentgym-learner")
             except RunDirBusy as e:
@@ -176,13 +197,13 @@ def run_learner(config: RunConfig, *, resume: bool = False, max_steps: int | Non
             log.info("the run is finished (version %d of max_steps %d)", learner.version,
                      lcfg.max_steps)  # fmt: skip
     stop = {"now": False}
-    on_terminate(lambda: stop.update(now=True))
+    stop_on(lambda: stop.update(now=True))
     if not dist.is_main:  # follows rank 0's commands until it stops
         learner.run(None)
         dist.close()
         dist.exit(0)
         return
-    with learner_channels(config, vocab_size(model)) as channels:
+    with learner_channels(config, vocab_size(model), endpoints) as channels:
         write_endpoints(run_dir, channels.endpoints)
         log.info("serving at %s (version %d)", channels.endpoints, learner.version)
         evals = None

@@ -10,7 +10,8 @@ run from its newest checkpoint with its saved config (``agentgym-learner --resum
 takes the same form). The run holds its run dir locked until its last process exits (a second
 ``agentgym train`` there is refused, saying who holds it), and the children die with the
 launcher, however it ends (``agentgym.cli.processes``).
-``--ray [ADDRESS]`` places the same processes on a Ray cluster (``agentgym.cli.ray_launch``).
+``--ray [ADDRESS]`` places the same processes on a Ray cluster (``agentgym.cli.ray_launch``);
+``--inline`` runs them as threads of this process (``agentgym.cli.inline``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from agentgym.cli.common import (
     resume_config,
     warn_slow_bf16,
 )
+from agentgym.cli.inline import InlineProcesses, inline_problem
 from agentgym.cli.processes import (
     START_TIMEOUT_S,
     Child,
@@ -103,6 +105,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "RAY_ADDRESS or the cluster started on this machine); needs agentgym-rs[ray]",
     )
     parser.add_argument(
+        "--inline",
+        action="store_true",
+        help="run the learner and the actors as threads of this process, over in-process "
+        "channels (one process to debug or profile; agentgym.cli.inline)",
+    )
+    parser.add_argument(
         "--quiet",
         action="store_true",
         help="no per-step progress lines (the closing summary is still printed)",
@@ -129,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
             "agentgym train: env.serve starts env servers on this machine, which actors on "
             "other Ray nodes may not reach; with --ray set env.remote to servers they can reach"
         )
+    if args.inline and (problem := inline_problem(config, ray=args.ray is not None)):
+        raise SystemExit(f"agentgym train: {problem}")
     actors = _actor_python(config) if args.ray is None else sys.executable
     _prepare_model(config, build=args.ray is not None)  # a refusal here leaves no run files
     try:
@@ -142,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
         _trim(run_dir, step)
     start = f", resuming from the checkpoint at step {step}" if args.resume else ""
     print(
-        f"agentgym train: run dir {run_dir} ({_mode(args.sync, config)}, "
+        f"agentgym train: run dir {run_dir} ({_mode(args.sync, config)}"
+        f"{', inline' if args.inline else ''}, "
         f"{config.actor.num_actors} actor(s){start})",
         flush=True,
     )
@@ -150,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
         with served(config, run_dir / "logs") as (config, servers):
             dump_config(config, run_dir / RESOLVED_CONFIG)  # with the servers' URLs
             processes: Processes = LocalProcesses(config, lock, actor_python=actors)
-            if args.ray is not None:
+            if args.inline:
+                processes = InlineProcesses(config)
+            elif args.ray is not None:
                 from agentgym.cli.ray_launch import RayProcesses
 
                 processes = RayProcesses(config, address=args.ray)

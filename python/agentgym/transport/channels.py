@@ -75,7 +75,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Endpoints:
-    """The three addresses of a learner, as zmq endpoint strings (tcp:// or ipc://).
+    """The three addresses of a learner, as zmq endpoint strings (tcp://, ipc:// or inproc://).
 
     A tcp port ``*`` (``tcp://127.0.0.1:*``) lets the learner pick a free port; the bound
     endpoints are then reported by ``LearnerChannels.endpoints``.
@@ -93,6 +93,21 @@ class Endpoints:
         """Unix-socket endpoints inside ``directory`` (one machine, lowest latency)."""
         d = Path(directory)
         return cls(f"ipc://{d / 'traj'}", f"ipc://{d / 'control'}", f"ipc://{d / 'weights'}")
+
+    @classmethod
+    def inproc(cls, name: str) -> Endpoints:
+        """In-process endpoints named after ``name``: a learner and actors that are threads of
+        one process (``agentgym train --inline``). The messages are the ones the other
+        transports carry, encoded and checked alike, passed in memory by ZeroMQ; both sides
+        use this process's shared ZeroMQ context, and no other process can reach them. No
+        stream is decoded in memory, so libzmq's frame cap does not apply: a message past the
+        largest legal one is read, then refused as oversized (``LearnerChannels``)."""
+        return cls(*(f"inproc://{name}/{part}" for part in ("traj", "control", "weights")))
+
+    @property
+    def in_process(self) -> bool:
+        """Whether these are ``inproc`` endpoints (reachable from this process alone)."""
+        return self.trajectories.startswith("inproc://")
 
     @classmethod
     def tcp(cls, host: str = "127.0.0.1", base_port: int | None = None) -> Endpoints:
@@ -636,6 +651,15 @@ def _configure_actor_sockets(
     return push, sub
 
 
+def _async_context(endpoints: Endpoints) -> zmq.asyncio.Context:
+    """The asyncio context an actor's sockets use: for ``inproc`` endpoints, one sharing the
+    process's ZeroMQ context with the learner's sockets (inproc connects only within a
+    context); else asyncio's own."""
+    if endpoints.in_process:
+        return zmq.asyncio.Context.shadow(zmq.Context.instance().underlying)
+    return zmq.asyncio.Context.instance()
+
+
 def _new_dealer(ctx, endpoint: str, keys: TransportKeys | None):
     dealer = ctx.socket(zmq.DEALER)
     dealer.setsockopt(zmq.LINGER, 0)
@@ -752,7 +776,16 @@ class AsyncActorChannels:
         index: int = 0,
         keys: TransportKeys | None = None,
     ):
-        self._ctx = context or zmq.asyncio.Context.instance()
+        if (
+            context is not None
+            and endpoints.in_process
+            and (context.underlying != zmq.Context.instance().underlying)
+        ):
+            raise ValueError(
+                "inproc endpoints connect only within the learner's ZeroMQ context (this "
+                "process's shared one); leave context unset"
+            )
+        self._ctx = context or _async_context(endpoints)
         self._endpoints = endpoints
         self._keys = keys
         self._push, self._sub = _configure_actor_sockets(
