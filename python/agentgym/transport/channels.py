@@ -24,6 +24,7 @@ it keeps.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -592,23 +593,11 @@ def _ms_left(deadline: float) -> int:
     return max(int((deadline - time.monotonic()) * 1000), 0) + 1
 
 
-def _send_by(sock, frames, deadline: float, **kw) -> bool:
+async def _async_send_by(sock, frames, deadline: float, **kw) -> bool:
     """Send ``frames`` on ``sock`` if it takes them by ``deadline``; False if not. A poll that
     reports the socket writable can be overtaken by the connection failing (a peer without
     the run's keys is dropped after its handshake), so the send itself must not block: it is
     non-blocking and retried while time is left."""
-    while sock.poll(_ms_left(deadline), zmq.POLLOUT):
-        try:
-            sock.send_multipart(frames, zmq.NOBLOCK, **kw)
-            return True
-        except zmq.Again:
-            if time.monotonic() >= deadline:
-                break
-    return False
-
-
-async def _async_send_by(sock, frames, deadline: float, **kw) -> bool:
-    """``_send_by`` for zmq.asyncio sockets."""
     while await sock.poll(_ms_left(deadline), zmq.POLLOUT):
         try:
             await sock.send_multipart(frames, zmq.NOBLOCK, **kw)
@@ -670,7 +659,9 @@ def _new_dealer(ctx, endpoint: str, keys: TransportKeys | None):
 
 
 class ActorChannels:
-    """An actor's side of the channels (blocking API; see ``AsyncActorChannels`` for asyncio).
+    """An actor's side of the channels for synchronous code (a script, or a test driving a
+    learner): ``AsyncActorChannels`` with blocking methods. Each call runs the asyncio one to
+    completion on this object's own event loop, so the two never differ in behaviour.
 
     ``send_trajectories`` blocks while the learner's queue is full (back-pressure) unless a
     timeout is given. ``poll_control`` returns the newest control message, if any arrived.
@@ -684,76 +675,37 @@ class ActorChannels:
         *,
         sndhwm: int = 64,
         linger_ms: int = 1000,
-        context: zmq.Context | None = None,
         keys: TransportKeys | None = None,
     ):
-        self._ctx = context or zmq.Context.instance()
-        self._endpoints = endpoints
-        self._keys = keys
-        self._push, self._sub = _configure_actor_sockets(
-            self._ctx, endpoints, sndhwm, linger_ms, keys
+        self._loop = asyncio.new_event_loop()
+        self._channels = AsyncActorChannels(
+            endpoints, sndhwm=sndhwm, linger_ms=linger_ms, keys=keys
         )
-        self._dealer = _new_dealer(self._ctx, endpoints.weights, keys)
-        self.stats = ChannelStats()
+        self.stats = self._channels.stats
 
     def send_trajectories(
         self, trajectories: Sequence[Trajectory], timeout_s: float | None = None
     ) -> bool:
         """Send one batch; False if the learner's queue stayed full for ``timeout_s``."""
-        payload = encode_trajectories(trajectories)
-        if timeout_s is None:
-            self._push.send_multipart(payload, copy=False)
-        elif not _send_by(self._push, payload, time.monotonic() + timeout_s, copy=False):
-            return False
-        self.stats.sent += 1
-        return True
+        return self._loop.run_until_complete(
+            self._channels.send_trajectories(trajectories, timeout_s)
+        )
 
     def poll_control(self, timeout_s: float = 0.0) -> Control | None:
         """The newest control message received within ``timeout_s``, or None."""
-        latest = None
-        if not self._sub.poll(int(timeout_s * 1000)):
-            return None
-        while True:
-            try:
-                buf = self._sub.recv(zmq.NOBLOCK)
-            except zmq.Again:
-                return latest
-            try:
-                latest = decode_control(buf)
-                self.stats.received += 1
-            except WireError as e:
-                self.stats.reject("control", e)
+        return self._loop.run_until_complete(self._channels.poll_control(timeout_s))
 
     def fetch_weights(self, have_version: int, timeout_s: float = 30.0) -> WeightSnapshot | None:
         """Weights newer than ``have_version`` (all chunks), or None if there are none.
 
         Raises ``WeightFetchError`` when the learner does not answer within ``timeout_s``.
         """
-        deadline = time.monotonic() + timeout_s
-        fetch = WeightFetch(have_version)
-        while (req := fetch.next_request()) is not None:
-            fetch.feed(self._request(req, deadline))
-        return fetch.result
-
-    def _request(self, req: WeightRequest, deadline: float) -> WeightReply:
-        # a learner that refused this peer's keys leaves no connection: sending would block
-        _send_by(self._dealer, [b"", encode_weight_request(req)], deadline)
-        while (left := deadline - time.monotonic()) > 0:
-            if not self._dealer.poll(int(left * 1000) + 1):
-                break
-            frames = self._dealer.recv_multipart(copy=False)
-            reply = _decode_reply(frames, self.stats)
-            if reply is not None and reply.request_id == req.request_id:
-                return reply
-        # the learner may be gone: drop the socket so a late reply cannot be mistaken for ours
-        self._dealer.close()
-        self._dealer = _new_dealer(self._ctx, self._endpoints.weights, self._keys)
-        raise WeightFetchError(f"no weight reply from {self._endpoints.weights}")
+        return self._loop.run_until_complete(self._channels.fetch_weights(have_version, timeout_s))
 
     def close(self) -> None:
         """Close all sockets; queued trajectories get ``linger_ms`` to leave."""
-        for s in (self._push, self._sub, self._dealer):
-            s.close()
+        self._channels.close()
+        self._loop.close()
 
     def __enter__(self) -> ActorChannels:
         return self
@@ -763,7 +715,13 @@ class ActorChannels:
 
 
 class AsyncActorChannels:
-    """``ActorChannels`` for asyncio actors (zmq.asyncio); same semantics, awaitable methods."""
+    """An actor's side of the channels (zmq.asyncio; ``ActorChannels`` is its blocking form).
+
+    ``send_trajectories`` waits while the learner's queue is full (back-pressure) unless a
+    timeout is given; ``poll_control`` returns the newest control message, if any arrived;
+    ``fetch_weights`` a full snapshot newer than ``have_version`` and ``weight_chunks`` its
+    chunks one at a time; ``hello`` names the actor to the learner. ``context``: default, this
+    process's asyncio context (for ``inproc`` endpoints one sharing the learner's)."""
 
     def __init__(
         self,
@@ -882,7 +840,7 @@ class AsyncActorChannels:
 
     async def _send(self, req: WeightRequest, deadline: float) -> None:
         """Send ``req`` unless no connection takes it by ``deadline`` (then ``_receive``
-        times out: see ``ActorChannels._request``)."""
+        times out, and replaces the socket)."""
         await _async_send_by(self._dealer, [b"", encode_weight_request(req)], deadline)
 
     async def _receive(self, req: WeightRequest, deadline: float) -> WeightReply:
@@ -894,6 +852,7 @@ class AsyncActorChannels:
             reply = _decode_reply(frames, self.stats)
             if reply is not None and reply.request_id == req.request_id:
                 return reply
+        # the learner may be gone: a new socket, so a late reply cannot pass for the next one's
         self._dealer.close()
         self._dealer = _new_dealer(self._ctx, self._endpoints.weights, self._keys)
         raise WeightFetchError(f"no weight reply from {self._endpoints.weights}")
