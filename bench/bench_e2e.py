@@ -1,9 +1,11 @@
 """End-to-end throughput of the quickstart: async (default) against --sync, same config, same run.
 
     python bench/bench_e2e.py [--config configs/quickstart.yaml] [--steps N] [--set k=v ...]
+                              [--inline]
 
-Runs ``agentgym train`` twice into fresh run dirs (async first, then --sync) for ``--steps``
-learner updates each (default: the config's ``learner.max_steps``, the whole quickstart), and
+Runs ``agentgym train`` twice into fresh run dirs (async first, then --sync; with ``--inline``
+a third time, async with ``--inline``: the learner and actors as threads of one process) for
+``--steps`` learner updates each (default: the config's ``learner.max_steps``), and
 reports samples/s (trajectories trained per second of the actors' wall time, from an actor's
 start to the learner's stop; process start-up is left out), tokens/s (their tokens), and the
 share of that wall time spent in envs, generation, training and transport:
@@ -32,8 +34,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_mode(config: str, sync: bool, steps: int | None, overrides: list[str], base: Path) -> dict:
-    run_dir = base / ("sync" if sync else "async")
+MODES = {"async": [], "sync": ["--sync"], "async inline": ["--inline"]}
+"""Each mode's ``agentgym train`` flags."""
+
+
+def run_mode(config: str, mode: str, steps: int | None, overrides: list[str], base: Path) -> dict:
+    run_dir = base / mode.replace(" ", "-")
     sets = [
         *overrides,
         f"run_dir={run_dir}",
@@ -41,7 +47,7 @@ def run_mode(config: str, sync: bool, steps: int | None, overrides: list[str], b
         "learner.checkpoint_every=0",
     ]
     cmd = [sys.executable, "-m", "agentgym.cli.main", "train", config, "--quiet"]
-    cmd += [a for s in sets for a in ("--set", s)] + (["--sync"] * sync)
+    cmd += [a for s in sets for a in ("--set", s)] + MODES[mode]
     start = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     wall = time.perf_counter() - start
@@ -96,12 +102,14 @@ def table(results: dict[str, dict]) -> str:
             f"{r['tokens_per_s']:.0f} | {r['share_env']:.0%} | {r['share_generate']:.0%} | "
             f"{r['share_train']:.0%} | {r['share_transport']:.0%} | {r['mean_staleness']:.2f} |"
         )
-    a, s = results.get("async"), results.get("sync")
-    if a and s:
-        lines.append(
-            f"\nasync / sync: samples/s {a['samples_per_s'] / s['samples_per_s']:.3f}x, "
-            f"tokens/s {a['tokens_per_s'] / s['tokens_per_s']:.3f}x"
-        )
+    pairs = (("async / sync", "async", "sync"), ("inline / processes", "async inline", "async"))
+    for name, top, bottom in pairs:
+        t, b = results.get(top), results.get(bottom)
+        if t and b:
+            lines.append(
+                f"\n{name}: samples/s {t['samples_per_s'] / b['samples_per_s']:.3f}x, "
+                f"tokens/s {t['tokens_per_s'] / b['tokens_per_s']:.3f}x"
+            )
     return "\n".join(lines)
 
 
@@ -113,13 +121,14 @@ def main() -> int:
     )
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--out", default=None, help="JSON file for the raw figures")
+    parser.add_argument(
+        "--inline", action="store_true", help="also run async with --inline (one process)"
+    )
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="agentgym-bench-e2e-"))
     results = {}
-    for sync in (False, True):
-        results["sync" if sync else "async"] = run_mode(
-            args.config, sync, args.steps, args.overrides, base
-        )
+    for mode in ["async", "sync", *["async inline"] * args.inline]:
+        results[mode] = run_mode(args.config, mode, args.steps, args.overrides, base)
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cpus; config {args.config}, "
         f"{results['async']['steps']} steps per mode; run dirs in {base}"
