@@ -98,6 +98,16 @@ def test_demos_bad_task_range(tmp_path):
         main(["demos", "textcraft", "--tasks", "7", "--out", str(tmp_path / "d.jsonl")])
     with pytest.raises(SystemExit, match="task ids 0..543"):
         main(["demos", "textcraft", "--tasks", "500:600", "--out", str(tmp_path / "d.jsonl")])
+    with pytest.raises(SystemExit, match="stride >= 1"):
+        main(["demos", "textcraft", "--tasks", "0:10:0", "--out", str(tmp_path / "d.jsonl")])
+
+
+def test_demos_take_a_stride_of_task_ids(tmp_path, capsys):
+    """0:10:2 demonstrates the even ids only: a recipe's training split when eval takes odd."""
+    demos = tmp_path / "even.jsonl"
+    assert main(["demos", "textcraft", "--tasks", "0:10:2", "--out", str(demos), "--quiet"]) == 0
+    ids = [json.loads(line)["task_id"] for line in demos.read_text().splitlines()]
+    assert ids == [0, 2, 4, 6, 8]
 
 
 def test_pairs_then_dpo(tmp_path, capsys):

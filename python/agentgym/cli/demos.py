@@ -28,7 +28,12 @@ PLANNED_ENVS = ("textcraft", "babyai", "webnav", "search")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("env", choices=PLANNED_ENVS, help="env with a planner")
-    parser.add_argument("--tasks", default="0:100", help="task ids START:STOP (default 0:100)")
+    parser.add_argument(
+        "--tasks",
+        default="0:100",
+        help="task ids START:STOP[:STRIDE] (default 0:100; 0:125:2 is the even ids, a recipe's "
+        "training split when its eval takes the odd ones)",
+    )
     parser.add_argument(
         "--levels",
         default=None,
@@ -65,14 +70,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_tasks(text: str) -> range:
-    """``"A:B"`` as range(A, B)."""
-    start, sep, stop = text.partition(":")
+    """``"A:B"`` as range(A, B), ``"A:B:S"`` as range(A, B, S)."""
+    parts = text.split(":")
     try:
-        if not sep:
+        if len(parts) not in (2, 3):
             raise ValueError
-        tasks = range(int(start), int(stop))
+        start, stop, stride = int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) == 3 else 1
+        if start < 0 or stride < 1:
+            raise ValueError
+        tasks = range(start, stop, stride)
     except ValueError:
-        raise SystemExit(f"--tasks: expected START:STOP, got {text!r}") from None
+        raise SystemExit(
+            f"--tasks: expected START:STOP[:STRIDE] (ids >= 0, stride >= 1), got {text!r}"
+        ) from None
     if not tasks:
         raise SystemExit(f"--tasks {text}: empty range")
     return tasks
