@@ -115,7 +115,8 @@ def run_case(
     from agentgym.actor.config import EpisodeRules
     from agentgym.agent.turns import ChatCodec
     from agentgym.engines.base import SamplingParams
-    from agentgym.transport.channels import Endpoints, LearnerChannels
+    from agentgym.transport.endpoints import Endpoints
+    from agentgym.transport.learner_channels import LearnerChannels
     from agentgym.transport.wire import Control
 
     draws = tuple(EnvDraw(name, tuple(range(1000)), 1.0, n) for name, n in envs.items())

@@ -102,7 +102,7 @@ def state_bytes(model) -> int:
 def learner(method: str, size, device: str, endpoints, ready, go, done, out, path: str) -> None:
     import torch
 
-    from agentgym.transport.channels import LearnerChannels
+    from agentgym.transport.learner_channels import LearnerChannels
     from agentgym.transport.weights.tensors import state_dict_to_blobs, write_safetensors
 
     torch.set_num_threads(1)
@@ -133,7 +133,7 @@ def actor(method: str, size, device: str, endpoints, ready, go, done, out, path:
     import torch
 
     from agentgym.engines.hf import HFEngine
-    from agentgym.transport.channels import AsyncActorChannels
+    from agentgym.transport.actor_channels import AsyncActorChannels
     from agentgym.transport.weights.paths import stream_tensors
     from agentgym.transport.weights.tensors import blobs_to_state_dict
 
@@ -166,7 +166,7 @@ def actor(method: str, size, device: str, endpoints, ready, go, done, out, path:
 
 
 def run_case(method: str, size, directory: str, port: int, device: str = "cpu") -> dict:
-    from agentgym.transport.channels import Endpoints
+    from agentgym.transport.endpoints import Endpoints
 
     ctx = mp.get_context("spawn")
     ready = {v: ctx.Event() for v in (1, 2)}

@@ -11,7 +11,7 @@ import pytest
 from agentgym.actor.actor import Actor, ActorSettings, EnvDraw
 from agentgym.config import ConfigError, load_config
 from agentgym.curriculum import Curriculum, CurriculumConfig, open_task_ids
-from agentgym.transport.channels import Endpoints
+from agentgym.transport.endpoints import Endpoints
 from agentgym.transport.wire import Control, decode_control, encode_control
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"

@@ -20,7 +20,8 @@ from agentgym.agent.turns import ChatCodec, Conversation  # noqa: E402
 from agentgym.envs import EnvPool, StepBatch  # noqa: E402
 from agentgym.learner.batch import collate  # noqa: E402
 from agentgym.learner.forward import forward_tokens  # noqa: E402
-from agentgym.transport.channels import Endpoints, LearnerChannels  # noqa: E402
+from agentgym.transport.endpoints import Endpoints  # noqa: E402
+from agentgym.transport.learner_channels import LearnerChannels  # noqa: E402
 from agentgym.transport.weights.tensors import state_dict_to_blobs, write_safetensors  # noqa: E402
 from agentgym.transport.wire import Control, decode_control, encode_control  # noqa: E402
 
@@ -472,7 +473,7 @@ def test_a_relaunched_actor_goes_on_with_its_task_stream_under_new_ids():
     process starts at the position the learner names (``Control.task_streams``), so a
     relaunched one never repeats its predecessor's groups, and its launch number (the
     learner's ``Welcome``) moves its group and episode ids to a range of their own."""
-    from agentgym.transport.wire import id_origin, id_position
+    from agentgym.transport.ids import id_origin, id_position
 
     settings = ActorSettings((EnvDraw("babyai", tuple(range(1000))),), index=2, seed=5)
 

@@ -98,7 +98,8 @@ def test_an_actor_with_another_wire_schema_is_refused_at_connect(tmp_path):
 
     import zmq
 
-    from agentgym.transport.channels import Endpoints, LearnerChannels
+    from agentgym.transport.endpoints import Endpoints
+    from agentgym.transport.learner_channels import LearnerChannels
     from agentgym.transport.wire import Hello, decode_welcome, encode_hello
 
     with LearnerChannels(Endpoints.ipc(tmp_path)) as learner:
@@ -115,7 +116,7 @@ def test_an_actor_with_another_wire_schema_is_refused_at_connect(tmp_path):
         assert learner.actors.counts() == {"known": 0, "connected": 0, "trajectories": 0,
                                            "refused": 1, "unnamed_trajectories": 0}  # fmt: skip
 
-        from agentgym.transport.channels import AsyncActorChannels
+        from agentgym.transport.actor_channels import AsyncActorChannels
 
         async def greet():
             actor = AsyncActorChannels(learner.endpoints, actor="new:1:0")

@@ -12,7 +12,7 @@ import tiny_run
 
 from agentgym.actor.actor import Actor, ActorSettings, EnvDraw, in_flight_shares
 from agentgym.config import ConfigError, load_config
-from agentgym.transport.channels import Endpoints
+from agentgym.transport.endpoints import Endpoints
 from agentgym.transport.wire import Control, decode_control, encode_control
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

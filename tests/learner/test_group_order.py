@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from agentgym.learner.batch import GroupBuffer
-from agentgym.transport.wire import Trajectory, next_ids
+from agentgym.transport.ids import next_ids
+from agentgym.transport.wire import Trajectory
 
 SHARE, IN_FLIGHT, STALENESS = 2, 4, 2
 

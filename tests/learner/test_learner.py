@@ -113,7 +113,7 @@ def test_incomplete_groups_of_a_relaunched_actor_are_dropped_and_counted():
     process will never finish its open groups; actor 1's open group is kept."""
     from dataclasses import replace
 
-    from agentgym.transport.wire import next_ids
+    from agentgym.transport.ids import next_ids
 
     model = tiny_model()
     a, b, c = (make_groups(model, num_groups=1, seed=s) for s in (1, 2, 3))
@@ -132,7 +132,7 @@ def _from(model, index, launch, position, seed, version=0):
     """One group of ``make_groups`` as the group at ``position`` of an actor's task stream."""
     from dataclasses import replace
 
-    from agentgym.transport.wire import next_ids
+    from agentgym.transport.ids import next_ids
 
     gid = next(next_ids(index, launch, position))
     return [replace(t, group_id=gid) for t in make_groups(model, 1, seed=seed, version=version)]
@@ -258,7 +258,7 @@ def test_a_checkpoint_of_the_run_and_env_horizons_resumes_into_one_env_list(tmp_
 def test_actor_launch_counts_survive_a_resume(tmp_path):
     """A resumed run's actors get launch numbers after the first run's (so their group ids
     and task draws differ from the first run's)."""
-    from agentgym.transport.channels import ActorRegistry
+    from agentgym.transport.registry import ActorRegistry
 
     first = Learner(tiny_model(), config(checkpoint_dir=str(tmp_path)))
     first._registry = ActorRegistry()
@@ -344,7 +344,8 @@ def test_file_mode_publishes_a_safetensors_file_and_keeps_two(tmp_path):
     readable by safetensors) and serves its path; only the newest two files stay."""
     from safetensors.torch import load_file
 
-    from agentgym.transport.channels import Endpoints, LearnerChannels
+    from agentgym.transport.endpoints import Endpoints
+    from agentgym.transport.learner_channels import LearnerChannels
     from agentgym.transport.weights import WeightRequest
 
     model = tiny_model()

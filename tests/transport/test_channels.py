@@ -259,7 +259,7 @@ def test_each_new_actor_process_gets_the_next_launch_of_its_index(learner):
 def test_ids_of_a_relaunch_never_repeat_its_predecessors():
     from itertools import islice
 
-    from agentgym.transport.wire import id_origin, next_ids
+    from agentgym.transport.ids import id_origin, next_ids
 
     first, second = list(islice(next_ids(3, 0), 1000)), list(islice(next_ids(3, 1), 1000))
     other = list(islice(next_ids(4, 0), 1000))

@@ -66,10 +66,12 @@ from agentgym.agent.turns import ChatCodec
 from agentgym.curriculum import CurriculumConfig, open_task_ids
 from agentgym.engines.base import Engine, SamplingParams
 from agentgym.envs import EnvPool
+from agentgym.transport.actor_channels import AsyncActorChannels
 from agentgym.transport.auth import TransportKeys
-from agentgym.transport.channels import AsyncActorChannels, Endpoints
+from agentgym.transport.endpoints import Endpoints
+from agentgym.transport.ids import id_position
 from agentgym.transport.weights import WeightFetchError
-from agentgym.transport.wire import Control, Trajectory, id_position, trajectory_header
+from agentgym.transport.wire import Control, Trajectory, trajectory_header
 
 log = logging.getLogger(__name__)
 

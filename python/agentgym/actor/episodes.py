@@ -24,7 +24,8 @@ from agentgym.agent.turns import ChatCodec, Conversation
 from agentgym.engines.base import Engine, SamplingParams
 from agentgym.envs import EnvPool, SessionError
 from agentgym.envs.families import EnvFamily, family
-from agentgym.transport.wire import Trajectory, next_ids  # noqa: F401 - next_ids: re-exported
+from agentgym.transport.ids import next_ids  # noqa: F401 - re-exported: run_group takes its ids
+from agentgym.transport.wire import Trajectory
 
 
 def parse_reply(reply: str, env: str, reply_format: Literal["action_line", "bare"]) -> ParsedAction:

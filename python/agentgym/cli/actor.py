@@ -26,7 +26,7 @@ from agentgym.cli.common import (
 from agentgym.config import RunConfig, sync_problem
 from agentgym.configtools import ConfigError
 from agentgym.transport.auth import KeysError
-from agentgym.transport.channels import Endpoints
+from agentgym.transport.endpoints import Endpoints
 from agentgym.transport.malloc import tune_malloc
 
 log = logging.getLogger("agentgym.actor")

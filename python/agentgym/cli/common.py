@@ -28,7 +28,8 @@ from agentgym.transport.auth import (
     uses_tcp,
     wait_for_keys,
 )
-from agentgym.transport.channels import Endpoints, LearnerChannels
+from agentgym.transport.endpoints import Endpoints
+from agentgym.transport.learner_channels import LearnerChannels
 from agentgym.transport.limits import TrajectoryLimits
 
 ENDPOINTS_FILE = "endpoints.json"

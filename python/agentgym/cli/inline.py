@@ -33,7 +33,7 @@ from pathlib import Path
 from agentgym.cli.common import RESOLVED_CONFIG
 from agentgym.cli.processes import Child, log_tail
 from agentgym.config import RunConfig
-from agentgym.transport.channels import Endpoints
+from agentgym.transport.endpoints import Endpoints
 
 INLINE_LOG = "inline.log"
 """The children's shared log, in ``RUN_DIR/logs``."""

@@ -33,7 +33,7 @@ from agentgym.cli.rundir import LOCK_ENV, RunDirBusy, lock_run_dir
 from agentgym.config import RunConfig
 from agentgym.configtools import ConfigError
 from agentgym.durable import DiskFull
-from agentgym.transport.channels import Endpoints
+from agentgym.transport.endpoints import Endpoints
 from agentgym.transport.malloc import tune_malloc
 
 log = logging.getLogger("agentgym.learner")

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from agentgym.transport.wire import Trajectory, id_origin, id_position
+from agentgym.transport.ids import id_origin, id_position
+from agentgym.transport.wire import Trajectory
 
 
 @dataclass(frozen=True)

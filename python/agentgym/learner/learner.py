@@ -39,8 +39,9 @@ from agentgym.learner.distributed import Command, Dist, Ranks
 from agentgym.learner.metrics import MetricsWriter
 from agentgym.learner.publish import Publisher
 from agentgym.learner.update import PolicyUpdate
-from agentgym.transport.channels import ActorRegistry, LearnerChannels
+from agentgym.transport.learner_channels import LearnerChannels
 from agentgym.transport.malloc import trim_heap
+from agentgym.transport.registry import ActorRegistry
 from agentgym.transport.wire import ANY_ENV, TRUNCATIONS, Control, Trajectory
 
 log = logging.getLogger(__name__)

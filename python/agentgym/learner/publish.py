@@ -15,7 +15,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from agentgym.learner.distributed import Command, Dist, Ranks, full_state_dict_items
-from agentgym.transport.channels import LearnerChannels
+from agentgym.transport.learner_channels import LearnerChannels
 from agentgym.transport.weights.paths import weight_path
 
 

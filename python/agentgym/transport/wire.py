@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from typing import Any
@@ -30,22 +30,20 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from agentgym.transport.ids import MAX_ACTORS, MAX_LAUNCHES
+
 SCHEMA_VERSION = 6
 """Bumped whenever a field changes meaning or layout; receivers reject any other version."""
 
 TRUNCATIONS = ("", "cap", "context", "env")
-
-ANY_ENV = ""
-"""The env key of a cap (``Control.caps``, ``Control.cap_plans``) that holds for every env not
-named: the cap of a learner given no env list."""
 """Why an episode was cut off (``Trajectory.truncation``): not at all; its turns reached the
 horizon cap; its conversation reached ``actor.max_context_tokens``; the environment's own
 limit (BabyAI's step budget, ScienceWorld's move limit)."""
 
-# Group and episode ids are ``index << 48 | launch << 32 | counter`` (``next_ids`` below):
-# these bound the first two so an id fits an int64.
-MAX_ACTORS = 1 << 15
-MAX_LAUNCHES = 1 << 16
+ANY_ENV = ""
+"""The env key of a cap (``Control.caps``, ``Control.cap_plans``) that holds for every env not
+named: the cap of a learner given no env list."""
+
 
 # Wire dtype names and the little-endian numpy dtype they map to. bfloat16 has no numpy dtype:
 # it travels as raw bytes and is reinterpreted by torch at the edge
@@ -710,30 +708,3 @@ def decode_welcome(buf: Any) -> Welcome:
     if not isinstance(launch, int) or isinstance(launch, bool) or not 0 <= launch < MAX_LAUNCHES:
         raise WireError(f"welcome: launch must be an integer in [0, {MAX_LAUNCHES})")
     return Welcome(accepted, schema, str(msg.get("reason", "")), launch)
-
-
-# --------------------------------------------------------------------------------------------
-# Group and episode ids
-
-
-def next_ids(index: int, launch: int = 0, start: int = 0) -> Iterator[int]:
-    """Ids unique across a run's actors and their relaunches: ``index << 48 | launch << 32 |
-    counter``, the counter from ``start`` on (``launch``: how many processes with this index
-    came before, as the learner's ``Welcome`` says). Under 2**63 for every index and launch
-    the wire admits. An actor's group counter is its task stream's position
-    (``id_position``), which goes on across its relaunches."""
-    if not (0 <= index < MAX_ACTORS and 0 <= launch < MAX_LAUNCHES and 0 <= start < 1 << 32):
-        raise ValueError(f"actor index {index} / launch {launch} / start {start} out of range")
-    prefix = (index << 16 | launch) << 32
-    return (prefix | i for i in range(start, 1 << 32))
-
-
-def id_origin(any_id: int) -> tuple[int, int]:
-    """The (actor index, launch) a group or episode id of :func:`next_ids` came from."""
-    return any_id >> 48, (any_id >> 32) & 0xFFFF
-
-
-def id_position(any_id: int) -> int:
-    """The counter of a group or episode id of :func:`next_ids` (for a group id, the group's
-    position in its actor's task stream)."""
-    return any_id & 0xFFFFFFFF

@@ -8,7 +8,8 @@
   end and its actor end, and ``load_newer``, how an actor's engine takes them (needs torch).
 
 The names below are the protocol's, so importing this package does not import torch; the
-channels (``agentgym.transport.channels``) carry the protocol's messages over ZeroMQ.
+channels (``agentgym.transport.learner_channels`` and ``actor_channels``) carry the protocol's
+messages over ZeroMQ.
 """
 
 from agentgym.transport.weights.protocol import (

@@ -38,7 +38,7 @@ from agentgym.transport.weights.tensors import (
 )
 
 if TYPE_CHECKING:
-    from agentgym.transport.channels import AsyncActorChannels
+    from agentgym.transport.actor_channels import AsyncActorChannels
 
 Header = Sequence[tuple[str, torch.dtype, tuple[int, ...]]]
 """(name, dtype, shape) of every tensor of the policy, in state-dict order."""
