@@ -31,7 +31,7 @@ cd "$(dirname "$0")/.."
 
 TABLE=${1:?"usage: bash bench/real_model_proof.sh baselines|noise|pass8|scalinginter|textcraft|textcraft-sft|search"}
 MODEL=${MODEL:-runs/models/smollm2-135m-instruct}
-SEEDS=${SEEDS:-0 1 2}
+SEEDS=${SEEDS-0 1 2}  # SEEDS="" trains none (the baselines and zero-shot only)
 LIMIT=${LIMIT:-20}
 OUT=runs/proof/$TABLE
 mkdir -p "$OUT"
