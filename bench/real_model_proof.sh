@@ -78,6 +78,24 @@ eval_once() {
     agentgym eval "$@" --out "$out"  # written at the end: a stopped eval leaves no file
 }
 
+# warm_start CONFIG ENV DEMO_ARGS...: SFT into $warm on the demos `agentgym demos ENV DEMO_ARGS
+# --worked-example` writes; $warm/sft.done marks a finished SFT, and a checkpoint without it is
+# a stopped one, resumed.
+warm_start() {
+    local config=$1 env=$2
+    shift 2
+    [ -f "$warm/sft.done" ] && return
+    [ -f "$warm/demos.jsonl" ] || agentgym demos "$env" "$@" --worked-example \
+        --out "$warm/demos.jsonl"
+    if [ -f "$warm/sft/checkpoints/latest" ]; then
+        agentgym sft --resume "$warm"
+    else
+        agentgym sft "$config" --set "model.path=$MODEL" --set "run_dir=$warm" \
+            --set "sft.data=[$warm/demos.jsonl]" --overwrite
+    fi
+    touch "$warm/sft.done"
+}
+
 # pure_rl CONFIG RUN_PREFIX CAPS SETS...: zero-shot, then per seed a pure-RL run from the
 # instruct model and its eval; CAPS is the eval matrix of both.
 pure_rl() {
@@ -141,18 +159,7 @@ scalinginter)
     # The warm start every arm and seed starts from: levels 14 and 21 give the instruct model
     # no success to rank (zero-shot Pass@8 0 on level 14), so RL begins after bot-demo SFT.
     warm=$OUT/warm
-    # $warm/sft.done marks a finished SFT; a checkpoint without it is a stopped one, resumed.
-    if [ ! -f "$warm/sft.done" ]; then
-        [ -f "$warm/demos.jsonl" ] || agentgym demos babyai --tasks 0:4000 --levels 14,21 \
-            --worked-example --out "$warm/demos.jsonl"
-        if [ -f "$warm/sft/checkpoints/latest" ]; then
-            agentgym sft --resume "$warm"
-        else
-            agentgym sft "$HORIZON" --set "model.path=$MODEL" --set "run_dir=$warm" \
-                --set "sft.data=[$warm/demos.jsonl]" --overwrite
-        fi
-        touch "$warm/sft.done"
-    fi
+    warm_start "$HORIZON" babyai --tasks 0:4000 --levels 14,21
     # Pass@8 of the warm start on held-out tasks of both levels at cap 6 (T 0.7, as training
     # samples): GRPO learns only from groups with a success in them.
     eval_once "$OUT/warm.json" "$HORIZON" --set "run_dir=$warm" --set "model.path=$MODEL" \
@@ -210,17 +217,7 @@ textcraft-sft)
     # Pure RL from the instruct model sees no success on these goals (the textcraft table), so
     # here RL starts from SFT on planner demos of the training ids (even), never the eval ones.
     warm=$OUT/warm
-    if [ ! -f "$warm/sft.done" ]; then
-        [ -f "$warm/demos.jsonl" ] || agentgym demos textcraft --tasks 0:125:2 --worked-example \
-            --out "$warm/demos.jsonl"
-        if [ -f "$warm/sft/checkpoints/latest" ]; then
-            agentgym sft --resume "$warm"
-        else
-            agentgym sft "$TEXTCRAFT" --set "model.path=$MODEL" --set "run_dir=$warm" \
-                --set "sft.data=[$warm/demos.jsonl]" --overwrite
-        fi
-        touch "$warm/sft.done"
-    fi
+    warm_start "$TEXTCRAFT" textcraft --tasks 0:125:2
     eval_once "$OUT/warm.json" "$TEXTCRAFT" --set "run_dir=$warm" --set "model.path=$MODEL" \
         --checkpoint "$warm/sft/checkpoints" --caps 2,4
     for seed in $SEEDS; do
