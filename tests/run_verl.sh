@@ -14,7 +14,10 @@ fi
 echo "== pip install .[verl] deps into $venv (torch held)"
 pins="$(mktemp)"
 python3 -m pip freeze | grep -iE '^(torch|numpy)==' >"$pins" || true
-python3 tests/extra_requirements.py verl \
+# transformers[kernels]: the system site's kernels (which agentgym's newer transformers needs) is
+# too new for the transformers verl pins, and that one imports it whenever it is importable; the
+# extra puts the kernels its own transformers accepts in this environment, ahead of the system's.
+{ python3 tests/extra_requirements.py verl; echo "transformers[kernels]"; } \
     | xargs -r "$venv/bin/python" -m pip install --progress-bar off -c "$pins" 2>&1 \
     | sed -u -e '/^Requirement already satisfied/d' -e '/^  Requirement already/d'
 rm -f "$pins"
