@@ -96,6 +96,22 @@ warm_start() {
     touch "$warm/sft.done"
 }
 
+# train_once RUN CONFIG ARGS...: `agentgym train CONFIG ARGS` into RUN, unless RUN finished
+# already (its summary.json says exit 0); a run stopped or failed part-way resumes from its
+# newest checkpoint (a stopped run writes a summary too, with exit 130).
+train_once() {
+    local run=$1
+    shift
+    if python -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["exit_code"] != 0)' \
+        "$run/summary.json" 2>/dev/null; then
+        echo "== $run: trained already"
+    elif [ -d "$run/checkpoints" ]; then
+        agentgym train --resume "$run"
+    else
+        agentgym train "$@"
+    fi
+}
+
 # pure_rl CONFIG RUN_PREFIX CAPS SETS...: zero-shot, then per seed a pure-RL run from the
 # instruct model and its eval; CAPS is the eval matrix of both.
 pure_rl() {
@@ -105,14 +121,8 @@ pure_rl() {
         --set "run_dir=$OUT/zero-shot" --checkpoint "$MODEL" --caps "$caps"
     for seed in $SEEDS; do
         run=$OUT/$prefix-s$seed
-        if [ -f "$run/summary.json" ]; then
-            echo "== $run: trained already"
-        elif [ -d "$run/checkpoints" ]; then
-            agentgym train --resume "$run"
-        else
-            agentgym train "$config" --set "model.path=$MODEL" "$@" --set "run_dir=$run" \
-                --set "actor.seed=$seed" --set "learner.seed=$seed"
-        fi
+        train_once "$run" "$config" --set "model.path=$MODEL" "$@" --set "run_dir=$run" \
+            --set "actor.seed=$seed" --set "learner.seed=$seed"
         eval_once "$OUT/$prefix-s$seed.json" "$run/config.yaml" --checkpoint "$run/checkpoints" \
             --caps "$caps"
     done
@@ -191,13 +201,7 @@ PY
             run=$OUT/$arm-s$seed
             sets=(--set "model.path=$MODEL" --set "run_dir=$run" --set "actor.seed=$seed"
                 --set "learner.seed=$seed" --set "learner.horizon=$horizon")
-            if [ -f "$run/summary.json" ]; then
-                echo "== $run: trained already"
-            elif [ -d "$run/checkpoints" ]; then
-                agentgym train --resume "$run"
-            else
-                agentgym train "$HORIZON" "${sets[@]}" --init-from "$warm/sft/checkpoints"
-            fi
+            train_once "$run" "$HORIZON" "${sets[@]}" --init-from "$warm/sft/checkpoints"
             eval_once "$OUT/$arm-s$seed.json" "$run/config.yaml" --checkpoint "$run/checkpoints" \
                 --caps 6
         done
@@ -222,15 +226,8 @@ textcraft-sft)
         --checkpoint "$warm/sft/checkpoints" --caps 2,4
     for seed in $SEEDS; do
         run=$OUT/rl-s$seed
-        if [ -f "$run/summary.json" ]; then
-            echo "== $run: trained already"
-        elif [ -d "$run/checkpoints" ]; then
-            agentgym train --resume "$run"
-        else
-            agentgym train "$TEXTCRAFT" --set "model.path=$MODEL" --set "run_dir=$run" \
-                --set "actor.seed=$seed" --set "learner.seed=$seed" \
-                --init-from "$warm/sft/checkpoints"
-        fi
+        train_once "$run" "$TEXTCRAFT" --set "model.path=$MODEL" --set "run_dir=$run" \
+            --set "actor.seed=$seed" --set "learner.seed=$seed" --init-from "$warm/sft/checkpoints"
         eval_once "$OUT/rl-s$seed.json" "$run/config.yaml" --checkpoint "$run/checkpoints" \
             --caps 2,4
     done
