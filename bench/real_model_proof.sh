@@ -21,11 +21,11 @@
 #
 # MODEL (default runs/models/smollm2-135m-instruct: agentgym model fetch smollm2-135m-instruct
 # MODEL), SEEDS (default "0 1 2"), ARMS (scalinginter's arms, default "stepwise short long"),
-# LIMIT (eval tasks per set, default 20), FORCE=1 (scalinginter: train the arms even when the warm
-# start's Pass@8 is 0), SETS (config overrides for every run and eval of the table, KEY=VALUE
-# words without spaces; on a CPU without native bf16, no avx512_bf16 or amx_bf16 in
-# /proc/cpuinfo, bf16 runs several times slower than float32 there:
-# SETS="sft.bf16=false learner.bf16=false engine.bf16=false").
+# PROOF_DIR (where the tables go, default runs/proof), LIMIT (eval tasks per set, default 20),
+# FORCE=1 (scalinginter: train the arms even when the warm start's Pass@8 is 0), SETS (config
+# overrides for every run and eval of the table, KEY=VALUE words without spaces; on a CPU without
+# native bf16, no avx512_bf16 or amx_bf16 in /proc/cpuinfo, bf16 runs several times slower than
+# float32 there: SETS="sft.bf16=false learner.bf16=false engine.bf16=false").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,7 +33,7 @@ TABLE=${1:?"usage: bash bench/real_model_proof.sh baselines|noise|pass8|scalingi
 MODEL=${MODEL:-runs/models/smollm2-135m-instruct}
 SEEDS=${SEEDS-0 1 2}  # SEEDS="" trains none (the baselines and zero-shot only)
 LIMIT=${LIMIT:-20}
-OUT=runs/proof/$TABLE
+OUT=${PROOF_DIR:-runs/proof}/$TABLE
 mkdir -p "$OUT"
 EXTRA=()
 for kv in ${SETS:-}; do
