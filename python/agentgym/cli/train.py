@@ -62,7 +62,10 @@ from agentgym.configtools import ConfigError
 from agentgym.durable import newest_intact, write_atomic
 
 MODEL_WAIT_S = START_TIMEOUT_S  # actors wait this long for the learner's tiny-model build
-LEARNER_GRACE_S = 60.0  # the learner checkpoints before it exits
+# A stopping learner finishes the update under way, then checkpoints: it is given twice the
+# slowest step seen so far (an update on a CPU takes minutes), within these bounds.
+LEARNER_GRACE_S = 60.0
+LEARNER_GRACE_MAX_S = 900.0
 ACTOR_GRACE_S = 10.0
 WATCH_POLL_S = 0.25  # how often the launcher looks at its children and the metrics
 
@@ -348,6 +351,11 @@ class Progress:
     steps: int = 0
     first_step: int = 0
     sampling: float | None = None
+    # Seconds between the launch and the first metrics record, then between records: the
+    # longest is what a stopping learner's update in flight may still need.
+    wall_started: float = field(default_factory=time.time)
+    last_record: float | None = None
+    slowest_step_s: float = 0.0
 
 
 class Launcher:
@@ -435,7 +443,8 @@ class Launcher:
             if self.stopping:
                 self._show()
                 print(
-                    "\nagentgym train: stopping; the learner writes a checkpoint first",
+                    "\nagentgym train: stopping; the learner finishes the update under way and "
+                    f"writes a checkpoint (given up to {self._learner_grace_s():.0f} s)",
                     flush=True,
                 )
                 return 130
@@ -461,7 +470,7 @@ class Launcher:
     def _shutdown(self) -> None:
         actors = [c for c in self.children if c not in self.learners]
         try:  # learner first: it checkpoints and broadcasts stop; then the actors
-            stop_all(self.learners, grace_s=LEARNER_GRACE_S)
+            stop_all(self.learners, grace_s=self._learner_grace_s())
             stop_all(actors, grace_s=ACTOR_GRACE_S)
         finally:
             self.processes.close()
@@ -472,6 +481,7 @@ class Launcher:
         """One line per update the learner recorded since the last call (and a warning when
         steps go by without a learning signal, also with ``--quiet``)."""
         for record in self._read_metrics():
+            self._time_step(record.get("time"))
             self.progress.last.update(record)
             self.progress.steps = record.get("step", self.progress.steps)
             line = self._line(record)  # also when quiet: the line's rates need every step
@@ -480,6 +490,19 @@ class Launcher:
             warning = self.signal.observe(record)
             if warning is not None:
                 print(warning, flush=True)
+
+    def _time_step(self, at: Any) -> None:
+        progress = self.progress
+        if not isinstance(at, (int, float)):
+            return
+        since = progress.wall_started if progress.last_record is None else progress.last_record
+        progress.slowest_step_s = max(progress.slowest_step_s, at - since)
+        progress.last_record = at
+
+    def _learner_grace_s(self) -> float:
+        """How long a stopping learner is given before it is killed (``LEARNER_GRACE_S``)."""
+        wanted = 2 * self.progress.slowest_step_s
+        return min(max(LEARNER_GRACE_S, wanted), LEARNER_GRACE_MAX_S)
 
     def _read_metrics(self) -> list[dict[str, Any]]:
         path = self.run_dir / "metrics.jsonl"
