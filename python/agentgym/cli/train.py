@@ -353,8 +353,7 @@ class Progress:
     sampling: float | None = None
     # Seconds between the launch and the first metrics record, then between records: the
     # longest is what a stopping learner's update in flight may still need.
-    wall_started: float = field(default_factory=time.time)
-    last_record: float | None = None
+    last_record: float = field(default_factory=time.time)
     slowest_step_s: float = 0.0
 
 
@@ -492,12 +491,11 @@ class Launcher:
                 print(warning, flush=True)
 
     def _time_step(self, at: Any) -> None:
-        progress = self.progress
-        if not isinstance(at, (int, float)):
-            return
-        since = progress.wall_started if progress.last_record is None else progress.last_record
-        progress.slowest_step_s = max(progress.slowest_step_s, at - since)
-        progress.last_record = at
+        """Note the time since the previous record (``at``: a record's wall-clock ``time``)."""
+        if isinstance(at, (int, float)):
+            progress = self.progress
+            progress.slowest_step_s = max(progress.slowest_step_s, at - progress.last_record)
+            progress.last_record = at
 
     def _learner_grace_s(self) -> float:
         """How long a stopping learner is given before it is killed (``LEARNER_GRACE_S``)."""
