@@ -18,6 +18,8 @@
 #                                                # training ids, its eval, then RL from it per seed
 #   bash bench/real_model_proof.sh search        # Deep Search, one-hop mix, disjoint held-out
 #                                                # entities: the same rows
+#   bash bench/real_model_proof.sh search-sft    # the same world: chain-finder demo SFT on
+#                                                # training questions, its eval, RL from it
 #
 # MODEL (default runs/models/smollm2-135m-instruct: agentgym model fetch smollm2-135m-instruct
 # MODEL), SEEDS (default "0 1 2"), ARMS (scalinginter's arms, default "stepwise short long"),
@@ -29,7 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TABLE=${1:?"usage: bash bench/real_model_proof.sh baselines|noise|pass8|scalinginter|textcraft|textcraft-sft|search"}
+TABLE=${1:?"usage: bash bench/real_model_proof.sh baselines|noise|pass8|scalinginter|textcraft|textcraft-sft|search|search-sft"}
 MODEL=${MODEL:-runs/models/smollm2-135m-instruct}
 SEEDS=${SEEDS-0 1 2}  # SEEDS="" trains none (the baselines and zero-shot only)
 LIMIT=${LIMIT:-20}
@@ -110,6 +112,18 @@ train_once() {
     else
         agentgym train "$@"
     fi
+}
+
+# search_world: the search tables' world (shared by them, under PROOF_DIR/search/data): 720
+# questions, half one-hop, the 400 held-out ones with entities of their own, which the strict
+# check confirms; sets $data and $opts (the env options that point a config at it).
+search_world() {
+    data=${PROOF_DIR:-runs/proof}/search/data
+    opts=(--set "env.options.index=$data/index" --set "env.options.qa=$data/qa.jsonl")
+    [ -f "$data/qa.jsonl" ] || agentgym index generate "$data" --questions 720 --one-hop 0.5 \
+        --held-out 400
+    [ -d "$data/index" ] || agentgym index build "$data/corpus.jsonl" "$data/index"
+    agentgym index check "$data" --train 0:320 --eval 320:720 --strict
 }
 
 # pure_rl CONFIG RUN_PREFIX CAPS SETS...: zero-shot, then per seed a pure-RL run from the
@@ -234,20 +248,34 @@ textcraft-sft)
     ;;
 search)
     need_model
-    data=$OUT/data
-    opts=(--set "env.options.index=$data/index" --set "env.options.qa=$data/qa.jsonl")
-    [ -f "$data/qa.jsonl" ] || agentgym index generate "$data" --questions 720 --one-hop 0.5 \
-        --held-out 400
-    [ -d "$data/index" ] || agentgym index build "$data/corpus.jsonl" "$data/index"
-    agentgym index check "$data" --train 0:320 --eval 320:720 --strict
+    search_world
     for policy in scripted copy-example bot; do
         eval_once "$OUT/baseline_$policy.json" "$SEARCH" "${opts[@]}" \
             --set "run_dir=$OUT/baselines" --policy "$policy" --caps 2,3,5
     done
     pure_rl "$SEARCH" rl 2,3,5 "${opts[@]}"
     ;;
+search-sft)
+    need_model
+    # Pure RL from the instruct model sees no success on this world (the search table), so here
+    # RL starts from SFT on the chain finder's demos of every fifth training question (64: 32
+    # one-hop, 16 two-hop, 16 three-hop), never an eval one.
+    search_world
+    warm=$OUT/warm
+    warm_start "$SEARCH" search --tasks 0:320:5 -o "index=$data/index" -o "qa=$data/qa.jsonl" \
+        -o topk=1  # the recipe's env: one passage per search
+    eval_once "$OUT/warm.json" "$SEARCH" "${opts[@]}" --set "run_dir=$warm" \
+        --set "model.path=$MODEL" --checkpoint "$warm/sft/checkpoints" --caps 2,3,5
+    for seed in $SEEDS; do
+        run=$OUT/rl-s$seed
+        train_once "$run" "$SEARCH" --set "model.path=$MODEL" "${opts[@]}" --set "run_dir=$run" \
+            --set "actor.seed=$seed" --set "learner.seed=$seed" --init-from "$warm/sft/checkpoints"
+        eval_once "$OUT/rl-s$seed.json" "$run/config.yaml" --checkpoint "$run/checkpoints" \
+            --caps 2,3,5
+    done
+    ;;
 *)
-    echo "unknown table $TABLE (baselines, noise, pass8, scalinginter, textcraft, textcraft-sft, search)" >&2
+    echo "unknown table $TABLE (baselines, noise, pass8, scalinginter, textcraft, textcraft-sft, search, search-sft)" >&2
     exit 2
     ;;
 esac

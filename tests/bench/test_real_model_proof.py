@@ -73,3 +73,23 @@ def test_finished_runs_are_skipped_stopped_ones_resume_missing_ones_train(tmp_pa
     evals = [c for c in calls if c.startswith("eval")]
     assert len(evals) == 8, calls
     assert len(_run(tmp_path, "textcraft", "0 1 2 3")) == 3  # the evals are done: the trains only
+
+
+def test_search_sft_warm_starts_from_training_demos_on_the_search_tables_world(tmp_path):
+    calls = _run(tmp_path, "search-sft", "0 1")
+    proof = tmp_path / "proof"
+    data, warm = proof / "search" / "data", proof / "search-sft" / "warm"
+    demos = [c for c in calls if c.startswith("demos")]
+    assert len(demos) == 1, calls
+    assert demos[0].startswith("demos search --tasks 0:320:5 "), demos  # training ids only
+    assert f"-o index={data}/index -o qa={data}/qa.jsonl -o topk=1" in demos[0], demos
+    sft = [c for c in calls if c.startswith("sft")]
+    assert len(sft) == 1 and f"sft.data=[{warm}/demos.jsonl]" in sft[0], calls
+    trains = [c for c in calls if c.startswith("train")]
+    assert len(trains) == 2, calls
+    for seed, train in enumerate(trains):
+        assert f"--init-from {warm}/sft/checkpoints" in train, train
+        assert f"env.options.index={data}/index" in train and f"actor.seed={seed}" in train, train
+    evals = [c for c in calls if c.startswith("eval")]
+    assert len(evals) == 3 and f"--checkpoint {warm}/sft/checkpoints" in evals[0], calls
+    assert all("--caps 2,3,5" in c for c in evals), evals
