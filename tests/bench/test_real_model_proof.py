@@ -93,3 +93,17 @@ def test_search_sft_warm_starts_from_training_demos_on_the_search_tables_world(t
     evals = [c for c in calls if c.startswith("eval")]
     assert len(evals) == 3 and f"--checkpoint {warm}/sft/checkpoints" in evals[0], calls
     assert all("--caps 2,3,5" in c for c in evals), evals
+
+
+def test_babyai_rl_trains_levels_5_and_7_from_the_instruct_model(tmp_path):
+    calls = _run(tmp_path, "babyai-rl", "0 1")
+    trains = [c for c in calls if c.startswith("train")]
+    assert len(trains) == 2, calls
+    for train in trains:
+        assert train.startswith("train configs/smollm2-babyai-horizon.yaml "), train
+        assert "tasks.train.levels=[5, 7]" in train and "--init-from" not in train, train
+        assert "learner.horizon={schedule: fixed, cap: 6}" in train, train
+    evals = [c for c in calls if c.startswith("eval")]
+    assert len(evals) == 5, calls  # the script, the bot, zero-shot, a seed each
+    assert sum("--policy" in c for c in evals) == 2, evals
+    assert all("tasks.eval.levels=[5, 7]" in c for c in evals if "--policy" in c), evals
