@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from agentgym.cli.processes import log_tail, spawn, stop_all
+from agentgym.cli.processes import exit_description, log_tail, spawn, stop_all
 
 CLI = Path(__file__).resolve().parents[2] / "python" / "agentgym" / "cli"
 
@@ -100,3 +100,12 @@ def test_a_child_dies_with_its_launcher_killed_by_sigkill(tmp_path):
     if not gone:
         os.kill(child, signal.SIGKILL)
     assert gone, "the child outlived its launcher"
+
+
+def test_an_exit_by_signal_is_named_and_a_foreign_sigkill_points_at_memory():
+    killed = subprocess.run([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"])
+    text = exit_description(killed.returncode)
+    assert text.startswith("was killed by SIGKILL (exit code -9)"), text
+    assert "out-of-memory killer" in text and "learner.micro_batch_size" in text, text
+    assert exit_description(-signal.SIGTERM) == "was killed by SIGTERM (exit code -15)"
+    assert exit_description(3) == "exited with code 3"

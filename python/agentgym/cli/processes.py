@@ -26,6 +26,26 @@ START_TIMEOUT_S = 600.0
 """How long a start may wait: for the learner's endpoints, or for Ray to place a process."""
 
 
+def exit_description(code: int) -> str:
+    """How a child ended, for its error: "exited with code 1", or for a negative code (killed
+    by a signal) the signal's name; a SIGKILL the run did not send is most often the kernel's
+    out-of-memory killer, which the message says along with what lowers the peak."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    text = f"was killed by {name} (exit code {code})"
+    if -code == signal.SIGKILL:
+        text += (
+            ": a SIGKILL the run did not send, most often the kernel's out-of-memory killer "
+            "('Out of memory: Killed process' in dmesg); fewer runs beside it, a smaller "
+            "learner.micro_batch_size or actor.max_context_tokens lower the peak"
+        )
+    return text
+
+
 class ChildDied(RuntimeError):
     """A child process failed (or could not start); the message says which and why."""
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from agentgym.cli.processes import LocalChild, spawn, stop_all
+from agentgym.cli.processes import LocalChild, exit_description, spawn, stop_all
 from agentgym.config import RunConfig
 
 START_TIMEOUT_S = 120.0  # a ScienceWorld server imports the simulator (a JVM) before it answers
@@ -75,7 +75,7 @@ def _wait_healthy(child: LocalChild, url: str) -> None:
         code = child.poll()
         if code is not None:
             raise ServerFailed(
-                f"{child.name} ({url}) exited with code {code} at start; last lines of "
+                f"{child.name} ({url}) {exit_description(code)} at start; last lines of "
                 f"{child.log_path}:\n{child.tail()}"
             )
         try:

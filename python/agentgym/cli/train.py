@@ -41,6 +41,7 @@ from agentgym.cli.processes import (
     ChildDied,
     LocalChild,
     Processes,
+    exit_description,
     spawn,
     stop_all,
 )
@@ -457,7 +458,8 @@ class Launcher:
         if code is None or code == 0 or self.stopping:
             return
         raise ChildDied(
-            f"{child.name} exited with code {code}; last lines of {child.log_path}:\n{child.tail()}"
+            f"{child.name} {exit_description(code)}; last lines of {child.log_path}:\n"
+            f"{child.tail()}"
         )
 
     def _request_stop(self) -> None:
