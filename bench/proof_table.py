@@ -50,21 +50,31 @@ def baselines(folder: Path) -> str:
     return "\n".join(out)
 
 
-def evals(files: list[Path]) -> str:
-    out = ["| result | cap | tasks | Avg@k | Pass@k | invalid | within 2 / 4 / 6 turns |",
+def evals(
+    files: list[Path], within_turns: tuple[int, ...] = (2, 4, 6), groups: bool = False
+) -> str:
+    """A row per result (and with ``groups`` one more per level or hop count of it): Avg@k,
+    Pass@k, invalid replies and the share of episodes solved within each of ``within_turns``."""
+    head = " / ".join(str(t) for t in within_turns)
+    out = [f"| result | cap | tasks | Avg@k | Pass@k | invalid | within {head} turns |",
            "|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
     for f in files:
         for r in results_of(f):
-            k, row = r["k"], r["rows"][r["env"]]
-            episodes = [e for e in r["episodes"] if "error" not in e]
-            within = [sum(1 for e in episodes if e.get("success") and e.get("turns", 0) <= t)
-                      / max(len(episodes), 1) for t in (2, 4, 6)]  # fmt: skip
-            out.append(
-                f"| {f.stem} | {cap_name(r['horizon_cap'])} | {row['tasks']} | "
-                f"{row[f'avg@{k}']:.3f} | {row[f'pass@{k}']:.3f} | {row['invalid']:.1%} | "
-                + " / ".join(f"{w:.3f}" for w in within)
-                + " |"
-            )
+            k = r["k"]
+            names = list(r["rows"]) if groups else [r["env"]]
+            for name in names:
+                row = r["rows"][name]
+                episodes = [e for e in r["episodes"] if "error" not in e
+                            and (name == r["env"] or e.get("level") == name)]  # fmt: skip
+                within = [sum(1 for e in episodes if e.get("success") and e.get("turns", 0) <= t)
+                          / max(len(episodes), 1) for t in within_turns]  # fmt: skip
+                label = f.stem if name == r["env"] else f"{f.stem} {name}"
+                out.append(
+                    f"| {label} | {cap_name(r['horizon_cap'])} | {row['tasks']} | "
+                    f"{row[f'avg@{k}']:.3f} | {row[f'pass@{k}']:.3f} | {row['invalid']:.1%} | "
+                    + " / ".join(f"{w:.3f}" for w in within)
+                    + " |"
+                )
     return "\n".join(out)
 
 
@@ -72,8 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("kind", choices=("baselines", "evals"))
     ap.add_argument("paths", nargs="+", type=Path)
+    ap.add_argument(
+        "--within",
+        default="2,4,6",
+        help="evals: the turn counts of the 'solved within' column (default 2,4,6)",
+    )
+    ap.add_argument("--groups", action="store_true",
+                    help="evals: a row per level or hop count of each result as well")  # fmt: skip
     args = ap.parse_args(argv)
-    print(baselines(args.paths[0]) if args.kind == "baselines" else evals(args.paths))
+    if args.kind == "baselines":
+        print(baselines(args.paths[0]))
+    else:
+        within = tuple(int(t) for t in args.within.split(","))
+        print(evals(args.paths, within, args.groups))
     return 0
 
 
