@@ -181,3 +181,19 @@ def test_a_result_of_other_settings_never_replaces_an_earlier_file(tmp_path):
     third = result_path(path, limited)
     assert third.name == "step_36-3.json"
     assert result_path(path, first) == path and result_path(path, seeded) == second
+
+
+def test_an_eval_names_its_base_model_by_its_real_path_whatever_the_cwd(tmp_path, monkeypatch):
+    from agentgym.cli.eval import eval_settings
+    from agentgym.config import load_config
+
+    (tmp_path / "main" / "models" / "m").mkdir(parents=True)
+    (tmp_path / "main" / "models" / "m" / "config.json").write_text("{}")
+    (tmp_path / "worktree").mkdir()
+    (tmp_path / "worktree" / "models").symlink_to(tmp_path / "main" / "models")
+    names = []
+    for cwd, path in ((tmp_path / "worktree", "models/m"), (tmp_path, "main/models/m")):
+        monkeypatch.chdir(cwd)
+        config = load_config(None, [f"run_dir={tmp_path / 'run'}", f"model.path={path}"])
+        names.append(eval_settings(config, tmp_path / "ckpt", None)["model"])
+    assert names == [str((tmp_path / "main" / "models" / "m").resolve())] * 2

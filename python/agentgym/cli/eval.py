@@ -478,7 +478,7 @@ def eval_settings(config: RunConfig, ckpt: Path, limit: int | None) -> dict[str,
         "groups_in_flight": ev.groups_in_flight,
         "max_batch_size": 1 if config.deterministic else e.max_batch_size,
         "bf16": e.bf16,
-        "model": str(model_dir(config)),
+        "model": str(model_dir(config).resolve()),  # one model named one way, whatever the cwd
         "tokenizer": tokenizer_id(model_dir(config)),
         "weights": weights_hash(ckpt),
     }
