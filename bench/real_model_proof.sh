@@ -116,6 +116,22 @@ train_once() {
     fi
 }
 
+# rl_from_warm CONFIG CAPS SETS...: the eval of the SFT warm start in $warm, then per seed an RL
+# run from it and its eval; CAPS is the eval matrix of all of them.
+rl_from_warm() {
+    local config=$1 caps=$2
+    shift 2
+    eval_once "$OUT/warm.json" "$config" "$@" --set "run_dir=$warm" --set "model.path=$MODEL" \
+        --checkpoint "$warm/sft/checkpoints" --caps "$caps"
+    for seed in $SEEDS; do
+        run=$OUT/rl-s$seed
+        train_once "$run" "$config" --set "model.path=$MODEL" "$@" --set "run_dir=$run" \
+            --set "actor.seed=$seed" --set "learner.seed=$seed" --init-from "$warm/sft/checkpoints"
+        eval_once "$OUT/rl-s$seed.json" "$run/config.yaml" --checkpoint "$run/checkpoints" \
+            --caps "$caps"
+    done
+}
+
 # search_world: the search tables' world (shared by them, under PROOF_DIR/search/data): 720
 # questions, half one-hop, the 400 held-out ones with entities of their own, which the strict
 # check confirms; sets $data and $opts (the env options that point a config at it).
@@ -252,15 +268,7 @@ textcraft-sft)
     # here RL starts from SFT on planner demos of the training ids (even), never the eval ones.
     warm=$OUT/warm
     warm_start "$TEXTCRAFT" textcraft --tasks 0:125:2
-    eval_once "$OUT/warm.json" "$TEXTCRAFT" --set "run_dir=$warm" --set "model.path=$MODEL" \
-        --checkpoint "$warm/sft/checkpoints" --caps 2,4
-    for seed in $SEEDS; do
-        run=$OUT/rl-s$seed
-        train_once "$run" "$TEXTCRAFT" --set "model.path=$MODEL" --set "run_dir=$run" \
-            --set "actor.seed=$seed" --set "learner.seed=$seed" --init-from "$warm/sft/checkpoints"
-        eval_once "$OUT/rl-s$seed.json" "$run/config.yaml" --checkpoint "$run/checkpoints" \
-            --caps 2,4
-    done
+    rl_from_warm "$TEXTCRAFT" 2,4
     ;;
 search)
     need_model
@@ -280,15 +288,7 @@ search-sft)
     warm=$OUT/warm
     warm_start "$SEARCH" search --tasks 0:320:5 -o "index=$data/index" -o "qa=$data/qa.jsonl" \
         -o topk=1  # the recipe's env: one passage per search
-    eval_once "$OUT/warm.json" "$SEARCH" "${opts[@]}" --set "run_dir=$warm" \
-        --set "model.path=$MODEL" --checkpoint "$warm/sft/checkpoints" --caps 2,3,5
-    for seed in $SEEDS; do
-        run=$OUT/rl-s$seed
-        train_once "$run" "$SEARCH" --set "model.path=$MODEL" "${opts[@]}" --set "run_dir=$run" \
-            --set "actor.seed=$seed" --set "learner.seed=$seed" --init-from "$warm/sft/checkpoints"
-        eval_once "$OUT/rl-s$seed.json" "$run/config.yaml" --checkpoint "$run/checkpoints" \
-            --caps 2,3,5
-    done
+    rl_from_warm "$SEARCH" 2,3,5 "${opts[@]}"
     ;;
 *)
     echo "unknown table $TABLE (baselines, noise, pass8, scalinginter, babyai-rl, textcraft, textcraft-sft, search, search-sft)" >&2
